@@ -1,0 +1,174 @@
+"""The sparse per-segment index: `<base>.index` beside each `<base>.log`.
+
+An entry (relative offset, byte position) is added each time a segment's write position crosses
+another INDEX_INTERVAL bytes, so a read seeks to the nearest entry at or below its offset and scans
+at most INDEX_INTERVAL bytes plus one record.
+
+Layout: a 64-byte header, then 8-byte entries (u32 relative offset, u32 position). A position of 0
+ends the entries (the record at position 0 needs no entry). The header is filled in when the
+segment is sealed; its CRC covers the header fields and the entries, so a damaged or half-written
+index is detected and rebuilt from the segment. For the active segment the entries double as
+recovery checkpoints: recovery starts at the last entry whose record still verifies.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+INDEX_INTERVAL = 4096
+HEADER = struct.Struct("<4sHHQQqqqII")
+HEADER_SIZE = 64
+ENTRY = struct.Struct("<II")
+MAGIC = b"CLIX"
+VERSION = 1
+FLAG_SEALED = 1
+
+
+def index_path(segment_path: str) -> str:
+    return segment_path[: -len(".log")] + ".index"
+
+
+def index_file_size(segment_size: int) -> int:
+    return HEADER_SIZE + ENTRY.size * (segment_size // INDEX_INTERVAL + 2)
+
+
+@dataclass(frozen=True)
+class SegmentSummary:
+    """What a sealed segment's index records about it. Immutable."""
+
+    used_bytes: int
+    record_count: int
+    first_timestamp_ms: int
+    last_timestamp_ms: int
+    last_write_ns: int
+    rels: tuple[int, ...] = field(default=(), repr=False)
+    positions: tuple[int, ...] = field(default=(), repr=False)
+
+    def floor(self, rel: int) -> tuple[int, int]:
+        """The entry (relative offset, position) at or below `rel`; (0, 0) if none."""
+        i = bisect.bisect_right(self.rels, rel) - 1
+        if i < 0:
+            return 0, 0
+        return self.rels[i], self.positions[i]
+
+
+def _entries_from(buf, limit: int) -> tuple[list[int], list[int]]:
+    rels: list[int] = []
+    positions: list[int] = []
+    pos = HEADER_SIZE
+    last_rel = last_pos = 0
+    while pos + ENTRY.size <= limit:
+        rel, p = ENTRY.unpack_from(buf, pos)
+        if p == 0:
+            break
+        if rel <= last_rel or p <= last_pos:
+            break  # a damaged tail of checkpoints: stop at the last monotonic entry
+        rels.append(rel)
+        positions.append(p)
+        last_rel, last_pos = rel, p
+        pos += ENTRY.size
+    return rels, positions
+
+
+def read_sealed(path: str) -> SegmentSummary | None:
+    """The sealed index at `path`, or None when it is missing, unsealed or damaged."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    if len(data) < HEADER_SIZE:
+        return None
+    magic, version, flags, used, count, first_ts, last_ts, last_ns, n, crc = HEADER.unpack_from(data, 0)
+    if magic != MAGIC or version != VERSION or not flags & FLAG_SEALED:
+        return None
+    end = HEADER_SIZE + n * ENTRY.size
+    if end > len(data):
+        return None
+    check = zlib.crc32(data[HEADER_SIZE:end], zlib.crc32(data[: HEADER.size - 4]))
+    if check != crc:
+        return None
+    rels, positions = _entries_from(data, end)
+    if len(rels) != n:
+        return None
+    return SegmentSummary(used, count, first_ts, last_ts, last_ns, tuple(rels), tuple(positions))
+
+
+def read_checkpoints(path: str) -> tuple[list[int], list[int]]:
+    """The entries of an unsealed (active) index: recovery checkpoints, possibly stale."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return [], []
+    return _entries_from(data, len(data))
+
+
+def _pack_sealed(summary: SegmentSummary) -> bytes:
+    entries = b"".join(ENTRY.pack(r, p) for r, p in zip(summary.rels, summary.positions))
+    head = HEADER.pack(MAGIC, VERSION, FLAG_SEALED, summary.used_bytes, summary.record_count,
+                       summary.first_timestamp_ms, summary.last_timestamp_ms,
+                       summary.last_write_ns, len(summary.rels), 0)[: HEADER.size - 4]
+    crc = zlib.crc32(entries, zlib.crc32(head))
+    return head + struct.pack("<I", crc) + bytes(HEADER_SIZE - HEADER.size) + entries
+
+
+def write_sealed(path: str, summary: SegmentSummary) -> None:
+    """Write a sealed index atomically (temporary file, then rename)."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(_pack_sealed(summary))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class IndexWriter:
+    """The active segment's index, written through a mapping. Used by the single writer only."""
+
+    def __init__(self, path: str, segment_size: int, rels: list[int], positions: list[int]) -> None:
+        self.path = path
+        size = index_file_size(segment_size)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size != size:
+                os.ftruncate(fd, 0)
+                os.posix_fallocate(fd, 0, size)
+            self._mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self._capacity = (size - HEADER_SIZE) // ENTRY.size
+        self.rels = rels
+        self.positions = positions
+        # Rewrite what recovery kept so stale checkpoints past the truncation point disappear.
+        self._mm[HEADER_SIZE:] = bytes(size - HEADER_SIZE)
+        for i, (r, p) in enumerate(zip(rels, positions)):
+            ENTRY.pack_into(self._mm, HEADER_SIZE + i * ENTRY.size, r, p)
+
+    def add(self, rel: int, position: int) -> None:
+        n = len(self.rels)
+        if n >= self._capacity:
+            return
+        ENTRY.pack_into(self._mm, HEADER_SIZE + n * ENTRY.size, rel, position)
+        self.rels.append(rel)
+        self.positions.append(position)
+
+    def floor(self, rel: int) -> tuple[int, int]:
+        i = bisect.bisect_right(self.rels, rel) - 1
+        if i < 0:
+            return 0, 0
+        return self.rels[i], self.positions[i]
+
+    def seal(self, summary: SegmentSummary) -> None:
+        data = _pack_sealed(summary)
+        self._mm[: len(data)] = data
+        self._mm.flush()
+
+    def close(self) -> None:
+        if not self._mm.closed:
+            self._mm.close()

@@ -1,0 +1,136 @@
+"""File locks: the single-writer lock of a log and the shared holds readers take on segments.
+
+A segment being read is held with a shared `flock` on its file, so any process (the sidecar too)
+can tell it is in use by trying an exclusive, non-blocking lock. Within a process, holds on the
+same segment share one descriptor and count references (flock locks belong to the open file
+description, so a second descriptor would not add anything but cost).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import threading
+from dataclasses import dataclass
+
+from .errors import LogLockedError
+
+
+class WriterLock:
+    """The exclusive lock on `<log>/.lock` that makes a process the log's only writer."""
+
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, ".lock")
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            raise LogLockedError(directory, holder) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        return int(os.pread(fd, 32, 0).decode().strip() or 0) or None
+    except (ValueError, OSError):
+        return None
+
+
+def try_exclusive(fd: int) -> bool:
+    """Take an exclusive flock without waiting; False when someone holds the file."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+@dataclass
+class _Hold:
+    fd: int
+    mm: mmap.mmap | None
+    refs: int
+
+
+class SegmentHolds:
+    """In-process registry of held segments: one descriptor, one shared flock, one read-only
+    mapping per segment, reference counted. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holds: dict[str, _Hold] = {}
+        self._unclosed: list[mmap.mmap] = []
+
+    def acquire(self, path: str) -> tuple[int, mmap.mmap | None]:
+        """Hold `path` and return (fd, mapping). Raises FileNotFoundError when it is gone."""
+        with self._lock:
+            hold = self._holds.get(path)
+            if hold is not None:
+                hold.refs += 1
+                return hold.fd, hold.mm
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            # The remover may have renamed the file between our open and our lock.
+            if os.fstat(fd).st_ino != os.stat(path, follow_symlinks=False).st_ino:
+                raise FileNotFoundError(path)
+            size = os.fstat(fd).st_size
+            mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
+        except BaseException:
+            os.close(fd)
+            raise
+        with self._lock:
+            hold = self._holds.get(path)
+            if hold is not None:  # another thread won the race; use its hold
+                hold.refs += 1
+                racer = (fd, mm)
+            else:
+                self._holds[path] = _Hold(fd, mm, 1)
+                return fd, mm
+        if racer[1] is not None:
+            racer[1].close()
+        os.close(racer[0])
+        return hold.fd, hold.mm
+
+    def release(self, path: str) -> None:
+        with self._lock:
+            hold = self._holds.get(path)
+            if hold is None:
+                return
+            hold.refs -= 1
+            if hold.refs > 0:
+                return
+            del self._holds[path]
+            self._close_mapping(hold.mm)
+            os.close(hold.fd)
+
+    def _close_mapping(self, mm: mmap.mmap | None) -> None:
+        # A zero-copy view still exported keeps the mapping open; close it once the view is gone.
+        still = []
+        for m in self._unclosed + ([mm] if mm is not None else []):
+            try:
+                m.close()
+            except BufferError:
+                still.append(m)
+        self._unclosed = still
+
+    def held(self, path: str) -> bool:
+        with self._lock:
+            return path in self._holds
+
+    def close_all(self) -> None:
+        with self._lock:
+            holds, self._holds = list(self._holds.values()), {}
+            for hold in holds:
+                self._close_mapping(hold.mm)
+                os.close(hold.fd)

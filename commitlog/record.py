@@ -1,0 +1,111 @@
+"""Record framing: how one record is laid out in a segment.
+
+    offset  size  field
+    0       4     body length (u32, little endian); 0 = nothing written here yet,
+                  0xFFFFFFFF = end marker of a sealed segment
+    4       4     CRC32 of the body
+    8       1     attributes (bit flags, see ATTR_*)
+    9       8     timestamp in ms (i64)
+    17      4     key length (i32; -1 = no key)
+    21      ...   key, then value (the rest of the body)
+
+The frame (length + CRC) is written after the body so a concurrent reader never sees a length
+before the bytes it covers; readers verify the CRC of every record they return.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import NamedTuple
+
+FRAME = struct.Struct("<II")
+BODY_HEAD = struct.Struct("<Bqi")
+HEADER = struct.Struct("<IIBqi")
+HEADER_SIZE = HEADER.size            # 21
+BODY_HEAD_SIZE = BODY_HEAD.size      # 13
+END_MARKER = 0xFFFFFFFF
+MAX_BODY = 0xFFFFFFFE
+
+ATTR_NONE = 0
+# A record made dead by its producer (an aborted job): readers that honour it skip it, and a
+# later compaction drops it.
+ATTR_DEAD = 0x01
+# Control records carry metadata for layers above the store (for example a job commit marker).
+ATTR_CONTROL = 0x02
+
+crc32 = zlib.crc32
+
+
+class Record(NamedTuple):
+    """One record as returned by reads and scans. Immutable."""
+
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes
+    attributes: int = 0
+
+
+def encoded_size(value_len: int, key_len: int) -> int:
+    return HEADER_SIZE + key_len + value_len
+
+
+def encode(value: bytes, key: bytes | None, timestamp_ms: int, attributes: int = 0) -> bytes:
+    """Return the framed bytes of one record."""
+    klen = -1 if key is None else len(key)
+    head = BODY_HEAD.pack(attributes, timestamp_ms, klen)
+    crc = crc32(head)
+    if key:
+        crc = crc32(key, crc)
+        body_len = BODY_HEAD_SIZE + klen + len(value)
+        return b"".join((FRAME.pack(body_len, crc32(value, crc)), head, key, value))
+    body_len = BODY_HEAD_SIZE + len(value)
+    return b"".join((FRAME.pack(body_len, crc32(value, crc)), head, value))
+
+
+class DecodeResult(NamedTuple):
+    status: int          # OK, EMPTY, END, BAD
+    next_position: int
+    timestamp_ms: int
+    key_start: int       # -1 when there is no key
+    key_end: int
+    value_start: int
+    value_end: int
+    attributes: int
+
+
+OK, EMPTY, END, BAD = 0, 1, 2, 3
+_EMPTY = DecodeResult(EMPTY, 0, 0, -1, -1, 0, 0, 0)
+_END = DecodeResult(END, 0, 0, -1, -1, 0, 0, 0)
+
+
+def decode_at(buf, position: int, limit: int) -> DecodeResult:
+    """Decode the record at `position` of `buf` (bytes-like, valid up to `limit`).
+
+    EMPTY: no record written there; END: the sealed segment's end marker; BAD: a torn or corrupt
+    record (length out of bounds, bad key length, or CRC mismatch)."""
+    if position + 4 > limit:
+        return _EMPTY
+    if position + HEADER_SIZE > limit:
+        length = FRAME.unpack_from(buf, position)[0] if position + 8 <= limit else \
+            struct.unpack_from("<I", buf, position)[0]
+        if length == 0:
+            return _EMPTY
+        if length == END_MARKER:
+            return _END
+        return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
+    length, crc, attrs, ts, klen = HEADER.unpack_from(buf, position)
+    if length == 0:
+        return _EMPTY
+    if length == END_MARKER:
+        return _END
+    end = position + 8 + length
+    if length < BODY_HEAD_SIZE or end > limit or klen < -1 or klen > length - BODY_HEAD_SIZE:
+        return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
+    if crc32(memoryview(buf)[position + 8:end]) != crc:
+        return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
+    key_start = position + HEADER_SIZE
+    if klen < 0:
+        return DecodeResult(OK, end, ts, -1, -1, key_start, end, attrs)
+    return DecodeResult(OK, end, ts, key_start, key_start + klen, key_start + klen, end, attrs)

@@ -1,0 +1,649 @@
+"""The retention configuration: models, validation and loading from YAML.
+
+Every setting is declared once below with its type, unit, default, range and meaning. Values are
+stored canonically: durations as ``float`` seconds, sizes as ``int`` bytes, ratios as ``float`` in
+0-1, paths as absolute ``Path``. Invalid input is rejected, never clamped, and :func:`load_config` /
+:func:`parse_config` report the first problem in the file as one line,
+``FILE:LINE: KEY.PATH: reason``, through :class:`ConfigError`.
+
+All models are frozen (their mappings are read-only views), so a loaded configuration is immutable
+and safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import os
+import re
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    ValidationInfo,
+    WrapSerializer,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from policies.units import (
+    describe_kind,
+    describe_value,
+    format_duration,
+    format_size,
+    parse_duration,
+    parse_hours,
+    parse_ratio,
+    parse_size,
+)
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "LOG_LEVELS",
+    "ConfigError",
+    "DiskConfig",
+    "HungConfig",
+    "LogConfig",
+    "PolicyConfig",
+    "RetentionConfig",
+    "ServiceConfig",
+    "load_config",
+    "parse_config",
+]
+
+DEFAULT_POLICY = "default"
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
+
+_SECOND = 1.0
+_MINUTE = 60 * _SECOND
+_HOUR = 60 * _MINUTE
+_DAY = 24 * _HOUR
+_MIB = 2**20
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; ``str()`` is one line, ``FILE:LINE: KEY.PATH: reason``.
+
+    ``line`` is None when the problem has no place in the file (an empty or unreadable file) and
+    ``key_path`` is empty when it concerns no key (a YAML syntax error). Immutable once raised.
+    """
+
+    def __init__(self, reason: str, *, source: str = "<string>", line: int | None = None, key_path: str = "") -> None:
+        self.source = source
+        self.line = line
+        self.key_path = key_path
+        # The message is a single line by contract, whatever a YAML parser or OS error put in it.
+        self.reason = " ".join(reason.split())
+        super().__init__(self.reason)
+
+    def __str__(self) -> str:
+        place = self.source if self.line is None else f"{self.source}:{self.line}"
+        return f"{place}: {self.key_path}: {self.reason}" if self.key_path else f"{place}: {self.reason}"
+
+
+def _config_problem(reason: str, *key: str) -> PydanticCustomError:
+    """An error from a whole-model check; ``key`` is the path, inside that model, of the key to blame."""
+    return PydanticCustomError("config", "{reason}", {"reason": reason, "key": key})
+
+
+# --- value types: each pairs a strict parser with a serializer that writes the YAML form back ---------
+
+
+def _positive_duration(value: object) -> float:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError(f"must be positive, got {value!r}")
+    return seconds
+
+
+def _non_negative_duration(value: object) -> float:
+    seconds = parse_duration(value)
+    if seconds < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return seconds
+
+
+def _positive_size(value: object) -> int:
+    size = parse_size(value)
+    if size <= 0:
+        raise ValueError(f"must be positive, got {value!r}")
+    return size
+
+
+def _clean_ratio(value: object) -> float:
+    ratio = parse_ratio(value)
+    # RocketMQ's diskMaxUsedSpaceRatio takes effect only within 10-95 %.
+    if not 0.10 <= ratio <= 0.95:
+        raise ValueError(f"must be between 0.10 and 0.95 (10% to 95%), got {value!r}")
+    return ratio
+
+
+def _name(value: str) -> str:
+    if not _NAME.fullmatch(value):
+        raise ValueError(f"a name must be letters, digits, '_', '.' or '-' and start with a letter or digit, got {value!r}")
+    return value
+
+
+def _time_zone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"unknown time zone {value!r}; use an IANA name such as 'Europe/Berlin' or 'UTC'") from None
+    return value
+
+
+def _frozen_mapping(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping))
+
+
+_DURATION_SERIALIZER = PlainSerializer(format_duration, return_type=str)
+PositiveDuration = Annotated[float, PlainValidator(_positive_duration), _DURATION_SERIALIZER]
+NonNegativeDuration = Annotated[float, PlainValidator(_non_negative_duration), _DURATION_SERIALIZER]
+ByteSize = Annotated[int, PlainValidator(_positive_size), PlainSerializer(format_size, return_type=str)]
+Ratio = Annotated[float, PlainValidator(parse_ratio)]
+CleanRatio = Annotated[float, PlainValidator(_clean_ratio)]
+Hours = Annotated[tuple[int, ...], PlainValidator(parse_hours), PlainSerializer(list, return_type=list[int])]
+Name = Annotated[str, AfterValidator(_name)]
+TimeZoneName = Annotated[str, AfterValidator(_time_zone)]
+
+
+def _resolve_path(value: object, info: ValidationInfo) -> Path:
+    """Make ``value`` absolute against the ``base_dir`` of the validation context (default: cwd)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ValueError(f"expected a path, got {describe_value(value)}")
+    if not value.strip():
+        raise ValueError("must not be empty")
+    base = (info.context or {}).get("base_dir") or os.getcwd()
+    return Path(os.path.abspath(os.path.join(os.fspath(base), os.path.expanduser(value))))
+
+
+# --- the models ---------------------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    """Base of every configuration model: unknown keys and type coercion are errors, values frozen."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ServiceConfig(_Strict):
+    """The sidecar process: HTTP endpoint, logging and audit trail. Immutable."""
+
+    listen: str = Field(
+        default="127.0.0.1:9464",
+        description="HOST:PORT of the HTTP server (/healthz /readyz /metrics /status /plan, POST /clean); "
+        "an IPv6 host goes in brackets, [::1]:9464. Default loopback only.",
+    )
+    log_level: str = Field(
+        default="INFO",
+        description="One of TRACE DEBUG INFO SUCCESS WARNING ERROR CRITICAL (any case); TRACE shows every "
+        "per-segment decision.",
+    )
+    log_format: Literal["text", "json"] = Field(default="text", description="Log line format: text or json.")
+    audit: Path = Field(
+        default=Path("data/audit.jsonl"),
+        validate_default=True,
+        description="File the audit trail appends one JSON line per deletion to; relative to the base directory.",
+    )
+    token: str | None = Field(
+        default=None,
+        description="Shared secret POST /clean requires; mandatory when listen is not a loopback address.",
+    )
+
+    @field_validator("listen")
+    @classmethod
+    def _check_listen(cls, value: str) -> str:
+        _split_listen(value)
+        return value
+
+    @field_validator("log_level", mode="plain")
+    @classmethod
+    def _check_log_level(cls, value: object) -> str:
+        if not isinstance(value, str) or value.upper() not in LOG_LEVELS:
+            raise ValueError(f"expected one of {', '.join(LOG_LEVELS)}, got {describe_value(value)}")
+        return value.upper()
+
+    @field_validator("audit", mode="plain")
+    @classmethod
+    def _check_audit(cls, value: object, info: ValidationInfo) -> Path:
+        path = _resolve_path(value, info)
+        if path.is_dir():
+            raise ValueError(f"{path} is a directory; the audit trail is a file")
+        return path
+
+    @field_validator("token")
+    @classmethod
+    def _check_token(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be empty; leave the key out for no token")
+        return value
+
+    @model_validator(mode="after")
+    def _require_token_beyond_loopback(self) -> ServiceConfig:
+        if not self.is_loopback and self.token is None:
+            raise _config_problem(
+                f"{self.listen} is not a loopback address, so service.token is required (it guards POST /clean)",
+                "listen",
+            )
+        return self
+
+    @property
+    def host(self) -> str:
+        """The listen host without IPv6 brackets."""
+        return _split_listen(self.listen)[0]
+
+    @property
+    def port(self) -> int:
+        return _split_listen(self.listen)[1]
+
+    @property
+    def is_loopback(self) -> bool:
+        """True when the server is reachable from this machine only (localhost, 127.0.0.0/8, ::1)."""
+        host = self.host
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:  # a host name other than localhost may resolve anywhere
+            return False
+
+
+def _split_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT such as 127.0.0.1:9464, got {listen!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"an IPv6 host goes in brackets, e.g. [::1]:9464, got {listen!r}")
+    if not 0 <= int(port) <= 65535:
+        raise ValueError(f"port {port} is outside 0-65535")
+    return host, int(port)
+
+
+class DiskConfig(_Strict):
+    """Disk-pressure thresholds of a policy; ratios are of the filesystem as ``df`` shows it. Immutable."""
+
+    clean_ratio: CleanRatio = Field(
+        default=0.75,
+        description="Above this used ratio expired segments are deleted at any hour. 0.10-0.95 "
+        "(RocketMQ diskMaxUsedSpaceRatio). Accepts 0.75 or '75%'.",
+    )
+    force_ratio: Ratio = Field(
+        default=0.85,
+        description="Above this the oldest segments go even unexpired and unconsumed, when force is on. 0-1, "
+        "at least clean_ratio (RocketMQ diskSpaceCleanForciblyRatio).",
+    )
+    refuse_writes_ratio: Ratio = Field(
+        default=0.90,
+        description="Above this writers are refused until the ratio is back below force_ratio. 0-1, at least "
+        "force_ratio (RocketMQ diskSpaceWarningLevelRatio).",
+    )
+    force: bool = Field(
+        default=True,
+        description="Whether disk pressure may delete unexpired and unconsumed data (RocketMQ "
+        "cleanFileForciblyEnable); off, pressure deletes only expired segments.",
+    )
+
+    @model_validator(mode="after")
+    def _check_order(self) -> DiskConfig:
+        # Blame the key the operator wrote, so the line number points at something in the file.
+        if self.clean_ratio > self.force_ratio:
+            blamed = "force_ratio" if "force_ratio" in self.model_fields_set else "clean_ratio"
+            raise _config_problem(
+                f"must keep clean_ratio <= force_ratio, got clean_ratio {self.clean_ratio} > force_ratio {self.force_ratio}",
+                blamed,
+            )
+        if self.force_ratio > self.refuse_writes_ratio:
+            blamed = "refuse_writes_ratio" if "refuse_writes_ratio" in self.model_fields_set else "force_ratio"
+            raise _config_problem(
+                f"must keep force_ratio <= refuse_writes_ratio, got force_ratio {self.force_ratio} > "
+                f"refuse_writes_ratio {self.refuse_writes_ratio}",
+                blamed,
+            )
+        return self
+
+
+class HungConfig(_Strict):
+    """What happens to a segment a reader still holds when it is deleted. Immutable."""
+
+    force_after: PositiveDuration = Field(
+        default=120 * _SECOND,
+        description="Seconds after the first attempt found it held that the segment is deleted regardless "
+        "(RocketMQ destroyMapedFileIntervalForcibly). Positive; default 120s.",
+    )
+    retry_every: PositiveDuration = Field(
+        default=120 * _SECOND,
+        description="Seconds between delete attempts on a held segment (RocketMQ redeleteHangedFileInterval). "
+        "Positive; default 120s.",
+    )
+
+
+class PolicyConfig(_Strict):
+    """How and when the segments of the logs naming this policy are deleted. Immutable and hashable."""
+
+    interval: PositiveDuration = Field(
+        default=10 * _SECOND,
+        description="Seconds between cleanup passes (RocketMQ cleanResourceInterval). Positive; default 10s.",
+    )
+    delete_at_hours: Hours = Field(
+        default=(4,),
+        description="Hours of the day (0-23) in which expired segments are deleted (RocketMQ deleteWhen). "
+        "A list [4, 5], an integer or '04;05'; [] never (disk and manual triggers only). Default [4].",
+    )
+    timezone: TimeZoneName | None = Field(
+        default=None,
+        description="IANA time zone of delete_at_hours, e.g. 'Europe/Berlin'; null means the machine's local time.",
+    )
+    reserve: PositiveDuration = Field(
+        default=72 * _HOUR,
+        description="Seconds after its last write that a segment expires (RocketMQ fileReservedTime). "
+        "Positive; default 72h.",
+    )
+    files_per_pass: int = Field(
+        default=10,
+        gt=0,
+        description="Most segments deleted per log per pass (RocketMQ deleteFileBatchMax). Positive; default 10.",
+    )
+    pause_between_files: NonNegativeDuration = Field(
+        default=0.1 * _SECOND,
+        description="Seconds to pause between two deletions (RocketMQ deletePhysicFilesInterval). "
+        "0 or more; default 100ms.",
+    )
+    manual_passes: int = Field(
+        default=20,
+        gt=0,
+        description="Passes a manual trigger stays open for, ignoring the hour window. Positive; default 20.",
+    )
+    protect_unconsumed: bool = Field(
+        default=True,
+        description="Keep segments a consumer group has not consumed, unless the disk forces. Default true.",
+    )
+    consumer_ttl: PositiveDuration = Field(
+        default=7 * _DAY,
+        description="Seconds after its last commit that a consumer group stops protecting anything. "
+        "Positive; default 7d.",
+    )
+    disk_check_interval: PositiveDuration = Field(
+        default=1 * _SECOND,
+        description="Seconds between disk usage checks, so pressure is acted on within this. Positive; default 1s.",
+    )
+    disk: DiskConfig = Field(default_factory=DiskConfig, description="Disk-pressure thresholds.")
+    hung: HungConfig = Field(default_factory=HungConfig, description="Handling of segments held by readers.")
+
+    @property
+    def zone(self) -> ZoneInfo | None:
+        """The time zone of ``delete_at_hours``, or None for the machine's local time."""
+        return None if self.timezone is None else ZoneInfo(self.timezone)
+
+
+class LogConfig(_Strict):
+    """One commit log the scheduler looks after. Immutable."""
+
+    path: Path = Field(
+        description="Directory of the log; relative to the base directory. Required; must not be an existing "
+        "file, and two logs may not share it."
+    )
+    segment_size: ByteSize = Field(
+        default=64 * _MIB,
+        description="Bytes of each preallocated segment file: an integer or '64MiB' (B, KiB, MiB, GiB). "
+        "Positive; default 64MiB.",
+    )
+    policy: Name = Field(default=DEFAULT_POLICY, description="Name of the policy in policies; default 'default'.")
+
+    @field_validator("path", mode="plain")
+    @classmethod
+    def _check_path(cls, value: object, info: ValidationInfo) -> Path:
+        path = _resolve_path(value, info)
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{path} exists and is not a directory; a log is a directory")
+        return path
+
+
+Logs = Annotated[
+    Mapping[Name, LogConfig], AfterValidator(_frozen_mapping), WrapSerializer(lambda value, handler: handler(dict(value)))
+]
+Policies = Annotated[
+    Mapping[Name, PolicyConfig],
+    AfterValidator(_frozen_mapping),
+    WrapSerializer(lambda value, handler: handler(dict(value))),
+]
+
+
+class RetentionConfig(_Strict):
+    """The whole configuration file. Immutable; ``logs`` and ``policies`` are read-only mappings.
+
+    A policy named ``default`` with every default value exists unless the file defines its own, so a
+    file without a ``policies`` section works.
+    """
+
+    service: ServiceConfig = Field(
+        default_factory=dict, validate_default=True, description="The sidecar process settings."
+    )
+    logs: Logs = Field(default_factory=dict, validate_default=True, description="Log name -> log settings.")
+    policies: Policies = Field(
+        default_factory=dict, validate_default=True, description="Policy name -> policy; 'default' always exists."
+    )
+
+    @field_validator("policies", mode="after")
+    @classmethod
+    def _add_default_policy(cls, policies: Mapping[str, PolicyConfig]) -> Mapping[str, PolicyConfig]:
+        if DEFAULT_POLICY in policies:
+            return policies
+        return MappingProxyType({DEFAULT_POLICY: PolicyConfig(), **policies})
+
+    @model_validator(mode="after")
+    def _check_logs(self) -> RetentionConfig:
+        seen: dict[str, str] = {}
+        for name, log in self.logs.items():
+            if log.policy not in self.policies:
+                defined = ", ".join(sorted(self.policies))
+                raise _config_problem(f"undefined policy {log.policy!r}; defined: {defined}", "logs", name, "policy")
+            # realpath also catches two spellings (or a symlink) of one directory.
+            real = os.path.realpath(log.path)
+            if real in seen:
+                raise _config_problem(f"{log.path} is already the path of log {seen[real]!r}", "logs", name, "path")
+            seen[real] = name
+        return self
+
+    def policy_for(self, log_name: str) -> PolicyConfig:
+        """Return the policy of the log named ``log_name`` (KeyError if there is no such log)."""
+        return self.policies[self.logs[log_name].policy]
+
+
+# --- loading ------------------------------------------------------------------------------------------
+
+
+def load_config(path: str | os.PathLike[str], *, base_dir: str | os.PathLike[str] | None = None) -> RetentionConfig:
+    """Read and validate the YAML file at ``path``; raise :class:`ConfigError` on any problem.
+
+    Relative log and audit paths resolve against ``base_dir`` (default: the current directory).
+    """
+    source = os.fspath(path)
+    try:
+        with open(source, encoding="utf-8") as stream:
+            text = stream.read()
+    except UnicodeDecodeError:
+        raise ConfigError("is not UTF-8 text", source=source) from None
+    except OSError as error:
+        raise ConfigError(f"cannot read the file: {error.strerror or error}", source=source) from None
+    return parse_config(text, source=source, base_dir=base_dir)
+
+
+def parse_config(
+    text: str, *, source: str = "<string>", base_dir: str | os.PathLike[str] | None = None
+) -> RetentionConfig:
+    """Validate the YAML ``text``; ``source`` names it in errors. See :func:`load_config`."""
+    root, data = _read_yaml(text, source)
+    if root is None or data is None:
+        raise ConfigError("the configuration is empty; expected a mapping with service, logs and policies", source=source)
+    _reject_duplicate_keys(root, (), source)
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"the top level must be a mapping with service, logs and policies, got {describe_kind(data)}",
+            source=source,
+            line=root.start_mark.line + 1,
+        )
+    context = {"base_dir": os.fspath(base_dir) if base_dir is not None else os.getcwd()}
+    try:
+        return RetentionConfig.model_validate(data, context=context)
+    except ValidationError as error:
+        raise _first_problem(error, root, source) from None
+
+
+def _read_yaml(text: str, source: str) -> tuple[yaml.Node | None, object]:
+    """Parse once, keeping both the node tree (for line numbers) and the plain data."""
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        return root, (loader.construct_document(root) if root is not None else None)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        detail = error.problem or error.context or "cannot be parsed"
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(f"invalid YAML: {detail}", source=source, line=line) from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"invalid YAML: {error}", source=source) from None
+    finally:
+        loader.dispose()
+
+
+def _reject_duplicate_keys(node: yaml.Node, path: tuple[str, ...], source: str) -> None:
+    # PyYAML keeps the last of two equal keys silently; an operator who wrote both meant one of them.
+    if isinstance(node, yaml.MappingNode):
+        first_lines: dict[str, int] = {}
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            line = key.start_mark.line + 1
+            if key.value in first_lines:
+                raise ConfigError(
+                    f"duplicate key (first at line {first_lines[key.value]})",
+                    source=source,
+                    line=line,
+                    key_path=_format_key_path((*path, key.value)),
+                )
+            first_lines[key.value] = line
+            _reject_duplicate_keys(value, (*path, key.value), source)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _reject_duplicate_keys(item, (*path, f"[{index}]"), source)
+
+
+def _first_problem(error: ValidationError, root: yaml.Node, source: str) -> ConfigError:
+    """Turn the error that comes first in the file into a ConfigError."""
+    problems = []
+    for order, detail in enumerate(error.errors(include_url=False)):
+        location, reason = _describe_error(detail)
+        line = _line_of(root, location)
+        problems.append((line is None, line or 0, order, location, reason, line))
+    _, _, _, location, reason, line = min(problems, key=lambda problem: problem[:3])
+    return ConfigError(reason, source=source, line=line, key_path=_format_key_path(location))
+
+
+def _describe_error(detail: Mapping[str, Any]) -> tuple[tuple[str | int, ...], str]:
+    """Return the key location and the plain-words reason of one pydantic error."""
+    location = tuple(part for part in detail["loc"] if part != "[key]")
+    kind = detail["type"]
+    context = detail.get("ctx") or {}
+    given = describe_value(detail.get("input"))
+    if kind == "config":
+        return (*location, *context.get("key", ())), context["reason"]
+    if kind == "value_error":
+        return location, str(context.get("error", detail["msg"]))
+    if "[key]" in detail["loc"]:
+        return location, f"a name must be a string, got {given}"
+    if kind == "extra_forbidden":
+        return location, _unknown_key_reason(location)
+    if kind == "missing":
+        return location, "is required"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return location, f"expected an integer, got {given}"
+    if kind == "bool_type":
+        return location, f"expected true or false, got {given}"
+    if kind == "string_type":
+        return location, f"expected a string, got {given}"
+    if kind in ("dict_type", "model_type", "model_attributes_type", "mapping_type"):
+        return location, f"expected a mapping, got {given}"
+    if kind == "literal_error":
+        return location, f"expected one of {context.get('expected')}, got {given}"
+    if kind == "greater_than":
+        bound = context.get("gt")
+        return location, f"must be {'positive' if bound == 0 else f'greater than {bound}'}, got {detail.get('input')!r}"
+    return location, str(detail["msg"])
+
+
+def _unknown_key_reason(location: tuple[str | int, ...]) -> str:
+    allowed = _allowed_keys(location[:-1])
+    if not allowed:
+        return "unknown key"
+    unknown = str(location[-1]) if location else ""
+    close = difflib.get_close_matches(unknown, allowed, n=1, cutoff=0.75)
+    if close:
+        return f"unknown key (did you mean {close[0]!r}?)"
+    return f"unknown key; expected one of {', '.join(allowed)}"
+
+
+def _allowed_keys(location: tuple[str | int, ...]) -> list[str]:
+    """The keys the model at ``location`` accepts, found by walking the model classes."""
+    model: type[BaseModel] = RetentionConfig
+    parts = list(location)
+    while parts:
+        field = model.model_fields.get(str(parts.pop(0)))
+        if field is None:
+            return []
+        target = field.annotation
+        if typing.get_origin(target) in (Mapping, dict):
+            target = typing.get_args(target)[1]
+            if not parts:
+                return []
+            parts.pop(0)
+        if not (isinstance(target, type) and issubclass(target, BaseModel)):
+            return []
+        model = target
+    return list(model.model_fields)
+
+
+def _line_of(root: yaml.Node, location: tuple[str | int, ...]) -> int | None:
+    """Line of the deepest key of ``location`` present in the file (its nearest ancestor if missing)."""
+    node, line = root, None
+    for part in location:
+        if isinstance(node, yaml.MappingNode):
+            match = next(
+                ((key, value) for key, value in node.value if isinstance(key, yaml.ScalarNode) and key.value == str(part)),
+                None,
+            )
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _format_key_path(location: tuple[str | int, ...]) -> str:
+    # Sequence positions arrive already written as "[i]"; every other part is a mapping key.
+    text = ""
+    for part in map(str, location):
+        text += part if part.startswith("[") or not text else f".{part}"
+    return text

@@ -1,0 +1,389 @@
+"""The planner: from snapshots, policies and the time, a delete-or-keep decision for every segment.
+
+Rules, per log (``plan`` applies them; every input is plain data and nothing is read or changed):
+
+- Nothing is deleted without an active trigger (``no-trigger``).
+- A segment expires ``reserve`` after its last write. Only expired segments go, unless the pass
+  forces: ``disk-force`` (also when writes are refused, if ``disk.force`` is on) or a manual trigger
+  with force, which take the oldest segments whatever their age.
+- With ``protect_unconsumed``, a segment holding an offset a consumer group has not consumed is kept
+  (``unconsumed:GROUP``) unless the disk forces; a manual force does not override this. A group silent
+  for longer than ``consumer_ttl`` protects nothing and is reported as stale.
+- The last segment is never deleted (``active``): it is the one being written, whether or not the
+  snapshot flags it, since a writer in another process may be appending to it.
+- The walk goes oldest first and never leaves a hole: once a segment is kept, every later one is kept
+  too (``prefix``). At most ``files_per_pass`` segments go per log per pass (``batch-limit``).
+- A segment an earlier attempt found held by a reader is kept (``held``) until ``retry_every`` has
+  passed since the last attempt; after ``force_after`` since the first attempt it is deleted even if
+  still held (``forced``).
+- Logs on one filesystem (the same ``filesystem_id``) are walked together in global age order, oldest
+  last write first, each from its own head. A log's disk force lasts while the projected used ratio,
+  the used bytes less those planned for deletion so far over used plus free, is above its
+  ``force_ratio``; then its segments follow the unforced rules.
+
+A kept segment lists every reason that applies to it, each sufficient on its own. ``plan`` is pure and
+deterministic, and its results are immutable, so it is thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
+
+from policies.config import PolicyConfig
+from policies.reasons import ACTIVE, BATCH_LIMIT, HELD, NO_TRIGGER, PREFIX, RESERVED, unconsumed
+from policies.snapshot import DiskSnapshot, GroupSnapshot, LogSnapshot, SegmentSnapshot
+from policies.triggers import (
+    DISK_FORCE,
+    MANUAL,
+    NO_MANUAL_TRIGGER,
+    ManualTrigger,
+    active_triggers,
+    disk_forces,
+    require_aware,
+)
+from policies.units import format_size, humanize_duration
+
+__all__ = ["DELETE", "KEEP", "LogPlan", "Plan", "SegmentDecision", "UnconsumedRange", "plan"]
+
+DELETE = "delete"
+KEEP = "keep"
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class UnconsumedRange(NamedTuple):
+    """Offsets of one segment that one consumer group had not consumed. Immutable."""
+
+    group: str
+    first_offset: int
+    end_offset: int
+    """Exclusive."""
+
+
+@dataclass(frozen=True)
+class SegmentDecision:
+    """What the pass does with one segment and why. Immutable.
+
+    ``reasons`` are the codes that keep the segment (empty for a delete). For a delete,
+    ``overridden`` lists the codes that would have kept it had ``overridden_by`` (``disk-force`` or
+    ``manual``) not forced the pass, and ``unconsumed`` records, per consumer group, the offsets it had
+    not consumed, for the audit trail. ``details`` holds plain words for each code in ``reasons`` and
+    ``overridden``.
+    """
+
+    log: str
+    base_offset: int
+    end_offset: int
+    path: str
+    bytes: int
+    action: Literal["delete", "keep"]
+    reasons: tuple[str, ...] = ()
+    forced: bool = False
+    """Delete even if a reader still holds it: a held segment past ``force_after``."""
+    retry: bool = False
+    """A repeated delete attempt on a segment an earlier pass found held."""
+    unconsumed: tuple[UnconsumedRange, ...] = ()
+    overridden: tuple[str, ...] = ()
+    overridden_by: str | None = None
+    age_seconds: float = 0.0
+    """Seconds from the segment's last write to the plan's time."""
+    details: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
+
+    @property
+    def segment(self) -> str:
+        """The segment's file name."""
+        return os.path.basename(self.path)
+
+    def explain(self) -> str:
+        """One line in plain words, e.g. ``staging 00000000000000000120.log keep: reserved (...), prefix``."""
+        head = f"{self.log} {self.segment} {self.action}: "
+        if self.action == KEEP:
+            return head + ", ".join(self._with_detail(code) for code in self.reasons)
+        age = humanize_duration(self.age_seconds)
+        parts = [f"{age} old" if RESERVED in self.overridden else f"expired, {age} old"]
+        if self.overridden:
+            parts.append(f"{self.overridden_by} overrides " + ", ".join(map(self._with_detail, self.overridden)))
+        if self.retry:
+            parts.append(("forced" if self.forced else "retried") + f" ({self.details.get(HELD, 'was held')})")
+        return head + ", ".join(parts)
+
+    def _with_detail(self, code: str) -> str:
+        detail = self.details.get(code)
+        return f"{code} ({detail})" if detail else code
+
+
+@dataclass(frozen=True)
+class LogPlan:
+    """The plan for one log: its triggers and a decision for each segment, oldest first. Immutable."""
+
+    name: str
+    path: str
+    policy: str
+    disk: DiskSnapshot
+    triggers: tuple[str, ...]
+    decisions: tuple[SegmentDecision, ...]
+    stale_groups: tuple[str, ...] = ()
+    """Consumer groups silent for longer than ``consumer_ttl``, which protect nothing."""
+
+    @property
+    def to_delete(self) -> tuple[SegmentDecision, ...]:
+        return tuple(decision for decision in self.decisions if decision.action == DELETE)
+
+    @property
+    def freed_bytes(self) -> int:
+        """Bytes the planned deletions free."""
+        return sum(decision.bytes for decision in self.to_delete)
+
+    def explain(self) -> str:
+        """A header line for the log, then one line per segment."""
+        triggers = ", ".join(self.triggers) or "none"
+        header = (
+            f"{self.name} (policy {self.policy}): disk {self.disk.used_ratio:.1%} used, triggers {triggers}, "
+            f"{len(self.to_delete)} to delete ({format_size(self.freed_bytes)})"
+        )
+        if self.stale_groups:
+            header += f"; stale consumer groups, not protecting: {', '.join(self.stale_groups)}"
+        return "\n".join([header, *(decision.explain() for decision in self.decisions)])
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "disk": {
+                "used_ratio": self.disk.used_ratio,
+                "total_bytes": self.disk.total_bytes,
+                "free_bytes": self.disk.free_bytes,
+            },
+            "triggers": list(self.triggers),
+            "files": [
+                {
+                    "segment": decision.segment,
+                    "base_offset": decision.base_offset,
+                    "bytes": decision.bytes,
+                    "action": decision.action,
+                    "reasons": list(decision.reasons),
+                }
+                for decision in self.decisions
+            ],
+            "deleted": len(self.to_delete),
+            "freed_bytes": self.freed_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one pass would do, for every log, at time ``at``. Immutable."""
+
+    at: datetime
+    logs: tuple[LogPlan, ...]
+
+    def log(self, name: str) -> LogPlan:
+        """The plan of the log named ``name`` (KeyError if absent)."""
+        for log_plan in self.logs:
+            if log_plan.name == name:
+                return log_plan
+        raise KeyError(name)
+
+    def explain(self) -> str:
+        return "\n".join(log_plan.explain() for log_plan in self.logs)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The ``--json`` object; for a plan, ``deleted`` counts planned deletions and ``freed_bytes`` their bytes."""
+        return {"at": self.at.isoformat(), "logs": [log_plan.to_json_dict() for log_plan in self.logs]}
+
+
+def plan(
+    logs: Sequence[LogSnapshot],
+    policies: Mapping[str, PolicyConfig],
+    now: datetime,
+    manual: Mapping[str, ManualTrigger] = MappingProxyType({}),
+) -> Plan:
+    """Decide every segment of ``logs`` at ``now``; ``manual`` holds open manual triggers by policy name.
+
+    Raises ``ValueError`` for a naive ``now``, a log naming a policy absent from ``policies`` or two
+    logs with one name.
+    """
+    require_aware(now)
+    names = [log.name for log in logs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"log names repeat: {sorted(names)}")
+    walks = []
+    for order, log in enumerate(logs):
+        if log.policy not in policies:
+            raise ValueError(f"log {log.name} names policy {log.policy!r}, which is not configured")
+        walks.append(_LogWalk(order, log, policies[log.policy], now, manual.get(log.policy, NO_MANUAL_TRIGGER)))
+    filesystems: dict[int, list[_LogWalk]] = {}
+    for walk in walks:
+        filesystems.setdefault(walk.log.disk.filesystem_id, []).append(walk)
+    for shared in filesystems.values():
+        _walk_filesystem(shared)
+    return Plan(at=now, logs=tuple(walk.result() for walk in walks))
+
+
+def _walk_filesystem(walks: list[_LogWalk]) -> None:
+    """Decide the segments of logs sharing one disk, globally oldest first, tracking the bytes freed."""
+    # Logs on one filesystem carry the same usage figures; the first log's snapshot stands for them all.
+    disk = walks[0].log.disk
+    capacity = disk.used_bytes + disk.free_bytes
+    planned_bytes = 0
+    pending = [walk for walk in walks if walk.has_next()]
+    while pending:
+        walk = min(pending, key=lambda candidate: candidate.next_sort_key())
+        projected_ratio = (disk.used_bytes - planned_bytes) / capacity if capacity > 0 else 0.0
+        decision = walk.decide_next(projected_ratio)
+        if decision.action == DELETE:
+            planned_bytes += decision.bytes
+        if not walk.has_next():
+            pending.remove(walk)
+
+
+class _LogWalk:
+    """The mutable state of one log's oldest-first walk during a single ``plan`` call."""
+
+    def __init__(self, order: int, log: LogSnapshot, policy: PolicyConfig, now: datetime, manual: ManualTrigger):
+        self.order = order
+        self.log = log
+        self.policy = policy
+        self.now = now.timestamp()
+        self.manual = manual
+        self.triggers = active_triggers(policy, log.disk.used_ratio, now, manual)
+        self.disk_may_force = DISK_FORCE in self.triggers
+        ttl = policy.consumer_ttl
+        self.stale_groups = tuple(sorted(g.name for g in log.groups if self.now - g.last_commit_at > ttl))
+        self.protecting = (
+            tuple(sorted((g for g in log.groups if g.name not in self.stale_groups), key=lambda g: g.name))
+            if policy.protect_unconsumed
+            else ()
+        )
+        self.groups_by_name = tuple(sorted(log.groups, key=lambda g: g.name))
+        self.index = 0
+        self.deleted = 0
+        self.first_kept: str | None = None
+        self.decisions: list[SegmentDecision] = []
+
+    def has_next(self) -> bool:
+        return self.index < len(self.log.segments)
+
+    def next_sort_key(self) -> tuple[float, int, int]:
+        segment = self.log.segments[self.index]
+        return (segment.mtime, self.order, segment.base_offset)
+
+    def decide_next(self, projected_ratio: float) -> SegmentDecision:
+        segment = self.log.segments[self.index]
+        is_last = self.index == len(self.log.segments) - 1
+        self.index += 1
+        decision = self._decide(segment, is_last, projected_ratio)
+        if decision.action == DELETE:
+            self.deleted += 1
+        elif self.first_kept is None:
+            self.first_kept = segment.name
+        self.decisions.append(decision)
+        return decision
+
+    def _decide(self, segment: SegmentSnapshot, is_last: bool, projected_ratio: float) -> SegmentDecision:
+        policy = self.policy
+        force_disk = self.disk_may_force and disk_forces(policy.disk, projected_ratio)
+        overridden_by = DISK_FORCE if force_disk else MANUAL if self.manual.forcing else None
+        age = self.now - segment.mtime
+        reasons: list[str] = []
+        overridden: list[str] = []
+        details: dict[str, str] = {}
+
+        if segment.active or is_last:
+            reasons.append(ACTIVE)
+            details[ACTIVE] = "the segment being written"
+        if not self.triggers:
+            reasons.append(NO_TRIGGER)
+            details[NO_TRIGGER] = self._no_trigger_detail()
+        if age < policy.reserve:
+            (overridden if overridden_by else reasons).append(RESERVED)
+            details[RESERVED] = f"younger than {humanize_duration(policy.reserve)}, {humanize_duration(age)} old"
+
+        ranges = tuple(_unconsumed_range(group, segment) for group in self.groups_by_name)
+        ranges = tuple(found for found in ranges if found is not None)
+        protected = {group.name for group in self.protecting}
+        for found in ranges:
+            if found.group in protected:
+                code = unconsumed(found.group)
+                (overridden if force_disk else reasons).append(code)
+                details[code] = f"{found.group} has not consumed offsets {found.first_offset} to {found.end_offset - 1}"
+
+        forced = retry = False
+        hung = self.log.hung.get(segment.base_offset)
+        if hung is not None:
+            held_for = self.now - hung.first_attempt_at
+            since_attempt = self.now - hung.last_attempt_at
+            if held_for >= policy.hung.force_after:
+                forced = retry = True
+                details[HELD] = f"held for {humanize_duration(held_for)}, past force_after {humanize_duration(policy.hung.force_after)}"
+            elif since_attempt >= policy.hung.retry_every:
+                retry = True
+                details[HELD] = f"held for {humanize_duration(held_for)}, last attempt {humanize_duration(since_attempt)} ago"
+            else:
+                reasons.append(HELD)
+                details[HELD] = (
+                    f"held for {humanize_duration(held_for)}, next attempt in "
+                    f"{humanize_duration(policy.hung.retry_every - since_attempt)}"
+                )
+
+        if self.first_kept is not None:
+            reasons.append(PREFIX)
+            details[PREFIX] = f"{self.first_kept} is kept"
+        if self.deleted >= policy.files_per_pass:
+            reasons.append(BATCH_LIMIT)
+            details[BATCH_LIMIT] = f"{policy.files_per_pass} deletions already planned"
+
+        deleting = not reasons
+        # A delete explains what it overrode and any earlier hold; a keep explains only its reasons.
+        shown = set(reasons)
+        if deleting:
+            shown.update(overridden)
+            if retry:
+                shown.add(HELD)
+        return SegmentDecision(
+            log=self.log.name,
+            base_offset=segment.base_offset,
+            end_offset=segment.end_offset,
+            path=segment.path,
+            bytes=segment.size_bytes,
+            action=DELETE if deleting else KEEP,
+            reasons=tuple(reasons),
+            forced=forced and deleting,
+            retry=retry and deleting,
+            unconsumed=ranges,
+            overridden=tuple(overridden) if deleting else (),
+            overridden_by=overridden_by if deleting and overridden else None,
+            age_seconds=age,
+            details=MappingProxyType({code: text for code, text in details.items() if code in shown}),
+        )
+
+    def _no_trigger_detail(self) -> str:
+        disk = self.policy.disk
+        hours = ", ".join(f"{hour:02d}" for hour in self.policy.delete_at_hours) or "none"
+        return (
+            f"delete hours {hours} not now, disk {self.log.disk.used_ratio:.1%} used "
+            f"(clean above {disk.clean_ratio:.0%}), no manual pass"
+        )
+
+    def result(self) -> LogPlan:
+        return LogPlan(
+            name=self.log.name,
+            path=self.log.path,
+            policy=self.log.policy,
+            disk=self.log.disk,
+            triggers=self.triggers,
+            decisions=tuple(self.decisions),
+            stale_groups=self.stale_groups,
+        )
+
+
+def _unconsumed_range(group: GroupSnapshot, segment: SegmentSnapshot) -> UnconsumedRange | None:
+    first = max(segment.base_offset, group.committed_offset)
+    if first >= segment.end_offset:
+        return None
+    return UnconsumedRange(group.name, first, segment.end_offset)

@@ -1,0 +1,65 @@
+"""Reason codes: why the plan keeps a segment (the codes are a user-facing contract).
+
+A kept segment lists every code that applies to it, each one sufficient on its own to keep it in
+this pass. The constants are immutable strings and the functions are pure.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+__all__ = [
+    "ACTIVE",
+    "BATCH_LIMIT",
+    "HELD",
+    "NO_TRIGGER",
+    "PREFIX",
+    "REASONS",
+    "RESERVED",
+    "UNCONSUMED_PREFIX",
+    "describe_reason",
+    "unconsumed",
+    "unconsumed_group",
+]
+
+ACTIVE = "active"
+RESERVED = "reserved"
+NO_TRIGGER = "no-trigger"
+UNCONSUMED_PREFIX = "unconsumed:"
+PREFIX = "prefix"
+BATCH_LIMIT = "batch-limit"
+HELD = "held"
+
+REASONS = MappingProxyType(
+    {
+        ACTIVE: "it is the segment being written",
+        RESERVED: "it is younger than the policy's reserve and the disk does not force",
+        NO_TRIGGER: "no trigger is active: not a delete hour, disk below clean_ratio, no manual pass",
+        UNCONSUMED_PREFIX + "GROUP": "consumer group GROUP has not consumed it and the disk does not force",
+        PREFIX: "an older segment is kept, and deletion never leaves a hole",
+        BATCH_LIMIT: "files_per_pass deletions are already planned for this pass",
+        HELD: "a reader holds it; the delete is retried every retry_every and forced after force_after",
+    }
+)
+"""Every reason code (``unconsumed:GROUP`` as a pattern) with its one-line explanation."""
+
+
+def unconsumed(group: str) -> str:
+    """Return the code for a segment consumer group ``group`` still needs: ``unconsumed:GROUP``."""
+    return UNCONSUMED_PREFIX + group
+
+
+def unconsumed_group(code: str) -> str | None:
+    """Return the group named by an ``unconsumed:GROUP`` code, or None for any other code."""
+    return code[len(UNCONSUMED_PREFIX) :] if code.startswith(UNCONSUMED_PREFIX) else None
+
+
+def describe_reason(code: str) -> str:
+    """Return the one-line plain-words explanation of ``code``; raise ``ValueError`` if unknown."""
+    group = unconsumed_group(code)
+    if group is not None:
+        return f"consumer group {group} has not consumed it and the disk does not force"
+    try:
+        return REASONS[code]
+    except KeyError:
+        raise ValueError(f"unknown reason code {code!r}") from None

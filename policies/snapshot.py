@@ -1,0 +1,120 @@
+"""The planner's input: a plain-data picture of each log, its consumers and its disk at one instant.
+
+The retention side takes the snapshot (reading the store, the consumer state and the filesystem); the
+planner only reads it. All classes here are frozen dataclasses holding immutable values, so a snapshot
+can be shared between threads and reused for several plans.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = ["DiskSnapshot", "GroupSnapshot", "HungSegment", "LogSnapshot", "SegmentSnapshot"]
+
+
+@dataclass(frozen=True)
+class SegmentSnapshot:
+    """One segment file of a log. Immutable."""
+
+    base_offset: int
+    """Logical offset of the segment's first record (its file name)."""
+    end_offset: int
+    """Exclusive: the next segment's base offset, or the log's end offset for the active segment."""
+    path: str
+    size_bytes: int
+    """Bytes the file takes on disk (segments are preallocated, so the full segment size)."""
+    mtime: float
+    """Epoch seconds of the last write to the segment."""
+    active: bool
+    """True for the segment being written."""
+
+    def __post_init__(self) -> None:
+        if self.end_offset < self.base_offset:
+            raise ValueError(f"segment {self.path}: end_offset {self.end_offset} is below base_offset {self.base_offset}")
+        if self.size_bytes < 0:
+            raise ValueError(f"segment {self.path}: size_bytes must not be negative, got {self.size_bytes}")
+
+    @property
+    def name(self) -> str:
+        """The segment's file name, e.g. ``00000000000000000120.log``."""
+        return os.path.basename(self.path)
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """A consumer group's progress on one log. Immutable."""
+
+    name: str
+    committed_offset: int
+    """The group has consumed every offset below this one."""
+    last_commit_at: float
+    """Epoch seconds of the group's last commit."""
+
+
+@dataclass(frozen=True)
+class DiskSnapshot:
+    """Usage of the filesystem holding a log, as ``df`` shows it. Immutable."""
+
+    filesystem_id: int
+    """``st_dev`` of the log directory; logs with the same id share the disk."""
+    total_bytes: int
+    used_bytes: int
+    free_bytes: int
+    """Bytes available to unprivileged users (``df``'s Avail, not counting the root reserve)."""
+
+    @property
+    def used_ratio(self) -> float:
+        """``used / (used + free)``, which is ``df``'s Use%; 0.0 for a filesystem reporting neither."""
+        denominator = self.used_bytes + self.free_bytes
+        return self.used_bytes / denominator if denominator > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class HungSegment:
+    """A segment an earlier delete attempt found held by a reader. Immutable."""
+
+    first_attempt_at: float
+    """Epoch seconds of the first attempt that found it held (``force_after`` counts from here)."""
+    last_attempt_at: float
+    """Epoch seconds of the latest attempt (``retry_every`` counts from here)."""
+
+
+def _frozen_mapping(mapping: Mapping[int, HungSegment]) -> Mapping[int, HungSegment]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class LogSnapshot:
+    """One log at one instant: its segments, consumer groups, disk and hung segments. Immutable.
+
+    ``segments`` and ``groups`` are stored as tuples and ``hung`` as a read-only mapping whatever
+    sequence or mapping was passed in, so a caller's later changes cannot reach the snapshot.
+    """
+
+    name: str
+    path: str
+    policy: str
+    """Name of the policy in the configuration that governs this log."""
+    segments: tuple[SegmentSnapshot, ...]
+    """Ordered by base offset, oldest first; the last one is the active segment."""
+    groups: tuple[GroupSnapshot, ...]
+    disk: DiskSnapshot
+    hung: Mapping[int, HungSegment] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    """Base offset -> state, for segments earlier passes found held by a reader."""
+
+    def __post_init__(self) -> None:
+        # Frozen dataclasses allow assignment only through object.__setattr__, here to freeze the inputs.
+        object.__setattr__(self, "segments", tuple(self.segments))
+        object.__setattr__(self, "groups", tuple(self.groups))
+        object.__setattr__(self, "hung", _frozen_mapping(self.hung))
+        bases = [segment.base_offset for segment in self.segments]
+        if any(later <= earlier for earlier, later in zip(bases, bases[1:])):
+            raise ValueError(f"log {self.name}: segments must be ordered by base_offset without repeats, got {bases}")
+        if any(segment.active for segment in self.segments[:-1]):
+            raise ValueError(f"log {self.name}: only the last segment may be active")
+        names = [group.name for group in self.groups]
+        if len(set(names)) != len(names):
+            raise ValueError(f"log {self.name}: consumer group names repeat: {sorted(names)}")

@@ -1,0 +1,144 @@
+"""Triggers: the conditions under which a pass may delete anything at all (names are a contract).
+
+- ``time-window``: the hour of ``now`` in the policy's time zone is one of ``delete_at_hours``.
+- ``disk-clean``: the disk's used ratio is above ``clean_ratio``; expired segments go at any hour.
+- ``disk-force``: the ratio is above ``force_ratio`` and ``disk.force`` is on; the oldest segments go
+  even unexpired or unconsumed.
+- ``refuse-writes``: the ratio is above ``refuse_writes_ratio``; writers are refused. It forces
+  deletion only when ``disk.force`` is on, as in RocketMQ, where both the 85 % and the 90 % levels
+  feed ``cleanAtOnce`` only through ``cleanFileForciblyEnable``. Since ``refuse_writes_ratio`` is at
+  least ``force_ratio``, ``disk-force`` is then active as well.
+- ``manual``: an operator asked for cleanup and passes of it remain.
+
+Every function is pure: the time and the disk usage are inputs, so they are thread-safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from policies.config import DiskConfig, PolicyConfig
+
+__all__ = [
+    "DISK_CLEAN",
+    "DISK_FORCE",
+    "MANUAL",
+    "NO_MANUAL_TRIGGER",
+    "REFUSE_WRITES",
+    "TIME_WINDOW",
+    "TRIGGERS",
+    "ManualTrigger",
+    "active_triggers",
+    "disk_forces",
+    "disk_triggers",
+    "in_delete_window",
+    "local_hour",
+    "require_aware",
+]
+
+TIME_WINDOW = "time-window"
+DISK_CLEAN = "disk-clean"
+DISK_FORCE = "disk-force"
+REFUSE_WRITES = "refuse-writes"
+MANUAL = "manual"
+TRIGGERS = (TIME_WINDOW, DISK_CLEAN, DISK_FORCE, REFUSE_WRITES, MANUAL)
+"""Every trigger, in the order a plan lists the active ones."""
+
+
+@dataclass(frozen=True)
+class ManualTrigger:
+    """The state of an operator's cleanup request for one policy. Immutable; every change is a new value.
+
+    ``remaining`` passes ignore the hour window (RocketMQ's ``manualDeleteFileSeveralTimes``).
+    ``force`` additionally lets those passes delete segments younger than ``reserve``; it does not
+    override consumer protection, which only disk pressure may do: an operator in a hurry should not
+    silently drop a consumer's data, whereas a full disk leaves no choice.
+    """
+
+    remaining: int = 0
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.remaining, bool) or not isinstance(self.remaining, int) or self.remaining < 0:
+            raise ValueError(f"remaining must be a non-negative integer, got {self.remaining!r}")
+
+    @classmethod
+    def open(cls, manual_passes: int, force: bool = False) -> ManualTrigger:
+        """Return a trigger for a fresh request: ``manual_passes`` passes, replacing any earlier request."""
+        if manual_passes <= 0:
+            raise ValueError(f"manual_passes must be positive, got {manual_passes}")
+        return cls(remaining=manual_passes, force=force)
+
+    @property
+    def active(self) -> bool:
+        """True while passes remain."""
+        return self.remaining > 0
+
+    @property
+    def forcing(self) -> bool:
+        """True while passes remain that may delete unexpired segments."""
+        return self.active and self.force
+
+    def after_pass(self) -> ManualTrigger:
+        """Return this trigger with one pass consumed; an exhausted trigger stays exhausted and unforced."""
+        remaining = max(self.remaining - 1, 0)
+        return replace(self, remaining=remaining, force=self.force and remaining > 0)
+
+
+NO_MANUAL_TRIGGER = ManualTrigger()
+"""No manual request is open."""
+
+
+def require_aware(now: datetime) -> datetime:
+    """Return ``now`` if it carries a time zone; a naive time has no defined hour or instant here."""
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError(f"now must be an aware datetime (with a time zone), got {now!r}")
+    return now
+
+
+def local_hour(policy: PolicyConfig, now: datetime) -> int:
+    """The hour of ``now`` on the clock of the policy's time zone (the machine's local time when None)."""
+    require_aware(now)
+    zone = policy.zone
+    # astimezone() without an argument converts to the machine's local time zone.
+    return (now.astimezone(zone) if zone is not None else now.astimezone()).hour
+
+
+def in_delete_window(policy: PolicyConfig, now: datetime) -> bool:
+    """True when the local hour of ``now`` is one of the policy's ``delete_at_hours``.
+
+    The check is on the wall-clock hour after converting the instant, so it follows DST: an hour
+    skipped when clocks go forward (02:00 in Europe/Berlin on the last Sunday of March) never comes
+    that day, and an hour repeated when they go back (02:00 on the last Sunday of October) opens the
+    window for both occurrences, two real hours.
+    """
+    return local_hour(policy, now) in policy.delete_at_hours
+
+
+def disk_forces(disk: DiskConfig, used_ratio: float) -> bool:
+    """True when disk pressure may delete unexpired and unconsumed segments at ``used_ratio``."""
+    return disk.force and used_ratio > disk.force_ratio
+
+
+def disk_triggers(disk: DiskConfig, used_ratio: float) -> tuple[str, ...]:
+    """The disk triggers active at ``used_ratio``; each threshold is crossed strictly above it."""
+    triggers = []
+    if used_ratio > disk.clean_ratio:
+        triggers.append(DISK_CLEAN)
+    if disk_forces(disk, used_ratio):
+        triggers.append(DISK_FORCE)
+    if used_ratio > disk.refuse_writes_ratio:
+        triggers.append(REFUSE_WRITES)
+    return tuple(triggers)
+
+
+def active_triggers(
+    policy: PolicyConfig, used_ratio: float, now: datetime, manual: ManualTrigger = NO_MANUAL_TRIGGER
+) -> tuple[str, ...]:
+    """Every trigger active for a log under ``policy`` at ``now``, in the order of :data:`TRIGGERS`."""
+    triggers = [TIME_WINDOW] if in_delete_window(policy, now) else []
+    triggers.extend(disk_triggers(policy.disk, used_ratio))
+    if manual.active:
+        triggers.append(MANUAL)
+    return tuple(triggers)

@@ -459,7 +459,7 @@ class RetentionConfig(_Strict):
             # realpath also catches two spellings (or a symlink) of one directory.
             real = os.path.realpath(log.path)
             if real in seen:
-                raise _config_problem(f"{log.path} is already the path of log {seen[real]!r}", "logs", name, "path")
+                raise _config_problem(f"is already the path of log {seen[real]!r} ({log.path})", "logs", name, "path")
             seen[real] = name
         return self
 
@@ -516,13 +516,20 @@ def _read_yaml(text: str, source: str) -> tuple[yaml.Node | None, object]:
         return root, (loader.construct_document(root) if root is not None else None)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        detail = error.problem or error.context or "cannot be parsed"
+        detail = _yaml_problem(error.problem, error.context)
         line = mark.line + 1 if mark is not None else None
         raise ConfigError(f"invalid YAML: {detail}", source=source, line=line) from None
     except yaml.YAMLError as error:
         raise ConfigError(f"invalid YAML: {error}", source=source) from None
     finally:
         loader.dispose()
+
+
+def _yaml_problem(problem: str | None, context: str | None) -> str:
+    """PyYAML splits a message into context and problem; put them back into one readable phrase."""
+    if problem and context:
+        return f"{context}, {problem}" if problem.startswith("but ") else f"{problem} ({context})"
+    return problem or context or "cannot be parsed"
 
 
 def _reject_duplicate_keys(node: yaml.Node, path: tuple[str, ...], source: str) -> None:

@@ -1,0 +1,15 @@
+"""retention: executes retention plans on commit logs, one-shot (`retention plan|clean|check`) or
+as a long-running sidecar (`retention serve`), or embedded (`RetentionScheduler`).
+
+Never imports pyspark.
+"""
+
+from .audit import AuditTrail, read_audit
+from .cleaner import DELETED, FAILED, HUNG, Cleaner, LogPassResult, PassResult
+from .pinned import PinnedFile, find_pinned, pinned_bytes
+from .snapshot import WatchedLog, disk_snapshot
+
+__all__ = [
+    "AuditTrail", "Cleaner", "DELETED", "FAILED", "HUNG", "LogPassResult", "PassResult",
+    "PinnedFile", "WatchedLog", "disk_snapshot", "find_pinned", "pinned_bytes", "read_audit",
+]

@@ -1,0 +1,276 @@
+"""The cleaner: takes a snapshot, asks `policies` for a plan, and executes it through the store's
+crash-safe head removal, with the pause between files, hung-segment handling, audit and log lines.
+
+RocketMQ's semantics: at most `files_per_pass` deletions per log, `pause_between_files` between
+them, oldest first, stopping at the first failure; a held segment becomes hung, is retried every
+`retry_every` and forced after `force_after`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from loguru import logger
+
+from commitlog import CommitLogError
+from policies import DELETE, KEEP, LogPlan, ManualTrigger, Plan, RetentionConfig, SegmentDecision, plan
+
+from .audit import AuditTrail, deletion_entry
+from .pinned import PinnedFile, find_pinned, pinned_bytes
+from .snapshot import WatchedLog, disk_snapshot
+
+# What became of a planned segment.
+DELETED, HUNG, FAILED = "deleted", "hung", "failed"
+
+
+@dataclass
+class LogPassResult:
+    """One log's part of a pass: the plan, what happened to each segment, and what still pins space."""
+
+    name: str
+    path: str
+    plan: LogPlan | None
+    actions: dict[int, str] = field(default_factory=dict)     # base offset -> deleted/hung/failed
+    errors: dict[int, str] = field(default_factory=dict)      # base offset -> why it failed
+    deleted_bytes: int = 0
+    error: str | None = None                                  # the log could not be planned at all
+    pinned: list[PinnedFile] = field(default_factory=list)
+
+    @property
+    def deleted(self) -> int:
+        return sum(1 for a in self.actions.values() if a == DELETED)
+
+    def to_json_dict(self, *, executed: bool) -> dict:
+        if self.plan is None:
+            return {"name": self.name, "path": self.path, "error": self.error, "files": [],
+                    "triggers": [], "deleted": 0, "freed_bytes": 0}
+        out = self.plan.to_json_dict()
+        if executed:
+            for f in out["files"]:
+                action = self.actions.get(f["base_offset"])
+                if action is not None:
+                    f["action"] = action
+                    if action == HUNG:
+                        f["reasons"] = ["held"]
+                    if f["base_offset"] in self.errors:
+                        f["error"] = self.errors[f["base_offset"]]
+                elif f["action"] == DELETE:
+                    f["action"] = KEEP  # not reached: the pass stopped before it
+                    f["reasons"] = ["not-attempted"]
+            out["deleted"] = self.deleted
+            out["freed_bytes"] = self.deleted_bytes
+        out["stale_groups"] = list(self.plan.stale_groups)
+        out["pinned"] = [{"pid": p.pid, "command": p.command, "path": p.path, "bytes": p.bytes,
+                          "how": p.how} for p in self.pinned]
+        out["pinned_bytes"] = pinned_bytes(self.pinned)
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class PassResult:
+    """A whole pass (or a plan, when `executed` is False)."""
+
+    at: datetime
+    logs: list[LogPassResult]
+    executed: bool
+    duration: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def deleted(self) -> int:
+        return sum(r.deleted for r in self.logs)
+
+    @property
+    def freed_bytes(self) -> int:
+        return sum(r.deleted_bytes for r in self.logs)
+
+    @property
+    def failed(self) -> bool:
+        return any(r.error or FAILED in r.actions.values() for r in self.logs)
+
+    def to_json_dict(self) -> dict:
+        return {"at": self.at.isoformat(), "logs": [r.to_json_dict(executed=self.executed)
+                                                     for r in self.logs]}
+
+
+class Cleaner:
+    """Runs cleanup passes over the configured logs.
+
+    Thread-safe: passes are serialised by a lock, manual triggers may be opened from any thread,
+    and `stop()` from any thread cuts a running pass short between two files (never between a
+    rename and its unlink). Several processes may clean the same log; the store serialises their
+    removals."""
+
+    def __init__(self, config: RetentionConfig, *, clock: Callable[[], float] = time.time,
+                 audit: AuditTrail | None = None) -> None:
+        self.config = config
+        self._clock = clock
+        self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
+        self.logs = {name: WatchedLog(name, cfg) for name, cfg in config.logs.items()}
+        self.manual: dict[str, ManualTrigger] = {}
+        self._pass_lock = threading.Lock()
+        self._manual_lock = threading.Lock()
+        self._stop = threading.Event()
+        self.last_result: PassResult | None = None
+
+    # ------------------------------------------------------------------ triggers
+    def trigger_manual(self, *, force: bool = False, policies: Iterable[str] | None = None) -> None:
+        """Open `manual_passes` passes that ignore the hour window (and the age, with `force`)."""
+        with self._manual_lock:
+            for name in policies if policies is not None else self.config.policies:
+                self.manual[name] = ManualTrigger.open(self.config.policies[name].manual_passes, force)
+
+    def stop(self) -> None:
+        """Cut the running pass short before its next file, and refuse to start new ones."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # ------------------------------------------------------------------ planning
+    def plan(self, now: datetime | None = None, *, names: Iterable[str] | None = None) -> PassResult:
+        """What a pass would do at `now` (default: the clock), without doing it."""
+        at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
+        results, the_plan = self._plan(at, names)
+        self._attach_pins(results)
+        return PassResult(at, results, executed=False)
+
+    def _plan(self, at: datetime, names: Iterable[str] | None) -> tuple[list[LogPassResult], Plan]:
+        watched = [self.logs[n] for n in (names if names is not None else self.logs)]
+        snapshots = []
+        errors: dict[str, str] = {}
+        disks: dict[int, object] = {}
+        for w in watched:
+            try:
+                if not w.exists():
+                    errors[w.name] = f"{w.path} is not a commit log yet (no meta.json): nothing to do"
+                    continue
+                disk = disk_snapshot(w.path)
+                disk = disks.setdefault(disk.filesystem_id, disk)  # one reading per filesystem
+                snapshots.append(w.snapshot(disk))
+            except (CommitLogError, OSError) as exc:
+                errors[w.name] = str(exc)
+        with self._manual_lock:
+            manual = dict(self.manual)
+        the_plan = plan(snapshots, self.config.policies, at, manual)
+        by_name = {lp.name: lp for lp in the_plan.logs}
+        results = []
+        for w in watched:
+            lp = by_name.get(w.name)
+            results.append(LogPassResult(w.name, w.path, lp, error=errors.get(w.name)))
+            if lp is not None:
+                for decision in lp.decisions:
+                    logger.trace("decision: {}", decision.explain())
+        return results, the_plan
+
+    def _attach_pins(self, results: list[LogPassResult]) -> None:
+        pins = find_pinned([r.path for r in results])
+        for r in results:
+            prefix = r.path.rstrip("/") + "/"
+            r.pinned = [p for p in pins if p.path.startswith(prefix)]
+
+    # ------------------------------------------------------------------ doing
+    def run_pass(self, now: datetime | None = None, *, names: Iterable[str] | None = None,
+                 sleep: Callable[[float], object] | None = None) -> PassResult:
+        """Plan and execute one pass. `sleep` waits between files (default: an interruptible wait
+        that `stop()` ends early)."""
+        wait = sleep or self._stop.wait
+        with self._pass_lock:
+            started = time.monotonic()
+            at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
+            results, the_plan = self._plan(at, names)
+            self._consume_manual(the_plan)
+            interrupted = self._execute(results, wait)
+            self._attach_pins(results)
+            result = PassResult(at, results, executed=True, duration=time.monotonic() - started,
+                                interrupted=interrupted)
+            self.last_result = result
+            return result
+
+    def _consume_manual(self, the_plan: Plan) -> None:
+        used = {lp.policy for lp in the_plan.logs}
+        with self._manual_lock:
+            for name in used:
+                if name in self.manual:
+                    self.manual[name] = self.manual[name].after_pass()
+
+    def _execute(self, results: list[LogPassResult], wait: Callable[[float], object]) -> bool:
+        """Delete the planned segments, globally oldest first; return True if cut short by stop()."""
+        planned: list[tuple[float, int, LogPassResult, SegmentDecision]] = []
+        for order, r in enumerate(results):
+            if r.plan is None:
+                continue
+            for d in r.plan.to_delete:
+                planned.append((d.age_seconds, order, r, d))
+        # Oldest first across logs (largest age), each log keeping its own head-first order.
+        planned.sort(key=lambda t: (-t[0], t[1], t[3].base_offset))
+        stopped_logs: set[str] = set()
+        first = True
+        for _, _, r, decision in planned:
+            if r.name in stopped_logs:
+                continue
+            if self._stop.is_set():
+                return True
+            if not first:
+                wait(self.config.policies[r.plan.policy].pause_between_files)
+                if self._stop.is_set():
+                    return True
+            first = False
+            if not self._delete(r, decision):
+                stopped_logs.add(r.name)  # stop at the first failure, as RocketMQ does
+        return False
+
+    def _delete(self, r: LogPassResult, decision: SegmentDecision) -> bool:
+        watched = self.logs[r.name]
+        try:
+            removal = watched.log.remove_head(force=decision.forced, expected_base=decision.base_offset)
+        except (CommitLogError, OSError) as exc:
+            r.actions[decision.base_offset] = FAILED
+            r.errors[decision.base_offset] = str(exc)
+            logger.error("{}: deleting {} failed: {}", r.name, decision.segment, exc)
+            return False
+        now = self._clock()
+        if removal.status == "removed":
+            watched.hung.forget(decision.base_offset)
+            holders = []
+            if removal.forced:
+                holders = [{"pid": p.pid, "command": p.command}
+                           for p in find_pinned([watched.path]) if p.path == decision.path]
+            self.audit.record(deletion_entry(
+                at=now, log=r.name, path=decision.path, segment=decision.segment,
+                base_offset=decision.base_offset, end_offset=decision.end_offset,
+                bytes=removal.bytes, triggers=list(r.plan.triggers), forced=removal.forced,
+                overridden_by=decision.overridden_by,
+                unconsumed=[(u.group, u.first_offset, u.end_offset) for u in decision.unconsumed],
+                pinned_by=holders))
+            r.actions[decision.base_offset] = DELETED
+            r.deleted_bytes += removal.bytes
+            lost = ", ".join(f"{u.group} [{u.first_offset}, {u.end_offset})" for u in decision.unconsumed)
+            logger.info("{}: deleted {} ({} bytes, triggers {}{}{})", r.name, decision.segment,
+                        removal.bytes, ",".join(r.plan.triggers),
+                        ", forced while held by " + ",".join(str(h["pid"]) for h in holders)
+                        if removal.forced else "",
+                        f", unconsumed by {lost}" if lost else "")
+            return True
+        if removal.status == "held":
+            entry = watched.hung.held(decision.base_offset, now)
+            r.actions[decision.base_offset] = HUNG
+            logger.warning("{}: {} is held by a reader (first found held {:.0f}s ago); kept for now",
+                           r.name, decision.segment, now - entry.first_attempt_at)
+            return False
+        r.actions[decision.base_offset] = FAILED
+        r.errors[decision.base_offset] = f"head is {removal.base_offset}, not the planned segment ({removal.status})"
+        logger.error("{}: not deleting {}: the log's head changed ({})", r.name, decision.segment,
+                     removal.status)
+        return False
+
+    def close(self) -> None:
+        for w in self.logs.values():
+            w.close()

@@ -1,0 +1,128 @@
+"""The `retention` command: serve, plan, clean, check, status.
+
+Exit status: 0 done; 2 the configuration or the command line is wrong; 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from datetime import datetime, timezone
+from importlib import resources
+
+from loguru import logger
+
+from policies import ConfigError, RetentionConfig, load_config, parse_config
+
+from .logsetup import configure_logging
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, as for a bad configuration
+        self.exit(EXIT_USAGE, f"retention: error: {message}\n")
+
+
+def default_config_text() -> str:
+    return resources.files("retention").joinpath("conf/retention.yaml").read_text()
+
+
+def load(path: str | None) -> RetentionConfig:
+    """The configuration at `path`, or the embedded default (relative paths: the working dir)."""
+    if path is None:
+        return parse_config(default_config_text(), source="<embedded conf/retention.yaml>",
+                            base_dir=os.getcwd())
+    return load_config(path)
+
+
+def _parse_at(text: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"--at: expected an ISO 8601 time like 2026-11-21T04:30:00+01:00, got {text!r}") from None
+    return at if at.tzinfo is not None else at.astimezone()  # naive: the machine's local time
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="retention", description="Retention scheduler for segmented commit logs.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    serve = sub.add_parser("serve", help="run the long-running sidecar")
+    serve.add_argument("--config", help="YAML file (default: the embedded conf/retention.yaml)")
+    serve.add_argument("--demo", action="store_true",
+                       help="also append a slow stream of records into a demo log with 1 MiB segments")
+    plan = sub.add_parser("plan", help="what a pass would do now, and why, for every segment")
+    plan.add_argument("--config")
+    plan.add_argument("--json", action="store_true")
+    plan.add_argument("--at", help="plan as if it were this time (ISO 8601); planning only")
+    clean = sub.add_parser("clean", help="run one pass now (a manual trigger)")
+    clean.add_argument("--config")
+    clean.add_argument("--json", action="store_true")
+    clean.add_argument("--force", action="store_true", help="also delete segments younger than reserve")
+    check = sub.add_parser("check", help="validate the configuration")
+    check.add_argument("--config")
+    status = sub.add_parser("status", help="ask a running sidecar")
+    status.add_argument("--url", default="http://127.0.0.1:9464")
+    status.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `retention plan | head` ends quietly
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "status":
+            from .status import print_status
+            return print_status(args.url, as_json=args.json)
+        config = load(args.config)
+        if args.command == "check":
+            print(f"{args.config or 'embedded default'}: ok ({len(config.logs)} logs, "
+                  f"{len(config.policies)} policies)")
+            return EXIT_OK
+        configure_logging(config.service.log_level, config.service.log_format)
+        if args.command == "serve":
+            from .service import serve
+            return serve(config, config_path=args.config, demo=args.demo)
+        at = _parse_at(args.at) if getattr(args, "at", None) else None
+        return _plan_or_clean(args, config, at)
+    except ConfigError as exc:
+        print(f"retention: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as exc:
+        if args.command == "plan" and str(exc).startswith("--at"):
+            print(f"retention: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        raise
+    except KeyboardInterrupt:
+        return EXIT_FAILED
+
+
+def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: datetime | None) -> int:
+    from .cleaner import Cleaner
+    from .report import render_result
+    cleaner = Cleaner(config)
+    try:
+        if args.command == "plan":
+            result = cleaner.plan(at)
+        else:
+            cleaner.trigger_manual(force=args.force)
+            result = cleaner.run_pass()
+    except Exception as exc:  # noqa: BLE001 (one line to the operator, status 1)
+        logger.opt(exception=exc).debug("failed")
+        print(f"retention: {args.command} failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        cleaner.close()
+    if args.json:
+        json.dump(result.to_json_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_result(result))
+    return EXIT_FAILED if result.executed and result.failed else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

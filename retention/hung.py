@@ -1,0 +1,70 @@
+"""Segments a delete attempt found held by a reader, remembered across passes and restarts.
+
+Kept per log in `<log>/.retention-hung.json` (written atomically), so `force_after` counts from the
+first attempt even when the cleaner restarts in between, as RocketMQ's first-destroy timestamp does.
+One `HungRegistry` per log; not thread-safe (the cleaner runs one pass per log at a time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from policies import HungSegment
+
+HUNG_FILE = ".retention-hung.json"
+
+
+class HungRegistry:
+    def __init__(self, log_dir: str) -> None:
+        self.path = os.path.join(log_dir, HUNG_FILE)
+        self._segments: dict[int, HungSegment] = self._load()
+
+    def _load(self) -> dict[int, HungSegment]:
+        try:
+            with open(self.path) as f:
+                raw = json.load(f)
+            return {int(base): HungSegment(float(v["first_attempt_at"]), float(v["last_attempt_at"]))
+                    for base, v in raw.items()}
+        except FileNotFoundError:
+            return {}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            # A damaged file only costs the force_after clock: it restarts from the next attempt.
+            return {}
+
+    def snapshot(self) -> dict[int, HungSegment]:
+        return dict(self._segments)
+
+    def held(self, base_offset: int, at: float) -> HungSegment:
+        """Record a delete attempt that found `base_offset` held at time `at`."""
+        before = self._segments.get(base_offset)
+        entry = HungSegment(before.first_attempt_at if before else at, at)
+        self._segments[base_offset] = entry
+        self._save()
+        return entry
+
+    def forget(self, *base_offsets: int) -> None:
+        if any(self._segments.pop(b, None) is not None for b in base_offsets):
+            self._save()
+
+    def forget_below(self, start_offset: int) -> None:
+        """Drop entries of segments that no longer exist."""
+        gone = [b for b in self._segments if b < start_offset]
+        if gone:
+            self.forget(*gone)
+
+    def _save(self) -> None:
+        if not self._segments:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            return
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({str(b): {"first_attempt_at": h.first_attempt_at,
+                                "last_attempt_at": h.last_attempt_at}
+                       for b, h in sorted(self._segments.items())}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)

@@ -1,0 +1,31 @@
+"""Logging for the retention commands and the sidecar: loguru to stderr, text or JSON, with the
+standard library's records (the store's, APScheduler's) routed through it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from loguru import logger
+
+_TEXT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {message}"
+
+
+class _InterceptHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level: str | int = logger.level(record.levelname).name
+        except ValueError:
+            level = record.levelno
+        logger.opt(depth=6, exception=record.exc_info).log(level, "{}: {}", record.name,
+                                                           record.getMessage())
+
+
+def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
+    """(Re)configure logging; safe to call again on reload."""
+    logger.remove()
+    logger.add(sys.stderr, level=level.upper(), format=_TEXT, serialize=log_format == "json",
+               backtrace=False, diagnose=False, colorize=False)
+    std_level = logging.DEBUG if level.upper() in ("TRACE", "DEBUG") else logging.INFO
+    logging.basicConfig(handlers=[_InterceptHandler()], level=std_level, force=True)
+    logging.getLogger("apscheduler").setLevel(max(std_level, logging.INFO))

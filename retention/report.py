@@ -1,0 +1,46 @@
+"""Readable tables of a plan or a pass, for `retention plan` and `retention clean`."""
+
+from __future__ import annotations
+
+from .cleaner import PassResult
+
+
+def format_size(n: int) -> str:
+    """Bytes in the largest binary unit that keeps the number at least 1, one decimal."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{n}B"
+
+
+def render_result(result: PassResult) -> str:
+    data = result.to_json_dict()
+    lines = [f"{'pass' if result.executed else 'plan'} at {data['at']}"]
+    for log in data["logs"]:
+        lines.append("")
+        if log.get("error") and not log["files"]:
+            lines.append(f"log {log['name']} ({log['path']}): {log['error']}")
+            continue
+        disk = log["disk"]
+        verb = "deleted" if result.executed else "to delete"
+        lines.append(f"log {log['name']} ({log['path']}): disk {disk['used_ratio']:.1%} used of "
+                     f"{format_size(disk['total_bytes'])}, triggers: "
+                     f"{', '.join(log['triggers']) or 'none'}; {log['deleted']} {verb}, "
+                     f"{format_size(log['freed_bytes'])}")
+        if log.get("stale_groups"):
+            lines.append(f"  stale consumer groups (no longer protecting): {', '.join(log['stale_groups'])}")
+        rows = [("SEGMENT", "BASE OFFSET", "BYTES", "ACTION", "REASONS")]
+        for f in log["files"]:
+            rows.append((f["segment"], str(f["base_offset"]), format_size(f["bytes"]), f["action"],
+                         ", ".join(f["reasons"]) + (f"  ({f['error']})" if f.get("error") else "")))
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        for r in rows:
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4])
+        for p in log.get("pinned", []):
+            lines.append(f"  pinned: pid {p['pid']} ({p['command']}) still {p['how']} {p['path']}, "
+                         f"{format_size(p['bytes'])}")
+        if log.get("error"):
+            lines.append(f"  error: {log['error']}")
+    return "\n".join(lines) + "\n"

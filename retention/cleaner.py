@@ -185,6 +185,7 @@ class Cleaner:
         with self._pass_lock:
             started = time.monotonic()
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
+            self._finish_interrupted(names)
             results, the_plan = self._plan(at, names)
             self._consume_manual(the_plan)
             interrupted = self._execute(results, wait)
@@ -193,6 +194,17 @@ class Cleaner:
                                 interrupted=interrupted)
             self.last_result = result
             return result
+
+    def _finish_interrupted(self, names: Iterable[str] | None) -> None:
+        """Finish removals a crash cut short (leftover `.deleted` files, segments below the start)."""
+        for name in names if names is not None else self.logs:
+            w = self.logs[name]
+            if not w.exists():
+                continue
+            try:
+                w.log.finish_removals()
+            except (CommitLogError, OSError) as exc:
+                logger.error("{}: finishing interrupted removals failed: {}", name, exc)
 
     def _consume_manual(self, the_plan: Plan) -> None:
         used = {lp.policy for lp in the_plan.logs}

@@ -11,6 +11,12 @@ import os
 from dataclasses import dataclass
 
 _DELETED = " (deleted)"
+# The store renames a segment to NAME.deleted before unlinking it; holders see that name.
+_RENAMED = ".deleted"
+
+
+def _segment_path(path: str) -> str:
+    return path[: -len(_RENAMED)] if path.endswith(_RENAMED) else path
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ def find_pinned(directories: list[str]) -> list[PinnedFile]:
             except OSError:
                 continue
             if target.endswith(_DELETED) and target.startswith(roots):
-                path = target[: -len(_DELETED)]
+                path = _segment_path(target[: -len(_DELETED)])
                 try:
                     size = os.stat(f"{fd_dir}/{fd}").st_blocks * 512
                 except OSError:
@@ -70,7 +76,7 @@ def find_pinned(directories: list[str]) -> list[PinnedFile]:
             fields = line.split(None, 5)
             if len(fields) < 6 or not fields[5].startswith(roots):
                 continue
-            path = fields[5][: -len(_DELETED)]
+            path = _segment_path(fields[5][: -len(_DELETED)])
             if (int(pid), path) in found:
                 continue
             try:

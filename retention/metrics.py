@@ -1,0 +1,178 @@
+"""Prometheus metrics of the retention scheduler, in a registry of its own.
+
+Each `RetentionScheduler` owns one `RetentionMetrics`, so several schedulers (or an application's
+own metrics) never collide in prometheus-client's global registry. `/metrics` serves
+`exposition()`. Every metric is named `retention_*`; label values are log names, consumer group
+names, policy names, mount points, job ids, triggers and outcomes, all bounded by the configuration.
+
+Thread-safe (prometheus-client's metrics are).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
+                               ProcessCollector, generate_latest)
+
+# Pass outcomes (the `outcome` label, and `last_pass.outcome` in /status).
+OK, HUNG_OUTCOME, FAILED_OUTCOME, INTERRUPTED, ERROR = "ok", "hung", "failed", "interrupted", "error"
+OUTCOMES = (OK, HUNG_OUTCOME, FAILED_OUTCOME, INTERRUPTED, ERROR)
+
+# What started a pass (the `kind` label).
+PASS_KINDS = ("interval", "pressure", "hung-retry", "manual")
+
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class RetentionMetrics:
+    """The metrics the sidecar exposes; methods are called by the scheduler after each pass."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, process: bool = True) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        if process:
+            ProcessCollector(registry=r)   # process_resident_memory_bytes, process_cpu_seconds_total
+        self.disk_used_ratio = Gauge(
+            "retention_disk_used_ratio", "Used ratio of the filesystem holding logs, as df shows it (0-1).",
+            ["mountpoint"], registry=r)
+        self.disk_free_bytes = Gauge(
+            "retention_disk_free_bytes", "Bytes available to unprivileged users on the filesystem.",
+            ["mountpoint"], registry=r)
+        self.disk_pressure = Gauge(
+            "retention_disk_pressure_level",
+            "0 below clean_ratio, 1 above clean_ratio, 2 above force_ratio (forcing), 3 above "
+            "refuse_writes_ratio.", ["mountpoint"], registry=r)
+        self.log_segments = Gauge(
+            "retention_log_segments", "Segment files of the log after the last pass.", ["log"], registry=r)
+        self.log_bytes = Gauge(
+            "retention_log_bytes", "Bytes of the log's segment files after the last pass.", ["log"], registry=r)
+        self.deleted_segments = Counter(
+            "retention_deleted_segments", "Segments deleted, by the trigger that allowed it.",
+            ["log", "trigger"], registry=r)
+        self.deleted_bytes = Counter(
+            "retention_deleted_bytes", "Bytes of deleted segments, by the trigger that allowed it.",
+            ["log", "trigger"], registry=r)
+        self.hung_segments = Gauge(
+            "retention_hung_segments", "Segments a delete attempt found held by a reader, still kept.",
+            ["log"], registry=r)
+        self.pinned_bytes = Gauge(
+            "retention_pinned_bytes", "Bytes of deleted segment files some process still holds open or "
+            "mapped (the space is not free until it lets go).", ["log"], registry=r)
+        self.pass_duration = Histogram(
+            "retention_pass_duration_seconds", "Duration of cleanup passes, pauses included.",
+            ["kind"], buckets=_DURATION_BUCKETS, registry=r)
+        self.passes = Counter(
+            "retention_passes", "Cleanup passes by what started them and how they ended "
+            "(ok, hung, failed, interrupted, error = the pass raised).", ["kind", "outcome"], registry=r)
+        self.lag_bytes = Gauge(
+            "retention_consumer_lag_bytes", "Approximate bytes a consumer group has not consumed: the "
+            "bytes of the segments at or after its committed offset.", ["log", "group"], registry=r)
+        self.lag_records = Gauge(
+            "retention_consumer_lag_records", "Records a consumer group has not consumed.",
+            ["log", "group"], registry=r)
+        self.last_success = Gauge(
+            "retention_last_successful_pass_timestamp_seconds",
+            "Unix time of the end of the last pass that completed for the log without a failure.",
+            ["log"], registry=r)
+        self.job_events = Counter(
+            "retention_scheduler_job_events", "Scheduler jobs that raised (error), ran too late to run "
+            "at all (missed) or were skipped because the previous run was still going (skipped).",
+            ["job", "event"], registry=r)
+        self.reloads = Counter(
+            "retention_config_reloads", "Configuration reloads (SIGHUP) by result (ok, error).",
+            ["result"], registry=r)
+        self.last_reload = Gauge(
+            "retention_config_last_reload_success_timestamp_seconds",
+            "Unix time the running configuration was loaded.", registry=r)
+        self.interval = Gauge(
+            "retention_policy_interval_seconds", "The policy's interval between cleanup passes.",
+            ["policy"], registry=r)
+        self._lock = threading.Lock()
+        self._groups: dict[str, set[str]] = {}
+        self._mounts: set[str] = set()
+        self._policies: set[str] = set()
+
+    # ------------------------------------------------------------------ updates
+    def set_disk(self, mountpoint: str, used_ratio: float, free_bytes: int, level: int) -> None:
+        with self._lock:
+            self._mounts.add(mountpoint)
+        self.disk_used_ratio.labels(mountpoint).set(used_ratio)
+        self.disk_free_bytes.labels(mountpoint).set(free_bytes)
+        self.disk_pressure.labels(mountpoint).set(level)
+
+    def keep_mountpoints(self, mountpoints: set[str]) -> None:
+        """Drop the series of filesystems no configured log lives on any more."""
+        with self._lock:
+            gone, self._mounts = self._mounts - mountpoints, self._mounts & mountpoints
+        for m in gone:
+            for g in (self.disk_used_ratio, self.disk_free_bytes, self.disk_pressure):
+                _remove(g, m)
+
+    def set_log(self, log: str, *, segments: int, bytes: int, hung: int, pinned_bytes: int) -> None:
+        self.log_segments.labels(log).set(segments)
+        self.log_bytes.labels(log).set(bytes)
+        self.hung_segments.labels(log).set(hung)
+        self.pinned_bytes.labels(log).set(pinned_bytes)
+
+    def deleted(self, log: str, trigger: str, nbytes: int) -> None:
+        self.deleted_segments.labels(log, trigger).inc()
+        self.deleted_bytes.labels(log, trigger).inc(nbytes)
+
+    def observe_pass(self, kind: str, outcome: str, seconds: float) -> None:
+        self.passes.labels(kind, outcome).inc()
+        self.pass_duration.labels(kind).observe(seconds)
+
+    def set_lag(self, log: str, lags: dict[str, tuple[int, int]]) -> None:
+        """`lags`: group -> (bytes, records); groups absent now lose their series."""
+        with self._lock:
+            before = self._groups.get(log, set())
+            self._groups[log] = set(lags)
+        for group in before - set(lags):
+            _remove(self.lag_bytes, log, group)
+            _remove(self.lag_records, log, group)
+        for group, (nbytes, records) in lags.items():
+            self.lag_bytes.labels(log, group).set(nbytes)
+            self.lag_records.labels(log, group).set(records)
+
+    def set_last_success(self, log: str, at: float) -> None:
+        self.last_success.labels(log).set(at)
+
+    def job_event(self, job: str, event: str) -> None:
+        self.job_events.labels(job, event).inc()
+
+    def reload(self, result: str, at: float | None = None) -> None:
+        self.reloads.labels(result).inc()
+        if result == OK and at is not None:
+            self.last_reload.set(at)
+
+    def set_policies(self, intervals: dict[str, float]) -> None:
+        with self._lock:
+            gone, self._policies = self._policies - set(intervals), set(intervals)
+        for p in gone:
+            _remove(self.interval, p)
+        for p, seconds in intervals.items():
+            self.interval.labels(p).set(seconds)
+
+    def forget_log(self, log: str) -> None:
+        """Drop the gauges of a log that is no longer configured (counters stay: they are history)."""
+        for g in (self.log_segments, self.log_bytes, self.hung_segments, self.pinned_bytes,
+                  self.last_success):
+            _remove(g, log)
+        self.set_lag(log, {})
+        with self._lock:
+            self._groups.pop(log, None)
+
+    # ------------------------------------------------------------------ exposition
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format (`content_type`)."""
+        return generate_latest(self.registry)
+
+
+def _remove(metric, *labels: str) -> None:
+    try:
+        metric.remove(*labels)
+    except KeyError:
+        pass

@@ -1,0 +1,152 @@
+"""The `retention` command line: exit statuses, one-line errors, plan output, safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from retention.cli import main
+from retention_helpers import make_log, segment_bases, set_age, write_config
+
+BAD_CONFIGS = sorted((Path(__file__).parent.parent / "policies" / "bad_configs").glob("*.yaml"))
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "retention.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_there_are_at_least_fifteen_bad_configuration_files():
+    assert len(BAD_CONFIGS) >= 15
+
+
+@pytest.mark.parametrize("bad", BAD_CONFIGS, ids=lambda p: p.stem)
+def test_bad_configuration_exits_2_with_one_line_naming_file_and_key(bad, tmp_path, monkeypatch, capsys):
+    expect = bad.read_text().splitlines()[0].removeprefix("# expect:").strip()
+    monkeypatch.chdir(tmp_path)
+    for command in ("check", "plan", "clean"):
+        assert main([command, "--config", str(bad)]) == 2, command
+        out, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, lines
+        assert bad.name in lines[0] and expect in lines[0], lines[0]
+        assert out == ""
+    assert os.listdir(tmp_path) == []        # nothing was created or changed
+
+
+@pytest.mark.parametrize("bad", BAD_CONFIGS[:3], ids=lambda p: p.stem)
+def test_bad_configuration_exit_status_of_the_real_process(bad, tmp_path):
+    result = run("check", "--config", str(bad), cwd=tmp_path)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and bad.name in result.stderr
+
+
+def test_check_accepts_the_embedded_default_and_the_shipped_examples(tmp_path):
+    result = run("check", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for example in sorted((Path(__file__).parents[2] / "conf").glob("*.yaml")):
+        result = run("check", "--config", str(example), cwd=tmp_path)
+        assert result.returncode == 0, (example, result.stderr)
+
+
+def test_unknown_command_or_option_exits_2(tmp_path):
+    assert run("bogus", cwd=tmp_path).returncode == 2
+    assert run("plan", "--bogus", cwd=tmp_path).returncode == 2
+    bad_at = run("plan", "--at", "yesterday-ish", cwd=tmp_path)
+    assert bad_at.returncode == 2 and "--at" in bad_at.stderr
+
+
+CONFIG = """
+service:
+  audit: audit.jsonl
+logs:
+  staging:
+    path: staging
+    segment_size: 4KiB
+policies:
+  default:
+    delete_at_hours: [4]
+    timezone: UTC
+    reserve: 1h
+    files_per_pass: 10
+    pause_between_files: 0ms
+"""
+
+
+def test_plan_prints_a_table_and_json_and_at_is_a_what_if_clock(tmp_path):
+    bases = make_log(tmp_path / "staging", 3)
+    set_age(tmp_path / "staging", bases[:2], 3 * 3600)
+    config_path, _ = write_config(tmp_path, CONFIG)
+    table = run("plan", "--config", str(config_path), cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "SEGMENT" in table.stdout and f"{bases[0]:020d}.log" in table.stdout
+    at = run("plan", "--config", str(config_path), "--json", "--at", "2099-01-02T04:15:00+00:00", cwd=tmp_path)
+    data = json.loads(at.stdout)
+    assert data["at"].startswith("2099-01-02T04:15")
+    log = data["logs"][0]
+    assert log["triggers"] == ["time-window"]
+    assert [f["action"] for f in log["files"]] == ["delete", "delete", "delete", "keep"]
+    assert segment_bases(tmp_path / "staging") == bases    # planning deletes nothing
+
+
+def test_clean_force_deletes_young_segments_and_reports_json(tmp_path):
+    bases = make_log(tmp_path / "staging", 3)
+    config_path, _ = write_config(tmp_path, CONFIG)
+    plain = json.loads(run("clean", "--config", str(config_path), "--json", cwd=tmp_path).stdout)
+    assert plain["logs"][0]["deleted"] == 0
+    forced = run("clean", "--config", str(config_path), "--json", "--force", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    data = json.loads(forced.stdout)
+    assert data["logs"][0]["deleted"] == 3
+    assert [f["action"] for f in data["logs"][0]["files"]] == ["deleted"] * 3 + ["keep"]
+    assert segment_bases(tmp_path / "staging") == bases[3:]
+
+
+def test_never_deletes_anything_that_is_not_a_segment_of_the_log(tmp_path):
+    log_dir = tmp_path / "staging"
+    bases = make_log(log_dir, 4)
+    set_age(log_dir, bases, 3 * 3600)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "00000000000000000000.log").write_bytes(b"o" * 4096)
+    planted = {
+        log_dir / "notes.txt": "file",
+        log_dir / "00000000000000000001.log": "symlink",       # a symlink posing as a segment
+        log_dir / "00000000000000000002.log": "dir",           # a subdirectory posing as one
+        tmp_path / "00000000000000000000.log": "file",         # a ../ neighbour of the log
+    }
+    for path, kind in planted.items():
+        if kind == "file":
+            path.write_bytes(b"f" * 4096)
+        elif kind == "symlink":
+            path.symlink_to(outside / "00000000000000000000.log")
+        else:
+            path.mkdir()
+    config_path, _ = write_config(tmp_path, CONFIG.replace("path: staging", "path: ./staging/../staging"))
+    for _ in range(3):
+        result = run("clean", "--config", str(config_path), "--force", "--json", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+    assert segment_bases(log_dir) == bases[-1:]
+    for path, kind in planted.items():
+        assert path.exists() or path.is_symlink(), path
+    assert (outside / "00000000000000000000.log").read_bytes() == b"o" * 4096
+
+
+def test_a_segment_named_file_of_the_wrong_size_stops_deletion_in_that_log(tmp_path):
+    log_dir = tmp_path / "staging"
+    bases = make_log(log_dir, 4)
+    set_age(log_dir, bases, 3 * 3600)
+    wrong = log_dir / f"{bases[1] + 1:020d}.log"
+    wrong.write_bytes(b"w" * 100)
+    config_path, _ = write_config(tmp_path, CONFIG)
+    result = run("clean", "--config", str(config_path), "--force", "--json", cwd=tmp_path)
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert wrong.name in data["logs"][0]["error"] and "100 bytes" in data["logs"][0]["error"]
+    assert segment_bases(log_dir) == sorted(bases + [bases[1] + 1])
+    assert wrong.read_bytes() == b"w" * 100

@@ -51,6 +51,7 @@ FORMAT_VERSION = 1
 _DISK_CHECK_EVERY = 0.1               # seconds of appending between two disk checks
 _BATCH_CHUNK = 1 << 20                # bytes framed in memory before one copy into the mapping
 _LARGE_RECORD = 1 << 16               # records at least this big are written without a join
+_SEALED, _ACTIVE, _LIVE = 0, 1, 2     # how a reader sees a segment (see _view_limits)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,9 @@ class CommitLog:
         self._flusher: threading.Thread | None = None
         self._stop_flusher = threading.Event()
         self._lock = threading.Lock()
+        # Guards the segment list only, so a cleaner thread can list and remove segments while
+        # an append holds `_lock` (blocked by on_full="block" until that cleaner frees space).
+        self._meta_lock = threading.Lock()
         self._holds = SegmentHolds()
         self._summaries: dict[int, SegmentSummary] = {}
         self._refuse_ratio = refuse_ratio
@@ -207,9 +211,10 @@ class CommitLog:
 
     def _refresh(self) -> None:
         bases = list(self._list().bases)
-        with self._lock:
-            if self._active is not None and self._active.base_offset not in bases:
-                bases.append(self._active.base_offset)
+        with self._meta_lock:
+            active = self._active
+            if active is not None and active.base_offset not in bases:
+                bases.append(active.base_offset)
                 bases.sort()
             self._bases = bases
 
@@ -316,7 +321,7 @@ class CommitLog:
     def _append_one(self, value, key, timestamp_ms, attributes) -> int:
         now_ns = time.time_ns()
         ts = now_ns // 1_000_000 if timestamp_ms is None else timestamp_ms
-        if time.monotonic() >= self._next_disk_check:
+        if self._refusing or time.monotonic() >= self._next_disk_check:
             self._guard_disk()
         klen = -1 if key is None else len(key)
         total = (rec.HEADER_SIZE + len(value)) + (klen if klen > 0 else 0)
@@ -377,7 +382,7 @@ class CommitLog:
             cum += accumulate(map(_add, sizes, repeat(rec.HEADER_SIZE)))
             i, n = 0, len(values)
             while i < n:
-                if time.monotonic() >= self._next_disk_check:
+                if self._refusing or time.monotonic() >= self._next_disk_check:
                     self._guard_disk()
                 seg = self._active
                 room = 0 if seg is None else seg.size - seg.position
@@ -427,11 +432,12 @@ class CommitLog:
         self._guard_disk()
         prepared = self._preallocator.take() if self._preallocator is not None else None
         seg = ActiveSegment.create(self.path, self._end, self.segment_size, prepared)
-        self._active = seg
+        with self._meta_lock:
+            self._active = seg
+            if seg.base_offset not in self._bases:
+                self._bases.append(seg.base_offset)
         if self._preallocator is not None:
             self._preallocator.request()
-        if seg.base_offset not in self._bases:
-            self._bases.append(seg.base_offset)
         return seg
 
     def _guard_disk(self) -> None:
@@ -508,20 +514,25 @@ class CommitLog:
         finally:
             self._holds.release(path)
 
-    def _view_limits(self, base: int) -> tuple[int, bool, object]:
-        """(readable byte limit, still being written, floor function) of a segment."""
+    def _view_limits(self, base: int, mm) -> tuple[int, int, object]:
+        """(readable byte limit, view kind, floor function) of a segment held as `mm`.
+
+        _ACTIVE: this process writes it, the limit is exact (a bad record below it is
+        corruption). _LIVE: the last segment, written by another process: its limit is unknown,
+        so a bad record may be one in flight. _SEALED: the limit is the sealed length."""
         active = self._active
         if active is not None and active.base_offset == base:
-            return active.position, True, active.index.floor
+            return active.position, _ACTIVE, active.index.floor
+        # A reader may meet a segment still zero-length (being created, or left by a crash).
+        size = len(mm) if mm is not None else 0
         if base == (self._bases[-1] if self._bases else None):
             summary = read_sealed(index_path(self._segment_path(base)))
             if summary is None:
                 rels, positions = read_checkpoints(index_path(self._segment_path(base)))
-                floor = _make_floor(rels, positions)
-                return self.segment_size, True, floor
+                return size, _LIVE, _make_floor(rels, positions)
         else:
             summary = self._summary(base)
-        return summary.used_bytes, False, summary.floor
+        return min(summary.used_bytes, size), _SEALED, summary.floor
 
     def read(self, offset: int) -> Record:
         """The record at `offset`. OffsetOutOfRangeError if removed or not yet written."""
@@ -531,13 +542,13 @@ class CommitLog:
         base = self._locate(offset)
         path = self._segment_path(base)
         with self._hold(base) as mm:
-            limit, live, floor = self._view_limits(base)
+            limit, kind, floor = self._view_limits(base, mm)
             rel, pos = floor(offset - base)
             current = base + rel
             while True:
                 r = rec.decode_at(mm, pos, limit)
                 if r.status != rec.OK:
-                    if r.status == rec.BAD and not live:
+                    if r.status == rec.BAD and kind != _LIVE:
                         raise CorruptLogError(path, pos, "record checksum or length does not verify")
                     raise OffsetOutOfRangeError(offset, self.start_offset, self.end_offset)
                 if current == offset:
@@ -570,7 +581,7 @@ class CommitLog:
                     return
                 raise
             with self._hold(base) as mm:
-                limit, live, floor = self._view_limits(base)
+                limit, kind, floor = self._view_limits(base, mm)
                 rel, pos = floor(offset - base)
                 current = base + rel
                 while current < offset:  # from the index entry to the first wanted record
@@ -582,22 +593,34 @@ class CommitLog:
                 if current == offset:
                     pos, current = yield from _yield_records(mm, pos, limit, current, stop, zero_copy)
                 status = rec.decode_at(mm, pos, limit).status if current < stop else rec.OK
-                if status == rec.EMPTY and not live and pos >= limit:
-                    status = rec.END  # a sealed segment read up to its recorded length
+                if status == rec.EMPTY and kind != _LIVE and pos >= limit:
+                    status = rec.END  # read up to its sealed length, or the writer's position
             if current >= stop:
                 return
+            path = self._segment_path(base)
             if status == rec.BAD:
-                if live:
+                if kind == _LIVE:
                     return  # the writer's record in flight, or a torn tail recovery will cut
-                raise CorruptLogError(self._segment_path(base), pos,
-                                      "record checksum or length does not verify")
+                raise CorruptLogError(path, pos, "record checksum or length does not verify")
             if status == rec.EMPTY:
-                if live:
+                if kind == _LIVE:
                     return  # the end of what is written so far
-                raise CorruptLogError(self._segment_path(base), pos,
-                                      "segment ends before the next segment's base offset")
-            if current == offset and current == base:
-                return
+                raise CorruptLogError(path, pos, "unwritten bytes where a record should be")
+            # The end of this segment: go on in the next one, if there is one.
+            if kind == _ACTIVE:
+                active = self._active
+                if active is not None and active.base_offset == base:
+                    return  # the end of the log as of this step
+                offset = current  # rolled meanwhile: read the rest of it as a sealed segment
+                continue
+            if self.readonly:
+                self._refresh()
+            nxt = next((b for b in self._bases if b > base), None)
+            if nxt is None:
+                return  # sealed and nothing after it yet (a crash or a full disk at the roll)
+            if current != nxt:
+                raise CorruptLogError(path, pos, f"segment ends at offset {current} but the next "
+                                      f"segment starts at offset {nxt}")
             offset = current
 
     def _last_possible_offset(self) -> int:
@@ -654,7 +677,7 @@ class CommitLog:
         """Every segment, oldest first; the last is the active one."""
         self._check_open()
         self._refresh()
-        with self._lock:
+        with self._meta_lock:
             bases = list(self._bases)
             active = self._active
         start = self._state.start_offset()
@@ -680,6 +703,15 @@ class CommitLog:
                                    s.last_timestamp_ms if s.record_count else None,
                                    st.st_mtime, last, s.record_count))
         return out
+
+    def segment_end_offset(self, base: int) -> int:
+        """The offset after the last record of segment `base`; for the last segment, as far as
+        written so far. Lets a caller that listed the directory itself skip another listing."""
+        self._check_open()
+        active = self._active
+        if active is not None and active.base_offset == base:
+            return active.end_offset
+        return base + self._live_summary(base).record_count
 
     def _live_summary(self, base: int) -> SegmentSummary:
         """Summary of the last segment written by another process: sealed index, or a scan."""
@@ -740,7 +772,7 @@ class CommitLog:
                 self._unlink_segment(path)
             finally:
                 os.close(fd)
-            with self._lock:
+            with self._meta_lock:
                 if base in self._bases:
                     self._bases.remove(base)
                 self._summaries.pop(base, None)
@@ -872,7 +904,7 @@ def _yield_records(mm, pos: int, limit: int, current: int, stop: int, zero_copy:
     unpack = rec.HEADER.unpack_from
     crc32 = rec.crc32
     new = tuple.__new__
-    mv = memoryview(mm) if zero_copy else None
+    mv = memoryview(mm) if zero_copy and mm is not None else None
     try:
         last_header = limit - rec.HEADER_SIZE
         while current < stop and pos <= last_header:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import re
 import struct
 import threading
 import time
@@ -23,7 +22,6 @@ from .index import INDEX_INTERVAL, IndexWriter, SegmentSummary, index_file_size,
 SEGMENT_SUFFIX = ".log"
 DELETED_SUFFIX = ".deleted"
 PREALLOC_NAME = ".next-segment.prealloc"
-_NAME = re.compile(r"^(\d{20})\.log$")
 _END = struct.Struct("<I")
 
 
@@ -32,8 +30,11 @@ def segment_name(base_offset: int) -> str:
 
 
 def parse_segment_name(name: str) -> int | None:
-    m = _NAME.match(name)
-    return int(m.group(1)) if m else None
+    """The base offset a segment file name encodes, or None for any other name."""
+    # Plain string checks: a directory listing of 100,000 segments parses every name each pass.
+    if len(name) == 24 and name.endswith(SEGMENT_SUFFIX) and name[:20].isdigit() and name[:20].isascii():
+        return int(name[:20])
+    return None
 
 
 @dataclass(frozen=True)

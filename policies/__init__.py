@@ -7,7 +7,7 @@ configuration file. Dependencies point inward only; it imports nothing from ``co
 Typical use::
 
     config = load_config("conf/retention.yaml")
-    the_plan = plan(snapshots, config.policies, now=datetime.now(timezone.utc))
+    the_plan = plan(snapshots, config.policies, now)   # now: an aware datetime from the caller's clock
     for decision in the_plan.log("staging").to_delete: ...
 """
 
@@ -23,7 +23,19 @@ from policies.config import (
     load_config,
     parse_config,
 )
-from policies.planner import DELETE, KEEP, LogPlan, Plan, SegmentDecision, UnconsumedRange, plan
+from policies.planner import (
+    ACTIONS,
+    DELETE,
+    DELETED,
+    FAILED,
+    HUNG,
+    KEEP,
+    LogPlan,
+    Plan,
+    SegmentDecision,
+    UnconsumedRange,
+    plan,
+)
 from policies.reasons import (
     ACTIVE,
     BATCH_LIMIT,
@@ -112,7 +124,11 @@ __all__ = [
     "unconsumed",
     "unconsumed_group",
     # planning
+    "ACTIONS",
     "DELETE",
+    "DELETED",
+    "FAILED",
+    "HUNG",
     "KEEP",
     "LogPlan",
     "Plan",

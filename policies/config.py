@@ -532,8 +532,15 @@ def _yaml_problem(problem: str | None, context: str | None) -> str:
     return problem or context or "cannot be parsed"
 
 
-def _reject_duplicate_keys(node: yaml.Node, path: tuple[str, ...], source: str) -> None:
+def _reject_duplicate_keys(
+    node: yaml.Node, path: tuple[str, ...], source: str, visited: set[int] | None = None
+) -> None:
     # PyYAML keeps the last of two equal keys silently; an operator who wrote both meant one of them.
+    visited = set() if visited is None else visited
+    # An alias shares its anchor's node; visiting each node once keeps alias-heavy files linear.
+    if id(node) in visited:
+        return
+    visited.add(id(node))
     if isinstance(node, yaml.MappingNode):
         first_lines: dict[str, int] = {}
         for key, value in node.value:
@@ -548,10 +555,10 @@ def _reject_duplicate_keys(node: yaml.Node, path: tuple[str, ...], source: str) 
                     key_path=_format_key_path((*path, key.value)),
                 )
             first_lines[key.value] = line
-            _reject_duplicate_keys(value, (*path, key.value), source)
+            _reject_duplicate_keys(value, (*path, key.value), source, visited)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _reject_duplicate_keys(item, (*path, f"[{index}]"), source)
+            _reject_duplicate_keys(item, (*path, f"[{index}]"), source, visited)
 
 
 def _first_problem(error: ValidationError, root: yaml.Node, source: str) -> ConfigError:
@@ -575,8 +582,8 @@ def _describe_error(detail: Mapping[str, Any]) -> tuple[tuple[str | int, ...], s
         return (*location, *context.get("key", ())), context["reason"]
     if kind == "value_error":
         return location, str(context.get("error", detail["msg"]))
-    if "[key]" in detail["loc"]:
-        return location, f"a name must be a string, got {given}"
+    if "[key]" in detail["loc"] or kind == "invalid_key":
+        return location, f"a key must be a string, got {describe_value(location[-1] if location else None)}"
     if kind == "extra_forbidden":
         return location, _unknown_key_reason(location)
     if kind == "missing":

@@ -27,12 +27,13 @@ deterministic, and its results are immutable, so it is thread-safe.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from policies.config import PolicyConfig
 from policies.reasons import ACTIVE, BATCH_LIMIT, HELD, NO_TRIGGER, PREFIX, RESERVED, unconsumed
@@ -48,10 +49,27 @@ from policies.triggers import (
 )
 from policies.units import format_size, humanize_duration
 
-__all__ = ["DELETE", "KEEP", "LogPlan", "Plan", "SegmentDecision", "UnconsumedRange", "plan"]
+__all__ = [
+    "ACTIONS",
+    "DELETE",
+    "DELETED",
+    "FAILED",
+    "HUNG",
+    "KEEP",
+    "LogPlan",
+    "Plan",
+    "SegmentDecision",
+    "UnconsumedRange",
+    "plan",
+]
 
+# The planner decides DELETE or KEEP; an executor reports what happened as DELETED, HUNG or FAILED.
 DELETE = "delete"
 KEEP = "keep"
+DELETED = "deleted"
+HUNG = "hung"
+FAILED = "failed"
+ACTIONS = (DELETE, DELETED, KEEP, HUNG, FAILED)
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -76,23 +94,33 @@ class SegmentDecision:
     ``overridden``.
     """
 
-    log: str
     base_offset: int
     end_offset: int
+    """Exclusive."""
     path: str
     bytes: int
-    action: Literal["delete", "keep"]
+    action: str
+    """``delete`` or ``keep`` in a plan; an executor reports ``deleted``, ``hung`` or ``failed`` instead."""
     reasons: tuple[str, ...] = ()
     forced: bool = False
     """Delete even if a reader still holds it: a held segment past ``force_after``."""
+    unconsumed: tuple[UnconsumedRange, ...] = ()
+    log: str = ""
+    """Name of the log, for :meth:`explain`."""
     retry: bool = False
     """A repeated delete attempt on a segment an earlier pass found held."""
-    unconsumed: tuple[UnconsumedRange, ...] = ()
     overridden: tuple[str, ...] = ()
     overridden_by: str | None = None
     age_seconds: float = 0.0
     """Seconds from the segment's last write to the plan's time."""
-    details: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
+    detail_facts: Mapping[str, tuple] = field(default_factory=lambda: _EMPTY, hash=False, repr=False)
+    """Per code, a formatter and its arguments; ``details`` turns them into words on first use,
+    because a pass over 100,000 segments must not format 100,000 explanations nobody reads."""
+
+    @functools.cached_property
+    def details(self) -> Mapping[str, str]:
+        """Plain words for each code in ``reasons`` and ``overridden``."""
+        return MappingProxyType({code: fact[0](*fact[1:]) for code, fact in self.detail_facts.items()})
 
     @property
     def segment(self) -> str:
@@ -150,7 +178,12 @@ class LogPlan:
             header += f"; stale consumer groups, not protecting: {', '.join(self.stale_groups)}"
         return "\n".join([header, *(decision.explain() for decision in self.decisions)])
 
+    def _gone(self) -> tuple[SegmentDecision, ...]:
+        """Decisions planned for deletion, or already deleted once an executor rewrote the actions."""
+        return tuple(decision for decision in self.decisions if decision.action in (DELETE, DELETED))
+
     def to_json_dict(self) -> dict[str, Any]:
+        """This log's entry of the ``--json`` object; ``deleted`` and ``freed_bytes`` count planned or done deletions."""
         return {
             "name": self.name,
             "path": self.path,
@@ -170,8 +203,8 @@ class LogPlan:
                 }
                 for decision in self.decisions
             ],
-            "deleted": len(self.to_delete),
-            "freed_bytes": self.freed_bytes,
+            "deleted": len(self._gone()),
+            "freed_bytes": sum(decision.bytes for decision in self._gone()),
         }
 
 
@@ -292,17 +325,18 @@ class _LogWalk:
         age = self.now - segment.mtime
         reasons: list[str] = []
         overridden: list[str] = []
-        details: dict[str, str] = {}
+        details: dict[str, tuple] = {}
 
         if segment.active or is_last:
             reasons.append(ACTIVE)
-            details[ACTIVE] = "the segment being written"
+            details[ACTIVE] = (str, "the segment being written")
         if not self.triggers:
             reasons.append(NO_TRIGGER)
-            details[NO_TRIGGER] = self._no_trigger_detail()
+            details[NO_TRIGGER] = (_no_trigger_detail, policy.delete_at_hours, self.log.disk.used_ratio,
+                                   policy.disk.clean_ratio)
         if age < policy.reserve:
             (overridden if overridden_by else reasons).append(RESERVED)
-            details[RESERVED] = f"younger than {humanize_duration(policy.reserve)}, {humanize_duration(age)} old"
+            details[RESERVED] = (_reserved_detail, policy.reserve, age)
 
         ranges = tuple(_unconsumed_range(group, segment) for group in self.groups_by_name)
         ranges = tuple(found for found in ranges if found is not None)
@@ -311,7 +345,7 @@ class _LogWalk:
             if found.group in protected:
                 code = unconsumed(found.group)
                 (overridden if force_disk else reasons).append(code)
-                details[code] = f"{found.group} has not consumed offsets {found.first_offset} to {found.end_offset - 1}"
+                details[code] = (_unconsumed_detail, found)
 
         forced = retry = False
         hung = self.log.hung.get(segment.base_offset)
@@ -320,23 +354,20 @@ class _LogWalk:
             since_attempt = self.now - hung.last_attempt_at
             if held_for >= policy.hung.force_after:
                 forced = retry = True
-                details[HELD] = f"held for {humanize_duration(held_for)}, past force_after {humanize_duration(policy.hung.force_after)}"
+                details[HELD] = (_forced_detail, held_for, policy.hung.force_after)
             elif since_attempt >= policy.hung.retry_every:
                 retry = True
-                details[HELD] = f"held for {humanize_duration(held_for)}, last attempt {humanize_duration(since_attempt)} ago"
+                details[HELD] = (_retried_detail, held_for, since_attempt)
             else:
                 reasons.append(HELD)
-                details[HELD] = (
-                    f"held for {humanize_duration(held_for)}, next attempt in "
-                    f"{humanize_duration(policy.hung.retry_every - since_attempt)}"
-                )
+                details[HELD] = (_waiting_detail, held_for, policy.hung.retry_every - since_attempt)
 
         if self.first_kept is not None:
             reasons.append(PREFIX)
-            details[PREFIX] = f"{self.first_kept} is kept"
+            details[PREFIX] = (_prefix_detail, self.first_kept)
         if self.deleted >= policy.files_per_pass:
             reasons.append(BATCH_LIMIT)
-            details[BATCH_LIMIT] = f"{policy.files_per_pass} deletions already planned"
+            details[BATCH_LIMIT] = (_batch_detail, policy.files_per_pass)
 
         deleting = not reasons
         # A delete explains what it overrode and any earlier hold; a keep explains only its reasons.
@@ -359,15 +390,7 @@ class _LogWalk:
             overridden=tuple(overridden) if deleting else (),
             overridden_by=overridden_by if deleting and overridden else None,
             age_seconds=age,
-            details=MappingProxyType({code: text for code, text in details.items() if code in shown}),
-        )
-
-    def _no_trigger_detail(self) -> str:
-        disk = self.policy.disk
-        hours = ", ".join(f"{hour:02d}" for hour in self.policy.delete_at_hours) or "none"
-        return (
-            f"delete hours {hours} not now, disk {self.log.disk.used_ratio:.1%} used "
-            f"(clean above {disk.clean_ratio:.0%}), no manual pass"
+            detail_facts=MappingProxyType({code: fact for code, fact in details.items() if code in shown}),
         )
 
     def result(self) -> LogPlan:
@@ -387,3 +410,38 @@ def _unconsumed_range(group: GroupSnapshot, segment: SegmentSnapshot) -> Unconsu
     if first >= segment.end_offset:
         return None
     return UnconsumedRange(group.name, first, segment.end_offset)
+
+
+# Formatters of SegmentDecision.detail_facts, called only when an explanation is read.
+def _reserved_detail(reserve: float, age: float) -> str:
+    return f"younger than {humanize_duration(reserve)}, {humanize_duration(age)} old"
+
+
+def _unconsumed_detail(found: UnconsumedRange) -> str:
+    return f"{found.group} has not consumed offsets {found.first_offset} to {found.end_offset - 1}"
+
+
+def _forced_detail(held_for: float, force_after: float) -> str:
+    return f"held for {humanize_duration(held_for)}, past force_after {humanize_duration(force_after)}"
+
+
+def _retried_detail(held_for: float, since_attempt: float) -> str:
+    return f"held for {humanize_duration(held_for)}, last attempt {humanize_duration(since_attempt)} ago"
+
+
+def _waiting_detail(held_for: float, next_in: float) -> str:
+    return f"held for {humanize_duration(held_for)}, next attempt in {humanize_duration(next_in)}"
+
+
+def _prefix_detail(first_kept: str) -> str:
+    return f"{first_kept} is kept"
+
+
+def _batch_detail(files_per_pass: int) -> str:
+    return f"{files_per_pass} deletions already planned"
+
+
+def _no_trigger_detail(delete_at_hours: tuple[int, ...], used_ratio: float, clean_ratio: float) -> str:
+    hours = ", ".join(f"{hour:02d}" for hour in delete_at_hours) or "none"
+    return (f"delete hours {hours} not now, disk {used_ratio:.1%} used "
+            f"(clean above {clean_ratio:.0%}), no manual pass")

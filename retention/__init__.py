@@ -11,5 +11,14 @@ from .snapshot import WatchedLog, disk_snapshot
 
 __all__ = [
     "AuditTrail", "Cleaner", "DELETED", "FAILED", "HUNG", "LogPassResult", "PassResult",
-    "PinnedFile", "WatchedLog", "disk_snapshot", "find_pinned", "pinned_bytes", "read_audit",
+    "PinnedFile", "RetentionScheduler", "WatchedLog", "disk_snapshot", "find_pinned", "pinned_bytes",
+    "read_audit",
 ]
+
+
+def __getattr__(name: str):
+    # Imported on first use, so `retention plan|clean|check` do not load APScheduler.
+    if name == "RetentionScheduler":
+        from .scheduler import RetentionScheduler
+        return RetentionScheduler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

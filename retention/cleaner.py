@@ -38,6 +38,7 @@ class LogPassResult:
     errors: dict[int, str] = field(default_factory=dict)      # base offset -> why it failed
     deleted_bytes: int = 0
     error: str | None = None                                  # the log could not be planned at all
+    left_out: int = 0                                         # segments a pass did not examine
     pinned: list[PinnedFile] = field(default_factory=list)
 
     @property
@@ -63,6 +64,9 @@ class LogPassResult:
                     f["reasons"] = ["not-attempted"]
             out["deleted"] = self.deleted
             out["freed_bytes"] = self.deleted_bytes
+        if self.left_out:
+            # A pass examines only what it could delete; `retention plan` explains every segment.
+            out["not_examined"] = self.left_out
         out["stale_groups"] = list(self.plan.stale_groups)
         out["pinned"] = [{"pid": p.pid, "command": p.command, "path": p.path, "bytes": p.bytes,
                           "how": p.how} for p in self.pinned]
@@ -142,10 +146,13 @@ class Cleaner:
         self._attach_pins(results)
         return PassResult(at, results, executed=False)
 
-    def _plan(self, at: datetime, names: Iterable[str] | None) -> tuple[list[LogPassResult], Plan]:
+    def _plan(self, at: datetime, names: Iterable[str] | None, *,
+              finish_interrupted: bool = False, examine_only: bool = False
+              ) -> tuple[list[LogPassResult], Plan]:
         watched = [self.logs[n] for n in (names if names is not None else self.logs)]
         snapshots = []
         errors: dict[str, str] = {}
+        left_out: dict[str, int] = {}
         disks: dict[int, object] = {}
         for w in watched:
             try:
@@ -154,7 +161,13 @@ class Cleaner:
                     continue
                 disk = disk_snapshot(w.path)
                 disk = disks.setdefault(disk.filesystem_id, disk)  # one reading per filesystem
-                snapshots.append(w.snapshot(disk))
+                examine = None
+                if examine_only:
+                    policy = self.config.policies[w.config.policy]
+                    examine = policy.files_per_pass + 1
+                snap, left_out[w.name] = w.snapshot(disk, finish_interrupted=finish_interrupted,
+                                                    examine=examine)
+                snapshots.append(snap)
             except (CommitLogError, OSError) as exc:
                 errors[w.name] = str(exc)
         with self._manual_lock:
@@ -164,10 +177,11 @@ class Cleaner:
         results = []
         for w in watched:
             lp = by_name.get(w.name)
-            results.append(LogPassResult(w.name, w.path, lp, error=errors.get(w.name)))
+            results.append(LogPassResult(w.name, w.path, lp, error=errors.get(w.name),
+                                         left_out=left_out.get(w.name, 0)))
             if lp is not None:
-                for decision in lp.decisions:
-                    logger.trace("decision: {}", decision.explain())
+                # One line per decision, built only when TRACE is on (lazy).
+                logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)
         return results, the_plan
 
     def _attach_pins(self, results: list[LogPassResult]) -> None:
@@ -185,8 +199,7 @@ class Cleaner:
         with self._pass_lock:
             started = time.monotonic()
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
-            self._finish_interrupted(names)
-            results, the_plan = self._plan(at, names)
+            results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True)
             self._consume_manual(the_plan)
             interrupted = self._execute(results, wait)
             self._attach_pins(results)
@@ -194,17 +207,6 @@ class Cleaner:
                                 interrupted=interrupted)
             self.last_result = result
             return result
-
-    def _finish_interrupted(self, names: Iterable[str] | None) -> None:
-        """Finish removals a crash cut short (leftover `.deleted` files, segments below the start)."""
-        for name in names if names is not None else self.logs:
-            w = self.logs[name]
-            if not w.exists():
-                continue
-            try:
-                w.log.finish_removals()
-            except (CommitLogError, OSError) as exc:
-                logger.error("{}: finishing interrupted removals failed: {}", name, exc)
 
     def _consume_manual(self, the_plan: Plan) -> None:
         used = {lp.policy for lp in the_plan.logs}

@@ -10,10 +10,16 @@ import os
 
 import psutil
 
+DELETED_SUFFIX = ".deleted"  # the store's rename before unlink
+
 from commitlog import CommitLog, CorruptLogError, parse_segment_name
 from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
 
 from .hung import HungRegistry
+
+
+def _base_of(item: tuple[int, os.DirEntry]) -> int:
+    return item[0]
 
 
 def disk_snapshot(path: str) -> DiskSnapshot:
@@ -51,38 +57,72 @@ class WatchedLog:
             self._hung = HungRegistry(self.path)
         return self._hung
 
-    def snapshot(self, disk: DiskSnapshot | None = None) -> LogSnapshot:
-        """The log as the planner sees it now. Raises CorruptLogError for a segment-named regular
-        file of the wrong size, so a pass deletes nothing from a log it does not understand."""
+    def snapshot(self, disk: DiskSnapshot | None = None, *, finish_interrupted: bool = False,
+                 examine: int | None = None) -> tuple[LogSnapshot, int]:
+        """The log as the planner sees it now, from one directory listing; returns the snapshot
+        and how many segments it leaves out.
+
+        finish_interrupted: first complete removals a crash cut short (leftover `.deleted` files,
+        segments below the start offset). examine: stat and include only the oldest `examine`
+        segments and the active one; a pass can delete no more than files_per_pass and stops at
+        the first segment it keeps, so it needs no more (Kafka's walker, not a full listing of
+        100,000 stats). Raises CorruptLogError for a segment-named regular file of the wrong size,
+        so a pass deletes nothing from a log it does not understand."""
         log = self.log
         start = log.start_offset
-        files = []
-        with os.scandir(self.path) as it:
-            for entry in it:
-                base = parse_segment_name(entry.name)
-                # Symlinks and directories posing as segments are never segments: left alone.
-                if base is None or not entry.is_file(follow_symlinks=False):
-                    continue
-                st = entry.stat(follow_symlinks=False)
-                files.append((base, entry.path, st.st_size, st.st_mtime))
-        files.sort()
-        while len(files) > 1 and files[1][0] <= start:
-            files.pop(0)  # logically removed already; the next removal finishes it
-        end = log.end_offset
+        entries, leftovers = self._list(start)
+        if leftovers and finish_interrupted:
+            log.finish_removals()
+            start = log.start_offset
+            entries, _ = self._list(start)
+        while len(entries) > 1 and entries[1][0] <= start:
+            entries.pop(0)  # logically removed already; the next removal finishes it
+        left_out = 0
+        if examine is not None and len(entries) > examine + 1:
+            left_out = len(entries) - examine - 1
+            chosen = entries[:examine] + entries[-1:]
+        else:
+            chosen = entries
+        end = log.segment_end_offset(entries[-1][0]) if entries else start
         segments = []
-        for i, (base, path, size, mtime) in enumerate(files):
-            last = i == len(files) - 1
-            if size != log.segment_size and not (last and size == 0):
-                raise CorruptLogError(path, None, f"segment-named file is {size} bytes, expected "
-                                      f"{log.segment_size}; nothing is deleted from this log")
-            segments.append(SegmentSnapshot(base, end if last else files[i + 1][0], path, size,
-                                            mtime, last))
+        expected = log.segment_size
+        last = len(chosen) - 1
+        for i, (base, entry) in enumerate(chosen):
+            st = entry.stat(follow_symlinks=False)
+            if st.st_size != expected and not (i == last and st.st_size == 0):
+                raise CorruptLogError(entry.path, None, f"segment-named file is {st.st_size} bytes, "
+                                      f"expected {expected}; nothing is deleted from this log")
+            if i == last:
+                seg_end = end
+            else:
+                # The next segment in the log, not in `chosen`: the left-out ones are still there.
+                seg_end = entries[i + 1][0] if i + 1 < len(entries) else end
+            segments.append(SegmentSnapshot(base, seg_end, entry.path, st.st_size, st.st_mtime, i == last))
         times = log.commit_times()
         groups = tuple(GroupSnapshot(g, off, times.get(g, 0.0)) for g, off in log.committed().items())
         hung = self.hung
         hung.forget_below(start)
-        return LogSnapshot(self.name, self.path, self.config.policy, tuple(segments), groups,
+        snap = LogSnapshot(self.name, self.path, self.config.policy, tuple(segments), groups,
                            disk or disk_snapshot(self.path), hung.snapshot())
+        return snap, left_out
+
+    def _list(self, start: int) -> tuple[list[tuple[int, os.DirEntry]], bool]:
+        """(segment entries as (base, entry) oldest first, whether interrupted removals remain)."""
+        entries = []
+        leftovers = False
+        with os.scandir(self.path) as it:
+            for entry in it:
+                name = entry.name
+                base = parse_segment_name(name)
+                if base is None:
+                    leftovers = leftovers or name.endswith(DELETED_SUFFIX)
+                    continue
+                # Symlinks and directories posing as segments are never segments: left alone.
+                if entry.is_file(follow_symlinks=False):
+                    entries.append((base, entry))
+        entries.sort(key=_base_of)
+        leftovers = leftovers or (len(entries) > 1 and entries[1][0] <= start)
+        return entries, leftovers
 
     def close(self) -> None:
         if self._log is not None:

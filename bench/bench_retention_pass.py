@@ -1,0 +1,106 @@
+"""A cleanup pass that deletes nothing over 10,000 and 100,000 segments, beside a bare os.scandir
+of the same directory measured in the same run.
+
+Targets: 10,000 segments in at most 50 ms; 100,000 in at most 12 times the 10,000 figure.
+
+The logs are real: one sealed 4 KiB segment is written by the store, then copied under each base
+offset (records carry no offsets, so a copy is a valid segment of the next range).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from commitlog import CommitLog
+from policies import load_config
+from retention import Cleaner
+
+
+def build_log(path: Path, segments: int) -> None:
+    template = path.with_name(path.name + "-template")
+    with CommitLog.open(template, segment_size=4096, flush="none") as log:
+        log.append_batch([b"r" * 100] * 40)             # 33 fit in the first segment
+        first = log.segments()[0]
+        per_segment = first.record_count
+    path.mkdir()
+    shutil.copy(template / "meta.json", path / "meta.json")
+    seg = (template / f"{0:020d}.log").read_bytes()
+    idx = (template / f"{0:020d}.index").read_bytes()
+    old = time.time() - 3600
+    for i in range(segments):
+        base = i * per_segment
+        for suffix, data in ((".log", seg), (".index", idx)):
+            p = path / f"{base:020d}{suffix}"
+            with open(p, "wb") as f:
+                f.write(data)
+            os.utime(p, (old, old))
+    with CommitLog.open(path, readonly=True):
+        pass
+    shutil.rmtree(template)
+
+
+def bare_scandir(path: Path) -> float:
+    t = time.perf_counter()
+    with os.scandir(path) as it:
+        for _ in it:
+            pass
+    return time.perf_counter() - t
+
+
+def time_pass(tmp: Path, segments: int, repeats: int = 5) -> tuple[float, float]:
+    log_dir = tmp / f"log{segments}"
+    build_log(log_dir, segments)
+    config = tmp / f"retention{segments}.yaml"
+    config.write_text(textwrap.dedent(f"""
+        service:
+          audit: {tmp}/audit.jsonl
+        logs:
+          big:
+            path: {log_dir}
+            segment_size: 4KiB
+        policies:
+          default:
+            delete_at_hours: []
+            reserve: 72h
+    """))
+    cleaner = Cleaner(load_config(config))
+    cleaner.run_pass()                                   # warm: opens the log, caches the policy
+    passes, scans = [], []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        result = cleaner.run_pass()
+        passes.append(time.perf_counter() - t)
+        log_result = result.logs[0]
+        assert result.deleted == 0 and len(log_result.plan.decisions) + log_result.left_out == segments
+        scans.append(bare_scandir(log_dir))
+    cleaner.close()
+    return statistics.median(passes), statistics.median(scans)
+
+
+def main() -> int:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-pass-", dir=os.environ.get("BENCH_DIR")))
+    try:
+        p10, s10 = time_pass(tmp, 10_000)
+        p100, s100 = time_pass(tmp, 100_000, repeats=3)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"10,000 segments:  pass {p10 * 1000:.1f} ms, bare scandir {s10 * 1000:.1f} ms, "
+          f"pass/scandir {p10 / s10:.1f}x (target: pass <= 50 ms)")
+    print(f"100,000 segments: pass {p100 * 1000:.1f} ms, bare scandir {s100 * 1000:.1f} ms, "
+          f"pass/scandir {p100 / s100:.1f}x; 100k/10k {p100 / p10:.1f}x (target <= 12x)")
+    print(f"FIGURE pass_10k_segments {p10 * 1000:.1f} ms baseline=scandir:{s10 * 1000:.1f}ms ratio={p10 / s10:.2f}")
+    print(f"FIGURE pass_100k_over_10k {p100 / p10:.2f} x baseline=pass_10k:{p10 * 1000:.1f}ms ratio={p100 / p10:.2f}")
+    ok = p10 <= 0.050 and p100 <= 12 * p10
+    print("targets met" if ok else "TARGET MISSED")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,7 +4,7 @@ Rules, per log (``plan`` applies them; every input is plain data and nothing is 
 
 - Nothing is deleted without an active trigger (``no-trigger``).
 - A segment expires ``reserve`` after its last write. Only expired segments go, unless the pass
-  forces: ``disk-force`` (also when writes are refused, if ``disk.force`` is on) or a manual trigger
+  forces: ``disk-force``, ``refuse-writes`` (even with ``disk.force`` off) or a manual trigger
   with force, which take the oldest segments whatever their age.
 - With ``protect_unconsumed``, a segment holding an offset a consumer group has not consumed is kept
   (``unconsumed:GROUP``) unless the disk forces; a manual force does not override this. A group silent
@@ -39,6 +39,7 @@ from policies.config import PolicyConfig
 from policies.reasons import ACTIVE, BATCH_LIMIT, HELD, NO_TRIGGER, PREFIX, RESERVED, unconsumed
 from policies.snapshot import DiskSnapshot, GroupSnapshot, LogSnapshot, SegmentSnapshot
 from policies.triggers import (
+    REFUSE_WRITES,
     DISK_FORCE,
     MANUAL,
     NO_MANUAL_TRIGGER,
@@ -285,7 +286,9 @@ class _LogWalk:
         self.now = now.timestamp()
         self.manual = manual
         self.triggers = active_triggers(policy, log.disk.used_ratio, now, manual)
-        self.disk_may_force = DISK_FORCE in self.triggers
+        # refuse-writes forces even with disk.force off: writers are already being turned away.
+        self.forcing_trigger = (DISK_FORCE if DISK_FORCE in self.triggers
+                                else REFUSE_WRITES if REFUSE_WRITES in self.triggers else None)
         ttl = policy.consumer_ttl
         self.stale_groups = tuple(sorted(g.name for g in log.groups if self.now - g.last_commit_at > ttl))
         self.protecting = (
@@ -320,8 +323,9 @@ class _LogWalk:
 
     def _decide(self, segment: SegmentSnapshot, is_last: bool, projected_ratio: float) -> SegmentDecision:
         policy = self.policy
-        force_disk = self.disk_may_force and disk_forces(policy.disk, projected_ratio)
-        overridden_by = DISK_FORCE if force_disk else MANUAL if self.manual.forcing else None
+        # Pressure forces until the projected ratio is back at or below force_ratio.
+        force_disk = self.forcing_trigger is not None and projected_ratio > policy.disk.force_ratio
+        overridden_by = self.forcing_trigger if force_disk else MANUAL if self.manual.forcing else None
         age = self.now - segment.mtime
         reasons: list[str] = []
         overridden: list[str] = []

@@ -5,9 +5,9 @@
 - ``disk-force``: the ratio is above ``force_ratio`` and ``disk.force`` is on; the oldest segments go
   even unexpired or unconsumed.
 - ``refuse-writes``: the ratio is above ``refuse_writes_ratio``; writers are refused. It forces
-  deletion only when ``disk.force`` is on, as in RocketMQ, where both the 85 % and the 90 % levels
-  feed ``cleanAtOnce`` only through ``cleanFileForciblyEnable``. Since ``refuse_writes_ratio`` is at
-  least ``force_ratio``, ``disk-force`` is then active as well.
+  deletion even when ``disk.force`` is off (until the projected ratio is back at ``force_ratio``):
+  writers are already being turned away, so keeping unexpired data would stop the producers instead.
+  With ``disk.force`` on, ``disk-force`` is active as well.
 - ``manual``: an operator asked for cleanup and passes of it remain.
 
 Every function is pure: the time and the disk usage are inputs, so they are thread-safe.

@@ -12,7 +12,6 @@ from policies import (
     LogSnapshot,
     PolicyConfig,
     SegmentSnapshot,
-    parse_config,
 )
 
 NOW = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)  # noon UTC: outside the default 04 window
@@ -30,7 +29,8 @@ def policy(**overrides: object) -> PolicyConfig:
 
 
 def policies(**by_name: PolicyConfig) -> Mapping[str, PolicyConfig]:
-    return by_name or {"default": policy()}
+    """Policies by name; ``default`` is the UTC default policy unless given."""
+    return {"default": policy(), **by_name}
 
 
 def segments(
@@ -59,12 +59,13 @@ def disk(used_ratio: float, *, capacity: int = 100_000, filesystem_id: int = 1) 
     return DiskSnapshot(filesystem_id=filesystem_id, total_bytes=capacity, used_bytes=used, free_bytes=capacity - used)
 
 
-def group(name: str, committed: int, *, idle_hours: float = 0.0) -> GroupSnapshot:
-    return GroupSnapshot(name=name, committed_offset=committed, last_commit_at=NOW_TS - idle_hours * HOUR)
+def group(name: str, committed: int, *, idle_hours: float = 0.0, at: datetime = NOW) -> GroupSnapshot:
+    return GroupSnapshot(name=name, committed_offset=committed, last_commit_at=at.timestamp() - idle_hours * HOUR)
 
 
-def hung(first_seconds_ago: float, last_seconds_ago: float) -> HungSegment:
-    return HungSegment(first_attempt_at=NOW_TS - first_seconds_ago, last_attempt_at=NOW_TS - last_seconds_ago)
+def hung(first_seconds_ago: float, last_seconds_ago: float, *, at: datetime = NOW) -> HungSegment:
+    now = at.timestamp()
+    return HungSegment(first_attempt_at=now - first_seconds_ago, last_attempt_at=now - last_seconds_ago)
 
 
 def log(
@@ -76,13 +77,16 @@ def log(
     policy_name: str = "default",
     hung_segments: Mapping[int, HungSegment] | None = None,
     disk_snapshot: DiskSnapshot | None = None,
+    segment_bytes: int = SEGMENT_BYTES,
+    at: datetime = NOW,
 ) -> LogSnapshot:
+    """A log named ``name`` whose segments have the given ages in hours at ``at``; the last is active."""
     directory = f"/logs/{name}"
     return LogSnapshot(
         name=name,
         path=directory,
         policy=policy_name,
-        segments=segments(ages_hours, directory=directory),
+        segments=segments(ages_hours, directory=directory, size=segment_bytes, now=at.timestamp()),
         groups=tuple(groups),
         disk=disk_snapshot if disk_snapshot is not None else disk(used_ratio),
         hung=hung_segments or {},
@@ -124,11 +128,6 @@ policies:
 """
 
 
-def config_with_policy(policy_yaml: str) -> str:
-    """A configuration text whose default policy is ``policy_yaml`` (indented mapping lines)."""
-    return "policies:\n  default:\n" + policy_yaml
-
-
 __all__ = [
     "DAY",
     "HOUR",
@@ -137,13 +136,11 @@ __all__ = [
     "RECORDS_PER_SEGMENT",
     "SEGMENT_BYTES",
     "WINDOW_NOW",
-    "config_with_policy",
     "design_example_yaml",
     "disk",
     "group",
     "hung",
     "log",
-    "parse_config",
     "policies",
     "policy",
     "segments",

@@ -1,0 +1,471 @@
+"""The planner, rule by rule, with an injected clock and hand-made snapshots."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+from plan_builders import NOW, WINDOW_NOW, disk, group, hung, log, policies, policy
+
+from policies import (
+    ACTIVE,
+    BATCH_LIMIT,
+    DELETE,
+    DISK_CLEAN,
+    DISK_FORCE,
+    HELD,
+    KEEP,
+    MANUAL,
+    NO_TRIGGER,
+    PREFIX,
+    REFUSE_WRITES,
+    RESERVED,
+    TIME_WINDOW,
+    DiskSnapshot,
+    LogSnapshot,
+    ManualTrigger,
+    SegmentSnapshot,
+    UnconsumedRange,
+    plan,
+    unconsumed,
+)
+
+BIG = 5000  # with the default 100 000-byte disk, each deletion frees 5 %
+
+
+def outcome(log_plan):
+    return [(decision.action, decision.reasons) for decision in log_plan.decisions]
+
+
+def plan_one(snapshot, *, at: datetime = NOW, manual=None, **policy_overrides):
+    configured = policies(default=policy(**policy_overrides)) if policy_overrides else policies()
+    return plan([snapshot], configured, at, manual or {}).logs[0]
+
+
+# --- triggers and age ----------------------------------------------------------------------------------
+
+
+def test_keeps_everything_without_a_trigger():
+    result = plan_one(log([100, 90, 1], used_ratio=0.5))
+    assert result.triggers == ()
+    assert outcome(result) == [
+        (KEEP, (NO_TRIGGER,)),
+        (KEEP, (NO_TRIGGER, PREFIX)),
+        (KEEP, (ACTIVE, NO_TRIGGER, RESERVED, PREFIX)),
+    ]
+
+
+def test_deletes_expired_segments_oldest_first_in_the_time_window():
+    result = plan_one(log([100, 80, 73, 10, 1], at=WINDOW_NOW), at=WINDOW_NOW)
+    assert result.triggers == (TIME_WINDOW,)
+    assert outcome(result) == [
+        (DELETE, ()),
+        (DELETE, ()),
+        (DELETE, ()),
+        (KEEP, (RESERVED,)),
+        (KEEP, (ACTIVE, RESERVED, PREFIX)),
+    ]
+    assert [decision.base_offset for decision in result.to_delete] == [0, 100, 200]
+    assert result.freed_bytes == 3000
+
+
+def test_a_segment_expires_exactly_reserve_after_its_last_write():
+    result = plan_one(log([72, 72 - 1 / 3600, 1], used_ratio=0.8))
+    assert outcome(result)[:2] == [(DELETE, ()), (KEEP, (RESERVED,))]
+
+
+def test_disk_clean_deletes_only_expired_segments_at_any_hour():
+    result = plan_one(log([80, 50, 1], used_ratio=0.76))
+    assert result.triggers == (DISK_CLEAN,)
+    assert outcome(result) == [(DELETE, ()), (KEEP, (RESERVED,)), (KEEP, (ACTIVE, RESERVED, PREFIX))]
+
+
+def test_a_young_segment_behind_a_kept_one_is_both_reserved_and_prefix():
+    result = plan_one(log([100, 10, 90, 5, 1], used_ratio=0.8))
+    assert outcome(result) == [
+        (DELETE, ()),
+        (KEEP, (RESERVED,)),
+        (KEEP, (PREFIX,)),
+        (KEEP, (RESERVED, PREFIX)),
+        (KEEP, (ACTIVE, RESERVED, PREFIX)),
+    ]
+
+
+def test_never_deletes_the_active_segment():
+    result = plan_one(log([100, 100], used_ratio=0.99))
+    assert outcome(result) == [(DELETE, ()), (KEEP, (ACTIVE,))]
+
+
+def test_treats_the_last_segment_as_active_even_when_not_flagged():
+    flagged = log([100, 100], used_ratio=0.8)
+    unflagged = LogSnapshot(
+        name=flagged.name,
+        path=flagged.path,
+        policy="default",
+        segments=tuple(SegmentSnapshot(**{**vars(segment), "active": False}) for segment in flagged.segments),
+        groups=(),
+        disk=flagged.disk,
+    )
+    assert outcome(plan_one(unflagged)) == [(DELETE, ()), (KEEP, (ACTIVE,))]
+
+
+def test_batch_limit_caps_deletions_per_log_per_pass():
+    result = plan_one(log([100] * 6 + [1], used_ratio=0.8), files_per_pass=3)
+    assert outcome(result) == [
+        (DELETE, ()),
+        (DELETE, ()),
+        (DELETE, ()),
+        (KEEP, (BATCH_LIMIT,)),
+        (KEEP, (PREFIX, BATCH_LIMIT)),
+        (KEEP, (PREFIX, BATCH_LIMIT)),
+        (KEEP, (ACTIVE, RESERVED, PREFIX, BATCH_LIMIT)),
+    ]
+
+
+def test_an_empty_log_has_nothing_to_decide():
+    empty = LogSnapshot(name="empty", path="/logs/empty", policy="default", segments=(), groups=(), disk=disk(0.99))
+    result = plan_one(empty)
+    assert (result.decisions, result.freed_bytes) == ((), 0)
+
+
+# --- manual trigger ------------------------------------------------------------------------------------
+
+
+def test_manual_trigger_deletes_expired_segments_outside_the_window():
+    result = plan_one(log([100, 5, 1]), manual={"default": ManualTrigger.open(20)})
+    assert result.triggers == (MANUAL,)
+    assert outcome(result) == [(DELETE, ()), (KEEP, (RESERVED,)), (KEEP, (ACTIVE, RESERVED, PREFIX))]
+
+
+def test_an_exhausted_manual_trigger_deletes_nothing():
+    result = plan_one(log([100, 1]), manual={"default": ManualTrigger.open(1).after_pass()})
+    assert outcome(result)[0] == (KEEP, (NO_TRIGGER,))
+
+
+def test_manual_trigger_applies_only_to_its_policy():
+    snapshots = [log([100, 1], name="a"), log([100, 1], name="b", policy_name="other")]
+    result = plan(snapshots, policies(other=policy()), NOW, {"other": ManualTrigger.open(5)})
+    assert [log_plan.triggers for log_plan in result.logs] == [(), (MANUAL,)]
+    assert [len(log_plan.to_delete) for log_plan in result.logs] == [0, 1]
+
+
+def test_manual_force_ignores_age_but_not_consumers():
+    snapshot = log([5, 4, 3, 1], groups=[group("etl", 150)])
+    result = plan_one(snapshot, manual={"default": ManualTrigger.open(20, force=True)})
+    etl = unconsumed("etl")
+    assert outcome(result) == [
+        (DELETE, ()),
+        (KEEP, (etl,)),
+        (KEEP, (etl, PREFIX)),
+        (KEEP, (ACTIVE, etl, PREFIX)),
+    ]
+    first = result.decisions[0]
+    assert (first.overridden, first.overridden_by) == ((RESERVED,), MANUAL)
+
+
+# --- consumers -----------------------------------------------------------------------------------------
+
+
+def test_keeps_segments_a_group_has_not_consumed():
+    # etl has consumed everything below 200: the segment [100, 200) is consumed, [200, 300) is not.
+    result = plan_one(log([100, 100, 100, 1], used_ratio=0.8, groups=[group("etl", 200)]))
+    etl = unconsumed("etl")
+    assert outcome(result) == [(DELETE, ()), (DELETE, ()), (KEEP, (etl,)), (KEEP, (ACTIVE, RESERVED, etl, PREFIX))]
+    assert result.decisions[2].unconsumed == (UnconsumedRange("etl", 200, 300),)
+
+
+def test_every_group_that_needs_a_segment_is_listed():
+    snapshot = log([100, 100, 1], used_ratio=0.8, groups=[group("zeta", 50), group("etl", 0), group("done", 10**6)])
+    result = plan_one(snapshot)
+    assert result.decisions[0].reasons == (unconsumed("etl"), unconsumed("zeta"))
+    assert result.decisions[0].unconsumed == (UnconsumedRange("etl", 0, 100), UnconsumedRange("zeta", 50, 100))
+
+
+def test_disk_force_overrides_consumer_protection_and_records_the_lost_offsets():
+    snapshot = log([100, 100, 100, 1], used_ratio=0.95, segment_bytes=BIG, groups=[group("etl", 50)])
+    result = plan_one(snapshot)
+    etl = unconsumed("etl")
+    assert result.triggers == (DISK_CLEAN, DISK_FORCE, REFUSE_WRITES)
+    assert outcome(result) == [(DELETE, ()), (DELETE, ()), (KEEP, (etl,)), (KEEP, (ACTIVE, RESERVED, etl, PREFIX))]
+    first, second = result.decisions[:2]
+    assert (first.overridden, first.overridden_by, first.unconsumed) == ((etl,), DISK_FORCE, (UnconsumedRange("etl", 50, 100),))
+    assert second.unconsumed == (UnconsumedRange("etl", 100, 200),)
+
+
+def test_stale_group_protects_nothing_and_is_listed():
+    groups = [group("etl", 10**6), group("old", 0, idle_hours=7 * 24 + 1)]
+    result = plan_one(log([100, 100, 1], used_ratio=0.8, groups=groups))
+    assert result.stale_groups == ("old",)
+    assert outcome(result)[:2] == [(DELETE, ()), (DELETE, ())]
+    # Data a stale group never read is still recorded for the audit trail.
+    assert result.decisions[0].unconsumed == (UnconsumedRange("old", 0, 100),)
+
+
+def test_a_group_silent_exactly_consumer_ttl_still_protects():
+    result = plan_one(log([100, 1], used_ratio=0.8, groups=[group("etl", 0, idle_hours=7 * 24)]))
+    assert result.stale_groups == ()
+    assert result.decisions[0].reasons == (unconsumed("etl"),)
+
+
+def test_without_protect_unconsumed_groups_only_feed_the_audit():
+    result = plan_one(log([100, 1], used_ratio=0.8, groups=[group("etl", 0)]), protect_unconsumed=False)
+    assert outcome(result)[0] == (DELETE, ())
+    assert result.decisions[0].unconsumed == (UnconsumedRange("etl", 0, 100),)
+    assert result.decisions[0].overridden == ()
+
+
+# --- disk force ----------------------------------------------------------------------------------------
+
+
+def test_deletes_oldest_first_when_disk_forces():
+    result = plan_one(log([5, 4, 3, 2, 1], used_ratio=0.95, segment_bytes=BIG))
+    # 95 % used; two 5 % segments bring it to 85 %, which is no longer above force_ratio.
+    assert outcome(result) == [
+        (DELETE, ()),
+        (DELETE, ()),
+        (KEEP, (RESERVED,)),
+        (KEEP, (RESERVED, PREFIX)),
+        (KEEP, (ACTIVE, RESERVED, PREFIX)),
+    ]
+    assert [(d.overridden, d.overridden_by) for d in result.to_delete] == [((RESERVED,), DISK_FORCE)] * 2
+
+
+def test_disk_force_continues_while_projected_ratio_is_above_force_ratio():
+    one_byte_more = DiskSnapshot(filesystem_id=1, total_bytes=100_000, used_bytes=95_001, free_bytes=4_999)
+    result = plan_one(log([5, 4, 3, 2, 1], segment_bytes=BIG, disk_snapshot=one_byte_more))
+    assert [decision.action for decision in result.decisions] == [DELETE, DELETE, DELETE, KEEP, KEEP]
+
+
+def test_after_the_force_expired_segments_still_go_under_disk_clean():
+    result = plan_one(log([5, 100, 100, 4, 1], used_ratio=0.9, segment_bytes=BIG))
+    # The young head is forced out (90 % -> 85 %); the expired ones behind it go as ordinary cleanup.
+    assert outcome(result) == [
+        (DELETE, ()),
+        (DELETE, ()),
+        (DELETE, ()),
+        (KEEP, (RESERVED,)),
+        (KEEP, (ACTIVE, RESERVED, PREFIX)),
+    ]
+    assert [decision.overridden for decision in result.to_delete] == [(RESERVED,), (), ()]
+
+
+def test_refused_writes_force_deletion_even_without_disk_force():
+    # Writers are already turned away above refuse_writes_ratio, so it forces whatever disk.force says,
+    # until the projected ratio is back at force_ratio (each deletion frees 5 %: 95 -> 90 -> 85).
+    result = plan_one(log([100, 5, 1], used_ratio=0.95, segment_bytes=BIG), disk={"force": False})
+    assert result.triggers == (DISK_CLEAN, REFUSE_WRITES)
+    assert outcome(result) == [(DELETE, ()), (DELETE, ()), (KEEP, (ACTIVE, RESERVED))]
+    assert result.decisions[1].overridden_by == REFUSE_WRITES
+
+
+def test_without_disk_force_pressure_below_refuse_writes_deletes_only_expired_segments():
+    result = plan_one(log([100, 5, 1], used_ratio=0.88, segment_bytes=BIG), disk={"force": False})
+    assert result.triggers == (DISK_CLEAN,)
+    assert outcome(result) == [(DELETE, ()), (KEEP, (RESERVED,)), (KEEP, (ACTIVE, RESERVED, PREFIX))]
+
+
+def test_two_logs_on_one_filesystem_lose_their_globally_oldest_segments_first():
+    shared = disk(0.95)
+    a = log([50, 30, 10, 1], name="a", disk_snapshot=shared, segment_bytes=BIG)
+    b = log([40, 20, 1], name="b", disk_snapshot=shared, segment_bytes=BIG)
+    result = plan([a, b], policies(), NOW)
+    # Oldest overall: a/0 (50h) then b/0 (40h), which bring the disk to 85 %; a/1 (30h) stays.
+    assert outcome(result.log("a")) == [
+        (DELETE, ()),
+        (KEEP, (RESERVED,)),
+        (KEEP, (RESERVED, PREFIX)),
+        (KEEP, (ACTIVE, RESERVED, PREFIX)),
+    ]
+    assert outcome(result.log("b")) == [(DELETE, ()), (KEEP, (RESERVED,)), (KEEP, (ACTIVE, RESERVED, PREFIX))]
+
+
+def test_shared_filesystem_takes_each_log_only_from_its_head():
+    shared = disk(0.95)
+    # a's oldest segment sits behind a young head, so it cannot go before that head does.
+    a = log([10, 80, 1], name="a", disk_snapshot=shared, segment_bytes=BIG)
+    b = log([30, 20, 1], name="b", disk_snapshot=shared, segment_bytes=BIG)
+    result = plan([a, b], policies(), NOW)
+    assert [d.action for d in result.log("b").decisions] == [DELETE, DELETE, KEEP]
+    assert outcome(result.log("a")) == [(KEEP, (RESERVED,)), (KEEP, (PREFIX,)), (KEEP, (ACTIVE, RESERVED, PREFIX))]
+
+
+def test_shared_filesystem_keeps_each_logs_own_batch_limit():
+    shared = disk(0.97)  # three 5 % deletions are needed to reach 85 %
+    a = log([50, 30, 1], name="a", disk_snapshot=shared, segment_bytes=BIG)
+    b = log([40, 20, 1], name="b", disk_snapshot=shared, segment_bytes=BIG)
+    result = plan([a, b], policies(default=policy(files_per_pass=1)), NOW)
+    for name in ("a", "b"):
+        # The force still holds, so the young second segment is kept only by the batch limit.
+        assert outcome(result.log(name))[:2] == [(DELETE, ()), (KEEP, (BATCH_LIMIT,))]
+
+
+def test_shared_filesystem_applies_each_policys_force_ratio():
+    shared = disk(0.95)
+    lenient = policy(disk={"force_ratio": 0.92, "refuse_writes_ratio": 0.96})
+    a = log([50, 30, 1], name="a", disk_snapshot=shared, segment_bytes=BIG)
+    b = log([40, 20, 1], name="b", disk_snapshot=shared, segment_bytes=BIG, policy_name="lenient")
+    result = plan([a, b], policies(lenient=lenient), NOW)
+    # a/0 goes (95 % > 85 %), then b/0 sees 90 %, not above its 92 %; a/1 still sees 90 % > 85 %.
+    assert [d.action for d in result.log("a").decisions] == [DELETE, DELETE, KEEP]
+    assert outcome(result.log("b"))[0] == (KEEP, (RESERVED,))
+
+
+def test_logs_on_different_filesystems_are_independent():
+    a = log([5, 4, 3, 1], name="a", disk_snapshot=disk(0.95, filesystem_id=1), segment_bytes=BIG)
+    b = log([5, 4, 3, 1], name="b", disk_snapshot=disk(0.95, filesystem_id=2), segment_bytes=BIG)
+    c = log([5, 4, 1], name="c", disk_snapshot=disk(0.5, filesystem_id=3), segment_bytes=BIG)
+    result = plan([a, b, c], policies(), NOW)
+    assert [len(result.log(name).to_delete) for name in "abc"] == [2, 2, 0]
+
+
+# --- held segments -------------------------------------------------------------------------------------
+
+
+HUNG_POLICY = {"hung": {"force_after": "600s", "retry_every": "120s"}}
+
+
+def test_a_held_segment_is_kept_until_retry_every_and_stops_the_walk():
+    snapshot = log([100, 100, 1], used_ratio=0.8, hung_segments={0: hung(300, 119)})
+    result = plan_one(snapshot, **HUNG_POLICY)
+    assert outcome(result) == [(KEEP, (HELD,)), (KEEP, (PREFIX,)), (KEEP, (ACTIVE, RESERVED, PREFIX))]
+
+
+def test_a_held_segment_is_retried_after_retry_every():
+    result = plan_one(log([100, 100, 1], used_ratio=0.8, hung_segments={0: hung(300, 120)}), **HUNG_POLICY)
+    first = result.decisions[0]
+    assert (first.action, first.retry, first.forced) == (DELETE, True, False)
+    assert result.decisions[1].action == DELETE
+
+
+def test_a_held_segment_is_forced_after_force_after():
+    result = plan_one(log([100, 1], used_ratio=0.8, hung_segments={0: hung(600, 10)}), **HUNG_POLICY)
+    first = result.decisions[0]
+    assert (first.action, first.retry, first.forced) == (DELETE, True, True)
+
+
+def test_a_held_segment_waits_for_a_trigger_like_any_other():
+    result = plan_one(log([100, 1], used_ratio=0.5, hung_segments={0: hung(900, 900)}), **HUNG_POLICY)
+    first = result.decisions[0]
+    assert (first.action, first.reasons, first.forced) == (KEEP, (NO_TRIGGER,), False)
+
+
+def test_an_ordinary_deletion_is_neither_retried_nor_forced():
+    first = plan_one(log([100, 1], used_ratio=0.8)).decisions[0]
+    assert (first.action, first.retry, first.forced) == (DELETE, False, False)
+
+
+# --- output --------------------------------------------------------------------------------------------
+
+
+def test_plan_json_has_the_command_line_shape():
+    snapshot = log([100, 1], used_ratio=0.8, segment_bytes=BIG)
+    document = plan([snapshot], policies(), NOW).to_json_dict()
+    assert json.loads(json.dumps(document)) == document
+    assert document == {
+        "at": "2026-01-10T12:00:00+00:00",
+        "logs": [
+            {
+                "name": "staging",
+                "path": "/logs/staging",
+                "disk": {"used_ratio": 0.8, "total_bytes": 100_000, "free_bytes": 20_000},
+                "triggers": ["disk-clean"],
+                "files": [
+                    {
+                        "segment": "00000000000000000000.log",
+                        "base_offset": 0,
+                        "bytes": BIG,
+                        "action": "delete",
+                        "reasons": [],
+                    },
+                    {
+                        "segment": "00000000000000000100.log",
+                        "base_offset": 100,
+                        "bytes": BIG,
+                        "action": "keep",
+                        "reasons": ["active", "reserved"],
+                    },
+                ],
+                "deleted": 1,
+                "freed_bytes": BIG,
+            }
+        ],
+    }
+
+
+def test_explains_each_decision_in_one_plain_line():
+    snapshot = log([100, 3 + 12 / 60, 1], used_ratio=0.88, groups=[group("etl", 150)])
+    lines = plan_one(snapshot, disk={"force": False}).explain().splitlines()
+    assert lines[0] == "staging (policy default): disk 88.0% used, triggers disk-clean, 1 to delete (1000B)"
+    assert lines[1] == "staging 00000000000000000000.log delete: expired, 4d4h old"
+    assert lines[2] == (
+        "staging 00000000000000000100.log keep: reserved (younger than 3d, 3h12m old), "
+        "unconsumed:etl (etl has not consumed offsets 150 to 199)"
+    )
+    assert lines[3].startswith("staging 00000000000000000200.log keep: active (the segment being written), reserved")
+    assert lines[3].endswith("prefix (00000000000000000100.log is kept)")
+
+
+def test_explains_what_a_forced_deletion_overrides():
+    snapshot = log([5, 1], used_ratio=0.95, segment_bytes=BIG, groups=[group("etl", 0)])
+    line = plan_one(snapshot).decisions[0].explain()
+    assert line == (
+        "staging 00000000000000000000.log delete: 5h old, disk-force overrides reserved (younger than 3d, 5h old), "
+        "unconsumed:etl (etl has not consumed offsets 0 to 99)"
+    )
+
+
+def test_explains_held_segments():
+    held = plan_one(log([100, 1], used_ratio=0.8, hung_segments={0: hung(30, 30)})).decisions[0]
+    assert held.explain() == "staging 00000000000000000000.log keep: held (held for 30s, next attempt in 1m30s)"
+    forced = plan_one(log([100, 1], used_ratio=0.8, hung_segments={0: hung(130, 5)})).decisions[0]
+    assert forced.explain() == "staging 00000000000000000000.log delete: expired, 4d4h old, forced (held for 2m10s, past force_after 2m)"
+
+
+def test_stale_groups_appear_in_the_explanation():
+    result = plan_one(log([1], groups=[group("old", 0, idle_hours=1000)]))
+    assert result.explain().splitlines()[0].endswith("; stale consumer groups, not protecting: old")
+
+
+# --- contract of the function --------------------------------------------------------------------------
+
+
+def test_rejects_a_log_naming_an_unknown_policy():
+    with pytest.raises(ValueError, match="names policy 'nightly', which is not configured"):
+        plan([log([1], policy_name="nightly")], policies(), NOW)
+
+
+def test_rejects_a_naive_time():
+    with pytest.raises(ValueError, match="aware datetime"):
+        plan([log([1])], policies(), datetime(2026, 1, 10, 12))
+
+
+def test_rejects_two_logs_with_one_name():
+    with pytest.raises(ValueError, match="log names repeat"):
+        plan([log([1]), log([1])], policies(), NOW)
+
+
+def test_same_inputs_give_the_same_plan():
+    snapshots = [log([100, 50, 1], name="a", used_ratio=0.95), log([90, 1], name="b", used_ratio=0.95)]
+    assert plan(snapshots, policies(), NOW) == plan(snapshots, policies(), NOW)
+
+
+def test_plan_results_are_immutable():
+    result = plan([log([100, 1], used_ratio=0.8)], policies(), NOW)
+    with pytest.raises(AttributeError):
+        result.logs[0].decisions[0].action = KEEP  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        result.logs[0].decisions[0].details["x"] = "y"  # type: ignore[index]
+
+
+def test_json_counts_deletions_an_executor_reports_as_done():
+    from dataclasses import replace
+
+    from policies import DELETED, HUNG, LogPlan
+
+    planned = plan([log([100, 100, 1], used_ratio=0.8)], policies(), NOW).logs[0]
+    first, second, active = planned.decisions
+    done = LogPlan(**{**vars(planned), "decisions": (replace(first, action=DELETED), replace(second, action=HUNG), active)})
+    document = done.to_json_dict()
+    assert [entry["action"] for entry in document["files"]] == ["deleted", "hung", "keep"]
+    assert (document["deleted"], document["freed_bytes"]) == (1, 1000)

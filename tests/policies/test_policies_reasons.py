@@ -1,0 +1,54 @@
+"""Reason codes are a contract, each with a plain-words explanation."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies import (
+    ACTIVE,
+    BATCH_LIMIT,
+    HELD,
+    NO_TRIGGER,
+    PREFIX,
+    REASONS,
+    RESERVED,
+    describe_reason,
+    unconsumed,
+    unconsumed_group,
+)
+
+
+def test_reason_codes_are_the_contract():
+    assert (ACTIVE, RESERVED, NO_TRIGGER, PREFIX, BATCH_LIMIT, HELD) == (
+        "active",
+        "reserved",
+        "no-trigger",
+        "prefix",
+        "batch-limit",
+        "held",
+    )
+    assert unconsumed("etl") == "unconsumed:etl"
+
+
+def test_unconsumed_code_names_its_group():
+    assert unconsumed_group(unconsumed("spark.job-1")) == "spark.job-1"
+    assert unconsumed_group(RESERVED) is None
+
+
+@pytest.mark.parametrize("code", [ACTIVE, RESERVED, NO_TRIGGER, PREFIX, BATCH_LIMIT, HELD, "unconsumed:etl"])
+def test_every_code_has_a_one_line_explanation(code):
+    text = describe_reason(code)
+    assert text and "\n" not in text
+
+
+def test_explains_which_group_needs_a_segment():
+    assert "consumer group etl" in describe_reason("unconsumed:etl")
+
+
+def test_every_documented_code_is_listed():
+    assert set(REASONS) == {ACTIVE, RESERVED, NO_TRIGGER, "unconsumed:GROUP", PREFIX, BATCH_LIMIT, HELD}
+
+
+def test_unknown_code_is_rejected():
+    with pytest.raises(ValueError, match="unknown reason code"):
+        describe_reason("too-young")

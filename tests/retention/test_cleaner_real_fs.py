@@ -125,6 +125,10 @@ def test_held_segment_becomes_hung_then_forced_and_its_bytes_return_when_the_hol
             assert first.deleted == 0                                   # nothing after the hung one
             assert segment_bases(log_dir) == bases
 
+            cleaner.close()                                             # a restart of the cleaner:
+            cleaner = Cleaner(config, clock=lambda: clock[0])           # hung state comes back from disk
+            assert cleaner.logs["staging"].hung.snapshot()[bases[0]].first_attempt_at == clock[0]
+            cleaner.trigger_manual()
             clock[0] += 60                                              # retry due, still held
             second = cleaner.run_pass(at())
             assert second.to_json_dict()["logs"][0]["files"][0]["action"] == "hung"

@@ -14,6 +14,7 @@ import threading
 import time
 from importlib import resources
 
+import yaml
 from loguru import logger
 
 from commitlog import CommitLog, StoreFullError
@@ -21,7 +22,7 @@ from policies import LogConfig, PolicyConfig, RetentionConfig, parse_config
 
 DEMO_LOG = "demo"
 DEMO_GROUP = "demo-consumer"
-DEMO_CONFIG_SOURCE = "<embedded conf/demo.yaml>"
+DEMO_CONFIG_SOURCE = "<embedded conf/retention.yaml + conf/demo.yaml>"
 
 
 def demo_config_text() -> str:
@@ -29,8 +30,16 @@ def demo_config_text() -> str:
 
 
 def load_demo_config() -> RetentionConfig:
-    """The embedded demo configuration; relative paths resolve against the working directory."""
-    return parse_config(demo_config_text(), source=DEMO_CONFIG_SOURCE, base_dir=os.getcwd())
+    """The embedded default configuration with the demo log and policy added; relative paths
+    resolve against the working directory."""
+    from .cli import default_config_text
+
+    merged = yaml.safe_load(default_config_text())
+    demo = yaml.safe_load(demo_config_text())
+    for section in ("logs", "policies"):
+        merged.setdefault(section, {}).update(demo[section])
+    return parse_config(yaml.safe_dump(merged, sort_keys=False), source=DEMO_CONFIG_SOURCE,
+                        base_dir=os.getcwd())
 
 
 class DemoWriter:

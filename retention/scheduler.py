@@ -18,9 +18,11 @@ Jobs (APScheduler 3.x `BackgroundScheduler`, UTC inside, every job `max_instance
   a held segment is retried on time even when `interval` is longer.
 - `disk-check` every `disk_check_interval` (the smallest of the policies in use; a statvfs per
   filesystem, microseconds): crossing `clean_ratio` or `force_ratio` upwards starts a pass over every
-  log on that filesystem at once (`pressure:MOUNTPOINT`), and while the disk forces, passes run back
-  to back (each still `files_per_pass` per log, still pausing `pause_between_files`) until the ratio
-  is below `force_ratio`.
+  log on that filesystem at once (`pressure:MOUNTPOINT`), and while the disk forces (above
+  `force_ratio` with `disk.force`, or above `refuse_writes_ratio`), passes run back to back (each
+  still `files_per_pass` per log, still pausing `pause_between_files`) until the ratio is below
+  `force_ratio`; for a second after that the filesystem is checked every 50 ms, so a writer that
+  resumes and pushes it straight back above gets the next pass at once.
 
 Passes are per filesystem: logs are grouped by the filesystem holding them, each group has its own
 `Cleaner` and lock, so at most one pass runs per filesystem at a time while different disks are
@@ -49,13 +51,13 @@ from datetime import datetime, timezone
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.schedulers.base import STATE_RUNNING
+from apscheduler.schedulers.base import STATE_RUNNING, STATE_STOPPED
 from apscheduler.triggers.interval import IntervalTrigger
 from loguru import logger
 
 from commitlog import disk_usage
-from policies import (DISK_CLEAN, DISK_FORCE, MANUAL, TIME_WINDOW, ManualTrigger, RetentionConfig,
-                      SegmentDecision)
+from policies import (DISK_CLEAN, DISK_FORCE, MANUAL, REFUSE_WRITES, TIME_WINDOW, ManualTrigger,
+                      RetentionConfig, SegmentDecision)
 
 from .audit import AuditTrail
 from .cleaner import DELETED, FAILED, HUNG, Cleaner, LogPassResult, PassResult
@@ -74,11 +76,15 @@ LAG_NOTE = ("lag_bytes is approximate: the bytes of the segment files at or afte
 
 _DEFAULT_POOL = 16          # threads are created lazily, only as jobs run concurrently
 _JOB_DISK = "disk-check"
+_HOT_POLL = 0.05           # seconds between two statvfs while a filesystem has just been under force
+_HOT_WINDOW = 1.0          # seconds a filesystem stays closely watched after a pressure pass
 _NO_TRIGGER = "none"
 
 # APScheduler logs "Running job ..." and "... executed successfully" at INFO for every run, once a
 # second for the disk check: keep its executors to warnings (missed runs, job errors).
+# Its scheduler's "Added job" lines repeat ours. Both still log missed and skipped runs and errors.
 logging.getLogger("apscheduler.executors").setLevel(logging.WARNING)
+logging.getLogger("apscheduler.scheduler").setLevel(logging.WARNING)
 
 
 @dataclass(eq=False)
@@ -136,11 +142,11 @@ def _iso(ts: float | None) -> str | None:
 
 def primary_trigger(decision: SegmentDecision, triggers: Iterable[str]) -> str:
     """The trigger a deletion is counted under: the one that overrode a reason to keep it, else the
-    most pressing active one (disk-force, disk-clean, manual, time-window)."""
+    most pressing active one (disk-force, refuse-writes, disk-clean, manual, time-window)."""
     if decision.overridden_by:
         return decision.overridden_by
     active = set(triggers)
-    for t in (DISK_FORCE, DISK_CLEAN, MANUAL, TIME_WINDOW):
+    for t in (DISK_FORCE, REFUSE_WRITES, DISK_CLEAN, MANUAL, TIME_WINDOW):
         if t in active:
             return t
     return next(iter(triggers), _NO_TRIGGER)
@@ -219,7 +225,8 @@ class RetentionScheduler:
             self.metrics.last_reload.set(self.loaded_at)
             self._scheduler.start()
             self._sync_jobs(self._config, first=True)
-        logger.debug("retention scheduler started: {}", ", ".join(j.id for j in self._scheduler.get_jobs()))
+        logger.info("retention scheduler started: {}", ", ".join(
+            f"{j['id']} every {_g(j['interval_seconds'])}s" for j in self.jobs()))
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop: a running pass ends before its next file (never between a rename and its unlink),
@@ -236,7 +243,7 @@ class RetentionScheduler:
             fs.cleaner.stop()
         for cleaner in retired:
             cleaner.stop()
-        if self._scheduler.state != 0:   # STATE_STOPPED
+        if self._scheduler.state != STATE_STOPPED:
             self._scheduler.shutdown(wait=True)
         deadline = time.monotonic() + timeout
         for fs in filesystems:
@@ -276,6 +283,7 @@ class RetentionScheduler:
     def reload(self, config: RetentionConfig) -> None:
         """Apply `config` without a restart (see the module docstring)."""
         self._apply(config)
+        self.loaded_at = time.time()
         self.metrics.reload(OK, self.loaded_at)
 
     def _apply(self, config: RetentionConfig) -> None:
@@ -292,7 +300,6 @@ class RetentionScheduler:
             self._config = config
             self._filesystems = new
             self._log_devs = {n: fs.dev for fs in new.values() for n in fs.logs}
-            self.loaded_at = time.time()
             now = time.monotonic()
             with self._state_lock:
                 for name in list(self._last_pass):
@@ -439,7 +446,10 @@ class RetentionScheduler:
         usage = disk_usage(fs.probe())
         ratio = usage.used_ratio
         policies = fs.policies()
-        forcing = any(p.disk.force and ratio > p.disk.force_ratio for p in policies)
+        # The planner forces above force_ratio with disk.force on, and above refuse_writes_ratio
+        # even with it off (writers are already turned away).
+        forcing = any((p.disk.force and ratio > p.disk.force_ratio) or ratio > p.disk.refuse_writes_ratio
+                      for p in policies)
         if any(ratio > p.disk.refuse_writes_ratio for p in policies):
             level = LEVEL_REFUSE
         elif forcing or any(ratio > p.disk.force_ratio for p in policies):
@@ -484,18 +494,34 @@ class RetentionScheduler:
             logger.debug("pressure pass not scheduled: {}", exc)
 
     def _pressure_job(self, dev: int) -> None:
-        """Passes over every log on the filesystem, back to back while the disk forces."""
+        """Passes over every log on the filesystem, back to back while the disk forces.
+
+        A writer that was refused resumes as soon as the disk is below force_ratio and may push it
+        back above within milliseconds, so after a pass brings the disk below force_ratio the
+        filesystem stays watched closely (a statvfs every `_HOT_POLL` seconds) for `_HOT_WINDOW`
+        seconds: a new crossing in that time starts the next pass at once instead of at the next
+        disk check."""
         try:
             while not self._stopping.is_set():
                 result = self._run_pass(dev, kind="pressure")
                 fs = self._filesystems.get(dev)
-                if result is None or fs is None:
+                if result is None or fs is None or result.interrupted:
                     return
-                _, forcing = self._measure(fs)
-                if not forcing or result.deleted == 0 or result.interrupted:
-                    return   # below force_ratio, or nothing deletable now: the disk check asks again
-                pause = max(p.pause_between_files for p in fs.policies())
-                if pause and self._stopping.wait(pause):
+                ended = time.monotonic()
+                if result.deleted == 0:
+                    return   # nothing deletable now (held, active, consumed-protected): the disk check asks again
+                policies = fs.policies()
+                pause = max(p.pause_between_files for p in policies)
+                hot_until = ended + _HOT_WINDOW
+                while True:
+                    _, forcing = self._measure(fs)
+                    if forcing:
+                        break
+                    if time.monotonic() >= hot_until or self._stopping.wait(_HOT_POLL):
+                        return
+                # Still pausing between deletions: the next pass starts `pause` after the last one.
+                left = ended + pause - time.monotonic()
+                if left > 0 and self._stopping.wait(left):
                     return
         finally:
             with self._state_lock:
@@ -744,8 +770,17 @@ def _describe_log(watched, r: LogPassResult) -> dict:
         return state
     plan = r.plan
     remaining = [d for d in plan.decisions if r.actions.get(d.base_offset) != DELETED]
-    state["segments"] = len(remaining)
-    state["bytes"] = sum(d.bytes for d in remaining)
+    # A pass examines only the oldest segments it could delete and the active one; the segments in
+    # between (`left_out`) are full, preallocated files between the last examined and the active.
+    left_out = getattr(r, "left_out", 0) or 0
+    segment_size = plan.decisions[0].bytes if plan.decisions else 0
+    gap = (plan.decisions[-2].end_offset, plan.decisions[-1].base_offset) if left_out and len(plan.decisions) > 1 else None
+    try:
+        segment_size = watched.log.segment_size
+    except Exception:  # noqa: BLE001
+        pass
+    state["segments"] = len(remaining) + left_out
+    state["bytes"] = sum(d.bytes for d in remaining) + left_out * segment_size
     state["triggers"] = list(plan.triggers)
     state["stale_groups"] = list(plan.stale_groups)
     end = plan.decisions[-1].end_offset if plan.decisions else None
@@ -771,11 +806,24 @@ def _describe_log(watched, r: LogPassResult) -> dict:
     groups = []
     for group, offset in sorted(committed.items()):
         lag_bytes = sum(d.bytes for d in remaining if d.end_offset > offset)
+        if gap is not None:
+            lag_bytes += _gap_segments(gap, left_out, offset) * segment_size
         groups.append({"group": group, "committed_offset": offset, "lag_records": max(0, end - offset),
                        "lag_bytes": lag_bytes, "last_commit_at": _iso(times.get(group)),
                        "stale": group in plan.stale_groups, "behind_start": offset < start})
     state["consumer_groups"] = groups
     return state
+
+
+def _gap_segments(gap: tuple[int, int], count: int, committed: int) -> int:
+    """Of `count` unexamined segments spanning offsets [gap), about how many hold offsets at or
+    after `committed` (by offsets, as if the segments held equally many records)."""
+    first, end = gap
+    if committed <= first:
+        return count
+    if committed >= end or end <= first:
+        return 0
+    return math.ceil(count * (end - committed) / (end - first))
 
 
 def _log_outcome(r: LogPassResult, interrupted: bool, exists: bool) -> str:

@@ -76,7 +76,8 @@ def render_status(s: dict, url: str = "") -> str:
         lines.append(f"  problem: {problem}")
     lines.append("")
     for name, p in s.get("policies", {}).items():
-        hours = ", ".join(f"{h:02d}" for h in p["delete_at_hours"]) or "none"
+        hours = ("every hour" if len(p["delete_at_hours"]) == 24
+                 else ", ".join(f"{h:02d}" for h in p["delete_at_hours"]) or "none")
         lines.append(f"policy {name}: every {_duration(p['interval_seconds'])}, delete hours {hours}"
                      f"{' (' + p['timezone'] + ')' if p.get('timezone') else ''}, reserve "
                      f"{_duration(p['reserve_seconds'])}, {p['files_per_pass']} files a pass; disk clean "

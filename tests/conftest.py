@@ -1,0 +1,74 @@
+"""Fixtures shared by every test package: a scratch log directory and a real, small filesystem."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+
+@pytest.fixture
+def tmp_log_dir(tmp_path):
+    """A path (not yet created) for a log directory inside pytest's per-test tmp_path."""
+    return str(tmp_path / "log")
+
+
+def _mount(args: list[str], what: str) -> None:
+    proc = subprocess.run(args, capture_output=True, text=True)
+    if proc.returncode != 0:
+        message = (proc.stderr or proc.stdout).strip()
+        if "permission denied" in message.lower() or "must be superuser" in message.lower() \
+                or "operation not permitted" in message.lower():
+            pytest.skip(f"cannot mount {what} here (EPERM: {message})")
+        raise RuntimeError(f"mounting {what} failed: {' '.join(args)}: {message}")
+
+
+@pytest.fixture
+def small_fs(request, tmp_path):
+    """A freshly mounted small filesystem; yields its mount point, unmounts it afterwards.
+
+    Defaults to an 8 MiB tmpfs. Parametrize indirectly to choose:
+    `@pytest.mark.parametrize("small_fs", [("tmpfs", 8 << 20), ("ext4", 16 << 20)], indirect=True)`.
+    Skips (with the reason) only when mounting is not permitted here."""
+    kind, size = getattr(request, "param", ("tmpfs", 8 << 20))
+    mountpoint = tempfile.mkdtemp(prefix=f"small-{kind}-")
+    image = None
+    try:
+        if kind == "tmpfs":
+            _mount(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", mountpoint], "tmpfs")
+        elif kind == "ext4":
+            image = str(tmp_path / "small-ext4.img")
+            with open(image, "wb") as f:
+                f.truncate(size)
+            subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", image], check=True,
+                           capture_output=True)
+            _mount(["mount", "-o", "loop", image, mountpoint], "a loop ext4 image")
+        else:
+            raise ValueError(f"small_fs kind must be tmpfs or ext4, got {kind!r}")
+    except PermissionError as exc:
+        os.rmdir(mountpoint)
+        pytest.skip(f"cannot mount {kind} here ({exc})")
+    except BaseException:
+        os.rmdir(mountpoint)
+        raise
+    try:
+        yield mountpoint
+    finally:
+        for attempt in range(50):
+            proc = subprocess.run(["umount", mountpoint], capture_output=True, text=True)
+            if proc.returncode == 0:
+                break
+            if "busy" not in proc.stderr.lower():
+                break
+            time.sleep(0.1)  # a child process we killed may still be exiting
+        else:
+            subprocess.run(["umount", "-l", mountpoint], capture_output=True)
+        try:
+            os.rmdir(mountpoint)
+        except OSError as exc:
+            if exc.errno not in (errno.EBUSY, errno.ENOTEMPTY):
+                raise

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import errno
 import fcntl
 import json
 import logging
+import mmap
 import os
+import sys
 import threading
 import time
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, repeat
@@ -30,13 +32,16 @@ from .index import (INDEX_INTERVAL, IndexWriter, SegmentSummary, index_path, rea
                     read_sealed, write_sealed)
 from .locks import SegmentHolds, WriterLock, try_exclusive
 from .record import Record
-from .segment import (DELETED_SUFFIX, ActiveSegment, SegmentPreallocator, SegmentInfo, fsync_directory,
-                      parse_segment_name, segment_name)
+from .segment import (DELETED_SUFFIX, ActiveSegment, SegmentInfo, SegmentPreallocator, close_later,
+                      fsync_directory, parse_segment_name, segment_name)
 from .state import LogState
 
 log = logging.getLogger("commitlog")
 
 _BODY_HEAD_PACK = rec.BODY_HEAD.pack
+_HEADER_SIZE = rec.HEADER_SIZE
+_HEADER_UNPACK_FROM = rec.HEADER.unpack_from
+_time_ns = time.time_ns
 _FRAME_PACK = rec.FRAME.pack
 _crc32 = rec.crc32
 
@@ -51,7 +56,10 @@ FORMAT_VERSION = 1
 _DISK_CHECK_EVERY = 0.1               # seconds of appending between two disk checks
 _BATCH_CHUNK = 1 << 20                # bytes framed in memory before one copy into the mapping
 _LARGE_RECORD = 1 << 16               # records at least this big are written without a join
+_SCAN_CHUNK = 1 << 18                 # bytes a scan reads ahead into one list of records
 _SEALED, _ACTIVE, _LIVE = 0, 1, 2     # how a reader sees a segment (see _view_limits)
+# The uniform-batch path packs CRCs through array("I"); it needs 4-byte little-endian items.
+_CRC_ARRAY = array("I").itemsize == 4 and sys.byteorder == "little"
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,10 @@ class CommitLog:
         self.path = os.path.abspath(path)
         self.readonly = readonly
         self.flush_mode = flush
+        self._sync = flush == "sync"
+        self._durable = flush != "none"  # rolls msync and fsync only when flushing is asked for
         self._closed = False
+        self._writable = False  # open and not read-only: checked first on every append
         self._writer_lock: WriterLock | None = None
         self._preallocator: SegmentPreallocator | None = None
         self._state: LogState | None = None
@@ -125,7 +136,10 @@ class CommitLog:
         self._on_full = on_full
         self._block_timeout = block_timeout
         self._refusing = False
-        self._next_disk_check = 0.0
+        self._disk_checked_ns = self._disk_check_due_ns = 0  # time_ns of the last, next check
+        self._head_ts: int | None = None  # the cached body head of append (attributes 0, no key)
+        self._head = b""
+        self._head_crc = 0
         try:
             if readonly:
                 if not os.path.isfile(os.path.join(self.path, META_FILE)):
@@ -137,12 +151,16 @@ class CommitLog:
             self._state = LogState(os.path.join(self.path, STATE_FILE))
             if not readonly:
                 self.finish_removals()
+                _remove_index_temporaries(self.path)  # a crash while rebuilding an index
                 self._preallocator = SegmentPreallocator(self.path, self.segment_size)
-                self._preallocator.discard()  # a leftover from a crash is not trusted
+                self._preallocator.discard_leftover()  # a crash's leftover is not trusted
             self._bases = list(self._list(validate=True).bases)
             if not readonly:
                 self._recover()
+                # Preparing the next segment starts at the first roll, not here: writers that
+                # open, append a little and close (Spark tasks take turns so) would pay for it.
             self._end = self._compute_end()
+            self._writable = not readonly
             if not readonly and flush == "async":
                 self._flusher = threading.Thread(target=self._flush_loop, args=(flush_interval,),
                                                  name=f"commitlog-flush:{self.path}", daemon=True)
@@ -192,14 +210,20 @@ class CommitLog:
                 bases.append(base)
         bases.sort()
         if validate:
+            sizes = {}
+            for base in bases:
+                try:
+                    sizes[base] = os.stat(self._segment_path(base)).st_size
+                except FileNotFoundError:
+                    pass  # removed by another process since the listing
+            bases = [b for b in bases if b in sizes]
             for i, base in enumerate(bases):
-                p = self._segment_path(base)
-                size = os.stat(p).st_size
-                last = i == len(bases) - 1
-                if size == self.segment_size or (last and size == 0):
+                size = sizes[base]
+                if size == self.segment_size or (i == len(bases) - 1 and size == 0):
                     continue
                 what = "zero-length" if size == 0 else f"{size} bytes"
-                raise CorruptLogError(p, None, f"segment is {what}, expected {self.segment_size}")
+                raise CorruptLogError(self._segment_path(base), None,
+                                      f"segment is {what}, expected {self.segment_size}")
         return _Listing(tuple(bases), tuple(foreign))
 
     def foreign_files(self) -> list[str]:
@@ -240,8 +264,7 @@ class CommitLog:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         index = None
         try:
-            import mmap as _mmap
-            mm = _mmap.mmap(fd, self.segment_size)
+            mm = mmap.mmap(fd, self.segment_size)
             try:
                 while positions and rec.decode_at(mm, positions[-1], self.segment_size).status != rec.OK:
                     rels.pop()
@@ -262,7 +285,8 @@ class CommitLog:
                     torn = _torn_extent(mm, pos, self.segment_size, r.status == rec.BAD)
                     if torn > pos:
                         mm[pos:torn] = bytes(torn - pos)
-                        mm.flush()
+                        start = pos - pos % mmap.PAGESIZE  # only these pages: the rest of the
+                        mm.flush(start, torn - start)       # segment may be 64 MiB of dirty zeros
                         log.warning("truncated %d bytes of torn or corrupt tail in %s at byte %d",
                                     torn - pos, path, pos)
                 first = rec.decode_at(mm, 0, self.segment_size)
@@ -313,44 +337,61 @@ class CommitLog:
     def append(self, value, key: bytes | None = None, timestamp_ms: int | None = None,
                attributes: int = 0) -> int:
         """Append one record; return its offset."""
-        with self._lock:
-            if self._closed or self.readonly:
+        lock = self._lock
+        lock.acquire()  # cheaper than `with` on this hot path
+        try:
+            if not self._writable:
                 self._check_writable()
             return self._append_one(value, key, timestamp_ms, attributes)
+        finally:
+            lock.release()
 
     def _append_one(self, value, key, timestamp_ms, attributes) -> int:
-        now_ns = time.time_ns()
-        ts = now_ns // 1_000_000 if timestamp_ms is None else timestamp_ms
-        if self._refusing or time.monotonic() >= self._next_disk_check:
+        """One record, with `_lock` held. The hot path of append: one clock read serves the
+        timestamp, the disk-check timer and the segment's last write time; the body head and
+        its CRC are reused while the millisecond does not change."""
+        now_ns = _time_ns()
+        if self._refusing or not self._disk_checked_ns <= now_ns < self._disk_check_due_ns:
             self._guard_disk()
-        klen = -1 if key is None else len(key)
-        total = (rec.HEADER_SIZE + len(value)) + (klen if klen > 0 else 0)
+        ts = now_ns // 1_000_000 if timestamp_ms is None else timestamp_ms
+        if key is None:
+            klen = -1
+            total = _HEADER_SIZE + len(value)
+        else:
+            klen = len(key)
+            total = _HEADER_SIZE + klen + len(value)
         seg = self._active
         if seg is None or seg.position + total > seg.size:
             seg = self._roll(total)
         pos = seg.position
-        offset = seg.base_offset + seg.count
+        offset = self._end
         if total >= _LARGE_RECORD:
             seg.write_large(value, key, ts, attributes)
         else:
-            head = _BODY_HEAD_PACK(attributes, ts, klen)
-            if klen > 0:
-                crc = _crc32(value, _crc32(key, _crc32(head)))
-                seg.mm[pos:pos + total] = _FRAME_PACK(total - 8, crc) + head + key + value
+            if klen < 0 and attributes == 0:
+                if ts != self._head_ts:
+                    self._head = _BODY_HEAD_PACK(0, ts, -1)
+                    self._head_crc = _crc32(self._head)
+                    self._head_ts = ts
+                seg.mm[pos:pos + total] = (_FRAME_PACK(total - 8, _crc32(value, self._head_crc))
+                                           + self._head + value)
             else:
-                crc = _crc32(value, _crc32(head))
-                seg.mm[pos:pos + total] = _FRAME_PACK(total - 8, crc) + head + value
+                head = _BODY_HEAD_PACK(attributes, ts, klen)
+                if klen > 0:
+                    crc = _crc32(value, _crc32(key, _crc32(head)))
+                    seg.mm[pos:pos + total] = _FRAME_PACK(total - 8, crc) + head + key + value
+                else:
+                    crc = _crc32(value, _crc32(head))
+                    seg.mm[pos:pos + total] = _FRAME_PACK(total - 8, crc) + head + value
             seg.position = pos + total
             seg.count += 1
-            if seg.first_ts is None:
-                seg.first_ts = ts
-            seg.last_ts = ts
+            seg.last_ts = ts  # first_ts: ActiveSegment.summary reads it from record 0
         seg.last_write_ns = now_ns
         if pos >= seg.next_index_at:
             seg.index.add(offset - seg.base_offset, pos)
             seg.next_index_at = pos + INDEX_INTERVAL
         self._end = offset + 1
-        if self.flush_mode == "sync":
+        if self._sync:
             seg.flush()
         return offset
 
@@ -362,9 +403,9 @@ class CommitLog:
         megabyte at a time. If the disk fills at a roll in the middle, the records before it are
         kept (see `end_offset`)."""
         with self._lock:
-            if self._closed or self.readonly:
+            if not self._writable:
                 self._check_writable()
-            now_ns = time.time_ns()
+            now_ns = _time_ns()
             ts = now_ns // 1_000_000 if timestamp_ms is None else timestamp_ms
             first = self._end
             if keys is not None:
@@ -377,12 +418,15 @@ class CommitLog:
             head = _BODY_HEAD_PACK(attributes, ts, -1)
             head_crc = _crc32(head)
             sizes = list(map(len, values))
+            if _CRC_ARRAY and sizes.count(sizes[0]) == len(sizes):
+                self._append_uniform(values, sizes[0], head, head_crc, ts, now_ns)
+                return first
             # cum[k]: bytes before record k in this batch, so record k spans cum[k]..cum[k+1].
             cum = [0]
             cum += accumulate(map(_add, sizes, repeat(rec.HEADER_SIZE)))
             i, n = 0, len(values)
             while i < n:
-                if self._refusing or time.monotonic() >= self._next_disk_check:
+                if self._refusing or not self._disk_checked_ns <= _time_ns() < self._disk_check_due_ns:
                     self._guard_disk()
                 seg = self._active
                 room = 0 if seg is None else seg.size - seg.position
@@ -416,9 +460,58 @@ class CommitLog:
                 seg.last_write_ns = now_ns
                 self._end = seg.base_offset + seg.count
                 i = j
-            if self.flush_mode == "sync":
+            if self._sync:
                 self._active.flush()
             return first
+
+    def _append_uniform(self, values: list, size: int, head: bytes, head_crc: int, ts: int,
+                        now_ns: int) -> None:
+        """append_batch for records of one value size (the common case): frames are periodic,
+        so a chunk is one join with a constant frame as separator, and the per-record CRCs are
+        packed by array and dropped in with four strided slice assignments (no per-record
+        Python call besides crc32)."""
+        rsize = rec.HEADER_SIZE + size
+        sep = bytearray(_FRAME_PACK(rec.BODY_HEAD_SIZE + size, 0) + head)
+        i, n = 0, len(values)
+        while i < n:
+            if self._refusing or not self._disk_checked_ns <= _time_ns() < self._disk_check_due_ns:
+                self._guard_disk()
+            seg = self._active
+            room = 0 if seg is None else seg.size - seg.position
+            k = min(room, _BATCH_CHUNK) // rsize
+            if k == 0:
+                if room < rsize:
+                    self._roll(rsize)
+                    continue
+                k = 1  # one record bigger than a chunk still fits
+            k = min(k, n - i)
+            chunk = values[i:i + k]
+            crcs = array("I", map(_crc32, chunk, repeat(head_crc))).tobytes()
+            chunk.insert(0, b"")
+            data = sep.join(chunk)  # frame, head, value, frame, head, value, ... (CRCs zero)
+            for b in range(4):
+                data[4 + b::rsize] = crcs[b::4]
+            p0 = seg.position
+            end = p0 + k * rsize
+            seg.mm[p0:end] = data
+            # Sparse index: the first record starting at or after each INDEX_INTERVAL mark.
+            while seg.next_index_at < end:
+                t = max(0, -((p0 - seg.next_index_at) // rsize))
+                if t >= k:
+                    break
+                at = p0 + t * rsize
+                seg.index.add(seg.count + t, at)
+                seg.next_index_at = at + INDEX_INTERVAL
+            seg.position = end
+            seg.count += k
+            if seg.first_ts is None:
+                seg.first_ts = ts
+            seg.last_ts = ts
+            seg.last_write_ns = now_ns
+            self._end = seg.base_offset + seg.count
+            i += k
+        if self._sync:
+            self._active.flush()
 
     def _roll(self, need: int) -> ActiveSegment:
         if need > self.segment_size:
@@ -428,10 +521,12 @@ class CommitLog:
         if self._active is not None:
             old = self._active
             self._active = None
-            self._summaries[old.base_offset] = old.seal(durable=self.flush_mode != "none")
+            self._summaries[old.base_offset] = old.seal(durable=self._durable, close_mapping=False)
+            close_later(old.mm)
         self._guard_disk()
         prepared = self._preallocator.take() if self._preallocator is not None else None
-        seg = ActiveSegment.create(self.path, self._end, self.segment_size, prepared)
+        seg = ActiveSegment.create(self.path, self._end, self.segment_size, prepared,
+                                   durable=self._durable)
         with self._meta_lock:
             self._active = seg
             if seg.base_offset not in self._bases:
@@ -447,7 +542,9 @@ class CommitLog:
         deadline = None
         while True:
             ratio = disk_usage(self.path).used_ratio
-            self._next_disk_check = time.monotonic() + _DISK_CHECK_EVERY
+            now = _time_ns()
+            self._disk_checked_ns = now
+            self._disk_check_due_ns = now + int(_DISK_CHECK_EVERY * 1e9)
             if self._refusing and ratio < self._resume_ratio:
                 self._refusing = False
                 log.info("disk of %s at %.1f%%: writes resume", self.path, ratio * 100)
@@ -560,14 +657,15 @@ class CommitLog:
              zero_copy: bool = False) -> Iterator[Record]:
         """Yield records from `start` (default: the start offset) up to `end` (exclusive; default:
         as far as written). The segment being read is held (a shared flock) until the scan moves
-        on or is closed. zero_copy=True yields memoryview values valid only until the next step."""
+        on or is closed. zero_copy=True yields memoryview values of the mapping (no copy); they
+        stay valid as long as they are referenced."""
         self._check_open()
         offset = self.start_offset if start is None else start
         if offset < self.start_offset:
             raise OffsetOutOfRangeError(offset, self.start_offset, self._end)
-        return self._scan(offset, end, zero_copy)
+        return _Scan(self._scan(offset, end, zero_copy))
 
-    def _scan(self, offset: int, end: int | None, zero_copy: bool) -> Iterator[Record]:
+    def _scan(self, offset: int, end: int | None, zero_copy: bool) -> Iterator[list[Record]]:
         stop = end if end is not None else 1 << 63
         while offset < stop:
             if self.readonly or offset >= self._end:
@@ -591,7 +689,12 @@ class CommitLog:
                     current += 1
                     pos = r.next_position
                 if current == offset:
-                    pos, current = yield from _yield_records(mm, pos, limit, current, stop, zero_copy)
+                    while True:
+                        records, pos, current = _read_records(mm, pos, limit, current, stop,
+                                                              zero_copy)
+                        if not records:
+                            break
+                        yield records
                 status = rec.decode_at(mm, pos, limit).status if current < stop else rec.OK
                 if status == rec.EMPTY and kind != _LIVE and pos >= limit:
                     status = rec.END  # read up to its sealed length, or the writer's position
@@ -669,8 +772,11 @@ class CommitLog:
                                  tuple(positions))
         log.warning("rebuilt the index of %s (%d records)", path, count)
         if not self.readonly:
-            write_sealed(index_path(path), summary)
-            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            try:
+                write_sealed(index_path(path), summary)
+                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            except OSError as exc:  # a full disk, say: the summary in memory is still right
+                log.warning("could not write the rebuilt index of %s: %s", path, exc)
         return summary
 
     def segments(self) -> list[SegmentInfo]:
@@ -692,12 +798,15 @@ class CommitLog:
             except FileNotFoundError:
                 continue
             last = nxt is None
-            if active is not None and active.base_offset == base:
-                s = active.summary()
-            elif last:
-                s = self._live_summary(base)
-            else:
-                s = self._summary(base)
+            try:
+                if active is not None and active.base_offset == base:
+                    s = active.summary()
+                elif last:
+                    s = self._live_summary(base)
+                else:
+                    s = self._summary(base)
+            except OffsetOutOfRangeError:
+                continue  # removed by another process while we looked
             out.append(SegmentInfo(base, path, st.st_size, s.used_bytes,
                                    s.first_timestamp_ms if s.record_count else None,
                                    s.last_timestamp_ms if s.record_count else None,
@@ -752,7 +861,7 @@ class CommitLog:
         `expected_base`, only that segment is removed (`mismatch` otherwise)."""
         self._check_open()
         with self._removal_lock():
-            self.finish_removals()
+            self._finish_removals()
             bases = self._list().bases
             start = self._state.start_offset()
             live = [b for i, b in enumerate(bases) if i + 1 == len(bases) or bases[i + 1] > start]
@@ -786,12 +895,19 @@ class CommitLog:
                 os.rename(p, doomed)
             except FileNotFoundError:
                 continue
-            os.unlink(doomed)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(doomed)
         fsync_directory(self.path)
 
     def finish_removals(self) -> list[str]:
         """Finish deletions a crash interrupted: leftover `.deleted` files, and segments below the
-        start offset that were never renamed. Returns the paths removed."""
+        start offset that were never renamed. Returns the paths removed. Any process may call
+        it; removers serialise on `<log>/.remove.lock`."""
+        self._check_open()
+        with self._removal_lock():
+            return self._finish_removals()
+
+    def _finish_removals(self) -> list[str]:
         done: list[str] = []
         start = self._state.start_offset()
         bases = self._list().bases
@@ -800,10 +916,9 @@ class CommitLog:
                     name[: -len(DELETED_SUFFIX)].replace(".index", ".log")) is not None:
                 p = os.path.join(self.path, name)
                 if os.path.isfile(p) and not os.path.islink(p):
-                    os.unlink(p)
-                    done.append(p)
-            elif name.endswith(".index.tmp"):
-                os.unlink(os.path.join(self.path, name))
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(p)
+                        done.append(p)
         for i, base in enumerate(bases[:-1]):
             if bases[i + 1] <= start:
                 path = self._segment_path(base)
@@ -825,8 +940,11 @@ class CommitLog:
             os.close(fd)
 
     def is_held(self, base: int) -> bool:
-        """True when some reader (any process) holds segment `base`."""
-        fd = os.open(self._segment_path(base), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        """True when some reader (any process) holds segment `base`; False once it is gone."""
+        try:
+            fd = os.open(self._segment_path(base), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
         try:
             return not try_exclusive(fd)
         finally:
@@ -872,6 +990,7 @@ class CommitLog:
             if self._closed:
                 return
             self._closed = True
+            self._writable = False
             if self._active is not None:
                 if self.flush_mode != "none":
                     self._active.flush()
@@ -898,35 +1017,61 @@ class CommitLog:
         return f"CommitLog({self.path!r}, segment_size={self.segment_size}, readonly={self.readonly})"
 
 
-def _yield_records(mm, pos: int, limit: int, current: int, stop: int, zero_copy: bool):
-    """Yield verified records from `pos` until `stop` or the first position without one;
-    return (position, offset) where it stopped. The hot loop of scan."""
-    unpack = rec.HEADER.unpack_from
-    crc32 = rec.crc32
+def _read_records(mm, pos: int, limit: int, current: int, stop: int, zero_copy: bool):
+    """Verified records from `pos` until `stop`, about _SCAN_CHUNK bytes, or the first position
+    without one; returns (records, position, offset) where it stopped. The hot loop of scan."""
+    unpack = _HEADER_UNPACK_FROM
+    crc32 = _crc32
     new = tuple.__new__
-    mv = memoryview(mm) if zero_copy and mm is not None else None
-    try:
-        last_header = limit - rec.HEADER_SIZE
-        while current < stop and pos <= last_header:
-            length, crc, attrs, ts, klen = unpack(mm, pos)
-            nxt = pos + 8 + length
-            if length < 13 or nxt > limit or crc32(mm[pos + 8:nxt]) != crc or klen > length - 13:
+    out: list[Record] = []
+    add = out.append
+    view = memoryview(mm) if zero_copy and mm is not None else mm  # view[a:b]: a copy or a view
+    bound = min(limit - _HEADER_SIZE + 1, pos + _SCAN_CHUNK)  # a header fits, and the chunk
+    while pos < bound and current < stop:
+        length, crc, attrs, ts, klen = unpack(mm, pos)
+        nxt = pos + 8 + length
+        if length < 13 or nxt > limit or crc32(mm[pos + 8:nxt]) != crc or klen > length - 13:
+            break
+        ks = pos + 21
+        if klen > 0:
+            key = mm[ks:ks + klen]
+            ks += klen
+        else:
+            if klen < -1:
                 break
-            ks = pos + 21
-            if klen > 0:
-                key = mm[ks:ks + klen]
-                ks += klen
-            else:
-                key = None if klen < 0 else b""
-                if klen < -1:
-                    break
-            yield new(Record, (current, ts, key, mv[ks:nxt] if zero_copy else mm[ks:nxt], attrs))
-            current += 1
-            pos = nxt
-    finally:
-        if mv is not None:
-            mv.release()
-    return pos, current
+            key = None if klen else b""
+        add(new(Record, (current, ts, key, view[ks:nxt], attrs)))
+        current += 1
+        pos = nxt
+    return out, pos, current
+
+
+class _Scan:
+    """The iterator `scan` returns. A for-loop over it runs C-level (itertools.chain over lists
+    of records read a chunk at a time), not one generator resumption per record; `close()`
+    releases the held segment at once. One consumer at a time (not thread-safe)."""
+
+    __slots__ = ("_chunks", "_records")
+
+    def __init__(self, chunks: Iterator[list[Record]]) -> None:
+        self._chunks = chunks
+        self._records = chain.from_iterable(chunks)
+
+    def __iter__(self) -> Iterator[Record]:
+        return self._records
+
+    def __next__(self) -> Record:
+        return next(self._records)
+
+    def close(self) -> None:
+        self._chunks.close()
+
+
+def _remove_index_temporaries(directory: str) -> None:
+    for name in os.listdir(directory):
+        if name.endswith(".index.tmp") and parse_segment_name(name[:-len(".index.tmp")] + ".log") is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(directory, name))
 
 
 def _record(mm, offset: int, r: rec.DecodeResult, *, copy: bool) -> Record:
@@ -946,16 +1091,20 @@ def _torn_extent(mm, pos: int, size: int, bad: bool) -> int:
     if not bad and not any(mm[pos:min(pos + 64, size)]):
         return pos  # the common case: a clean tail of zeros
     last = pos
-    chunk = 1 << 20
     p = pos
     while p < size:
-        q = min(p + chunk, size)
+        q = min(p + len(_ZEROS), size)
         data = mm[p:q]
-        stripped = data.rstrip(b"\0")
-        if stripped:
-            last = p + len(stripped)
+        # One comparison skips a zero megabyte (rstrip alone walks it byte by byte).
+        if len(data) < len(_ZEROS) or data != _ZEROS:
+            stripped = len(data.rstrip(b"\0"))
+            if stripped:
+                last = p + stripped
         p = q
     return last
+
+
+_ZEROS = bytes(1 << 20)
 
 
 def _last_timestamp(mm, pos: int, size: int) -> int | None:

@@ -9,8 +9,10 @@
     17      4     key length (i32; -1 = no key)
     21      ...   key, then value (the rest of the body)
 
-The frame (length + CRC) is written after the body so a concurrent reader never sees a length
-before the bytes it covers; readers verify the CRC of every record they return.
+Small records are copied in whole, frame first (one memcpy); large ones body first, frame last.
+Either way a reader trusts no length without the CRC over the bytes it covers: a record still
+in flight reads as EMPTY or BAD, never as data. Readers verify the CRC of every record they
+return.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ writing through a mapping of a sparse file on a full disk kills the process with
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -22,6 +23,7 @@ from .index import INDEX_INTERVAL, IndexWriter, SegmentSummary, index_file_size,
 SEGMENT_SUFFIX = ".log"
 DELETED_SUFFIX = ".deleted"
 PREALLOC_NAME = ".next-segment.prealloc"
+STALE_SUFFIX = ".stale"
 _END = struct.Struct("<I")
 
 
@@ -107,8 +109,9 @@ class ActiveSegment:
 
     @classmethod
     def create(cls, directory: str, base_offset: int, size: int,
-               prepared: "PreparedSegment | None" = None) -> "ActiveSegment":
-        """Create the segment starting at `base_offset`, from a prepared file when there is one."""
+               prepared: "PreparedSegment | None" = None, *, durable: bool = True) -> "ActiveSegment":
+        """Create the segment starting at `base_offset`, from a prepared file when there is one.
+        durable: fsync the directory so the new name survives a power loss."""
         path = os.path.join(directory, segment_name(base_offset))
         ipath = index_path(path)
         mapping = None
@@ -127,7 +130,8 @@ class ActiveSegment:
             os.close(fd)
             os.unlink(path)
             raise
-        fsync_directory(directory)
+        if durable:
+            fsync_directory(directory)
         return cls(base_offset, path, size, fd, index, mapping=mapping)
 
     @property
@@ -181,19 +185,28 @@ class ActiveSegment:
         self.flushed_to = self.position
 
     def summary(self) -> SegmentSummary:
+        if self.first_ts is None and self.count:
+            # append leaves first_ts to this (one check less per record): record 0 has it.
+            first = rec.decode_at(self.mm, 0, self.position)
+            if first.status == rec.OK:
+                self.first_ts = first.timestamp_ms
         return SegmentSummary(self.position, self.count, self.first_ts or 0, self.last_ts or 0,
                               self.last_write_ns, tuple(self.index.rels),
                               tuple(self.index.positions))
 
-    def seal(self, *, durable: bool) -> SegmentSummary:
-        """Mark the unused tail, record the summary in the index, set mtime to the last write."""
+    def seal(self, *, durable: bool, close_mapping: bool = True) -> SegmentSummary:
+        """Mark the unused tail, record the summary in the index, set mtime to the last write.
+        durable: msync the data, then the index, before returning. close_mapping=False leaves
+        `mm` for the caller to close (see `close_later`)."""
         if self.position + _END.size <= self.size:
             _END.pack_into(self.mm, self.position, rec.END_MARKER)
         if durable:
             self.mm.flush()
         summary = self.summary()
-        self.index.seal(summary)
-        self.close()
+        self.index.seal(summary, durable=durable)
+        self.index.close()
+        if close_mapping:
+            self.mm.close()
         os.utime(self.path, ns=(self.last_write_ns, self.last_write_ns))
         return summary
 
@@ -203,6 +216,19 @@ class ActiveSegment:
         self.index.close()
 
 
+def close_later(mapping: mmap.mmap) -> None:
+    """Unmap a big mapping in a background thread: munmap of a 64 MiB segment with every page
+    mapped takes a few milliseconds, and mmap.close releases the GIL, so the writer need not
+    wait for it. Small ones are closed at once (a thread costs more than their munmap)."""
+    if len(mapping) < _CLOSE_LATER_FROM:
+        mapping.close()
+        return
+    threading.Thread(target=mapping.close, name="commitlog-unmap", daemon=True).start()
+
+
+_CLOSE_LATER_FROM = 8 << 20
+
+
 @dataclass
 class PreparedSegment:
     path: str
@@ -210,11 +236,45 @@ class PreparedSegment:
     mapping: mmap.mmap
 
 
+_MADV_POPULATE_WRITE = 23  # Linux 5.14+; Python 3.11's mmap module does not name it
+_PREFAULT_STEP = 2 << 20
+_madvise = None
+
+
+def prefault_writable(mapping: mmap.mmap, size: int) -> bool:
+    """Fault every page of a shared mapping in, writable, as if written (MADV_POPULATE_WRITE),
+    through ctypes so the GIL is released meanwhile. False where the kernel cannot (older than
+    5.14): pages then fault on first write, as without it. MAP_POPULATE is no substitute: it
+    maps shared pages read-only (each first write still faults) and holds the GIL throughout."""
+    global _madvise
+    try:
+        import ctypes
+        if _madvise is None:
+            fn = ctypes.CDLL(None, use_errno=True).madvise
+            fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+            fn.restype = ctypes.c_int
+            _madvise = fn
+        view = (ctypes.c_char * size).from_buffer(mapping)
+        try:
+            address = ctypes.addressof(view)
+            # In steps: the kernel holds the process's mmap lock while populating, and the
+            # writer's own mmap, munmap and page faults must not wait for a whole segment.
+            for start in range(0, size, _PREFAULT_STEP):
+                if _madvise(address + start, min(_PREFAULT_STEP, size - start),
+                            _MADV_POPULATE_WRITE) != 0:
+                    return False
+            return True
+        finally:
+            del view  # the export would keep the mapping from closing
+    except (ImportError, OSError, AttributeError, TypeError, ValueError):
+        return False
+
+
 class SegmentPreallocator:
     """Prepares the next segment in a background thread: created, reserved with posix_fallocate,
-    mapped and its pages faulted in (MAP_POPULATE), so that a roll is a rename and appends do not
-    pay a page fault per 4 KiB (RocketMQ's AllocateMappedFileService does the same). Used by the
-    single writer; `request` and `take` are thread-safe."""
+    mapped and its pages faulted in writable (`prefault_writable`), so that a roll is a rename
+    and appends do not pay a page fault per 4 KiB (RocketMQ's AllocateMappedFileService and its
+    warm-up do the same). Used by the single writer; `request` and `take` are thread-safe."""
 
     def __init__(self, directory: str, size: int) -> None:
         self.path = os.path.join(directory, PREALLOC_NAME)
@@ -234,10 +294,13 @@ class SegmentPreallocator:
     def _prepare(self) -> None:
         prepared = None
         try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path + STALE_SUFFIX)
             fd = _allocate(self.path, self.size, exclusive=False)
             try:
-                flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-                prepared = PreparedSegment(self.path, fd, mmap.mmap(fd, self.size, flags=flags))
+                mapping = mmap.mmap(fd, self.size)
+                prefault_writable(mapping, self.size)
+                prepared = PreparedSegment(self.path, fd, mapping)
             except BaseException:
                 os.close(fd)
                 raise
@@ -257,12 +320,17 @@ class SegmentPreallocator:
             prepared, self._ready = self._ready, None
         return prepared
 
+    def discard_leftover(self) -> None:
+        """Set aside a prepared file a crash left (it is not trusted) with a rename; the next
+        preparation unlinks it in the background (dropping 64 MiB of page cache takes a while)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(self.path, self.path + STALE_SUFFIX)
+
     def discard(self) -> None:
         prepared = self.take()
         if prepared is not None:
             prepared.mapping.close()
             os.close(prepared.fd)
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        for path in (self.path, self.path + STALE_SUFFIX):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)

@@ -11,7 +11,7 @@ import sqlite3
 import threading
 import time
 
-from .errors import CorruptLogError
+from .errors import CorruptLogError, StoreFullError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS log_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -36,6 +36,8 @@ class LogState:
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise _translate(path, exc) from exc
             raise CorruptLogError(path, None, f"consumer state database is unreadable ({exc})") from exc
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
@@ -43,7 +45,7 @@ class LogState:
             try:
                 return self._db.execute(sql, args).fetchall()
             except sqlite3.DatabaseError as exc:
-                raise CorruptLogError(self.path, None, f"consumer state database failed: {exc}") from exc
+                raise _translate(self.path, exc) from exc
 
     def start_offset(self) -> int:
         rows = self._query("SELECT value FROM log_meta WHERE key = 'start_offset'")
@@ -76,3 +78,10 @@ class LogState:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _translate(path: str, exc: sqlite3.DatabaseError) -> Exception:
+    # A full disk is not a damaged database: callers treat the two very differently.
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        return StoreFullError(f"no space left to update the consumer state {path}: {exc}")
+    return CorruptLogError(path, None, f"consumer state database failed: {exc}")

@@ -2,11 +2,11 @@
 
 Target: the 2 GiB log opens in at most 1.5 times the time of the 128 MiB log (opening must not
 scale with the size of the log: only the last segment's tail is scanned, from its last index
-checkpoint). For each size a child process fills the log (default 64 MiB segments), then, seven
-times over, a child reopens it, appends 100-byte records with flush="none" until the parent
-kills it with SIGKILL in the middle of that, and the parent times CommitLog.open (recovery
-included: the torn tail and the leftover prepared segment). Opens of the two logs alternate;
-the figure is the median.
+checkpoint). A child process fills each log (default 64 MiB segments; 128 MiB and 2 GiB of
+data). Then, eleven times over and alternating between the two logs, a child reopens the log
+and appends 100-byte records with flush="none" until the parent kills it with SIGKILL 50 ms in
+(so the small log grows somewhat: its size is printed), and the parent times CommitLog.open,
+recovery included (the torn tail, the leftover prepared segment). The figure is the median.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 
 from commitlog import CommitLog
 
-OPENS = 7
+OPENS = 11
 FILL = r"""
 import os, sys
 from commitlog import CommitLog
@@ -52,7 +52,7 @@ def fill(path: str, size: int) -> None:
 def kill_while_appending(path: str) -> None:
     proc = subprocess.Popen([sys.executable, "-c", APPEND, path], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "ready\n"
-    time.sleep(0.1)
+    time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
@@ -89,7 +89,8 @@ def main() -> int:
     print(f"figure    open after SIGKILL, {s_large / 2**30:.1f} GiB log ({n_large} segments): "
           f"median {m_large * 1000:.1f} ms  (all: {', '.join(f'{t * 1000:.1f}' for t in t_large)})")
     print(f"ratio     {ratio:.2f} (target <= 1.5)")
-    print(f"FIGURE reopen_2GiB {m_large * 1000:.1f} ms baseline=reopen_128MiB:{m_small * 1000:.1f}ms "
+    print(f"FIGURE reopen_2GiB {m_large * 1000:.1f} ms "
+          f"baseline=reopen_{s_small / 2**20:.0f}MiB:{m_small * 1000:.1f}ms "
           f"ratio={ratio:.2f} target<=1.5 {'met' if ratio <= 1.5 else 'MISSED'}")
     return 0
 

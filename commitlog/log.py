@@ -79,6 +79,8 @@ class RemovalResult:
 class _Listing:
     bases: tuple[int, ...]
     foreign: tuple[str, ...]
+    deleted: tuple[str, ...] = ()       # `<base>.log.deleted` / `<base>.index.deleted` leftovers
+    temporaries: tuple[str, ...] = ()   # `<base>.index.tmp` of an interrupted index rebuild
 
 
 class CommitLog:
@@ -150,8 +152,9 @@ class CommitLog:
             self.segment_size = self._load_meta(segment_size)
             self._state = LogState(os.path.join(self.path, STATE_FILE))
             if not readonly:
-                self.finish_removals()
-                _remove_index_temporaries(self.path)  # a crash while rebuilding an index
+                with self._removal_lock():
+                    # And the temporaries of a crash while rebuilding an index.
+                    self._finish_removals(temporaries=True)
                 self._preallocator = SegmentPreallocator(self.path, self.segment_size)
                 self._preallocator.discard_leftover()  # a crash's leftover is not trusted
             self._bases = list(self._list(validate=True).bases)
@@ -197,26 +200,37 @@ class CommitLog:
 
     # ------------------------------------------------------------------ listing
     def _list(self, *, validate: bool = False) -> _Listing:
+        """One scan of the directory: segments, foreign entries, leftovers of removals and of
+        index rebuilds; with `validate`, every segment's size is checked too."""
         bases: list[int] = []
         foreign: list[str] = []
+        deleted: list[str] = []
+        temporaries: list[str] = []
+        sizes: dict[int, int] = {}
         with os.scandir(self.path) as it:
             for entry in it:
-                base = parse_segment_name(entry.name)
+                name = entry.name
+                base = parse_segment_name(name)
                 if base is None:
+                    if name.endswith(DELETED_SUFFIX):
+                        stem = name[: -len(DELETED_SUFFIX)].replace(".index", ".log")
+                        if parse_segment_name(stem) is not None and entry.is_file(follow_symlinks=False):
+                            deleted.append(entry.path)
+                    elif name.endswith(".index.tmp") and entry.is_file(follow_symlinks=False) and \
+                            parse_segment_name(name[: -len(".index.tmp")] + ".log") is not None:
+                        temporaries.append(entry.path)
                     continue
                 if entry.is_symlink() or not entry.is_file(follow_symlinks=False):
                     foreign.append(entry.path)  # reported and left alone, never read or deleted
                     continue
+                if validate:
+                    try:
+                        sizes[base] = entry.stat(follow_symlinks=False).st_size
+                    except FileNotFoundError:
+                        continue  # removed by another process since the listing
                 bases.append(base)
         bases.sort()
         if validate:
-            sizes = {}
-            for base in bases:
-                try:
-                    sizes[base] = os.stat(self._segment_path(base)).st_size
-                except FileNotFoundError:
-                    pass  # removed by another process since the listing
-            bases = [b for b in bases if b in sizes]
             for i, base in enumerate(bases):
                 size = sizes[base]
                 if size == self.segment_size or (i == len(bases) - 1 and size == 0):
@@ -224,7 +238,7 @@ class CommitLog:
                 what = "zero-length" if size == 0 else f"{size} bytes"
                 raise CorruptLogError(self._segment_path(base), None,
                                       f"segment is {what}, expected {self.segment_size}")
-        return _Listing(tuple(bases), tuple(foreign))
+        return _Listing(tuple(bases), tuple(foreign), tuple(deleted), tuple(temporaries))
 
     def foreign_files(self) -> list[str]:
         """Segment-named entries that are not regular files (symlinks, directories): never touched."""
@@ -907,23 +921,24 @@ class CommitLog:
         with self._removal_lock():
             return self._finish_removals()
 
-    def _finish_removals(self) -> list[str]:
+    def _finish_removals(self, *, temporaries: bool = False) -> list[str]:
         done: list[str] = []
         start = self._state.start_offset()
-        bases = self._list().bases
-        for name in os.listdir(self.path):
-            if name.endswith(DELETED_SUFFIX) and parse_segment_name(
-                    name[: -len(DELETED_SUFFIX)].replace(".index", ".log")) is not None:
-                p = os.path.join(self.path, name)
-                if os.path.isfile(p) and not os.path.islink(p):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(p)
-                        done.append(p)
+        listing = self._list()
+        for p in listing.deleted:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+                done.append(p)
+        bases = listing.bases
         for i, base in enumerate(bases[:-1]):
             if bases[i + 1] <= start:
                 path = self._segment_path(base)
                 self._unlink_segment(path)
                 done.append(path)
+        if temporaries:  # only the writer, at open: a rebuild in progress writes these
+            for p in listing.temporaries:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(p)
         if done:
             fsync_directory(self.path)
             log.info("finished %d interrupted removal(s) in %s", len(done), self.path)
@@ -1065,13 +1080,6 @@ class _Scan:
 
     def close(self) -> None:
         self._chunks.close()
-
-
-def _remove_index_temporaries(directory: str) -> None:
-    for name in os.listdir(directory):
-        if name.endswith(".index.tmp") and parse_segment_name(name[:-len(".index.tmp")] + ".log") is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(directory, name))
 
 
 def _record(mm, offset: int, r: rec.DecodeResult, *, copy: bool) -> Record:

@@ -351,3 +351,17 @@ def test_stale_sealed_index_left_for_the_next_segment_is_not_trusted(tmp_log_dir
         assert reader.end_offset == end
         assert [r.offset for r in reader.scan()][-1] == end - 1
         assert reader.segments()[-1].record_count == 4
+
+
+def test_leftover_index_temporary_is_removed_by_the_writer_open(tmp_log_dir):
+    segs = _build(tmp_log_dir, 200)
+    tmp = index_path(segs[0].path) + ".tmp"  # a crash while rebuilding that index
+    other = os.path.join(tmp_log_dir, "notes.index.tmp")
+    for p in (tmp, other):
+        with open(p, "wb") as f:
+            f.write(b"half an index")
+    with CommitLog.open(tmp_log_dir, readonly=True):
+        assert os.path.exists(tmp)  # a reader never deletes: the writer may be rebuilding it
+    with CommitLog.open(tmp_log_dir) as log:
+        assert not os.path.exists(tmp) and os.path.exists(other)
+        _check_all(log, 200)

@@ -1,0 +1,49 @@
+"""Errors of the Spark staging layer. All are `CommitLogError`s, so callers catching the store's
+family catch these too; the ones about a bad argument are also `ValueError`s."""
+
+from __future__ import annotations
+
+from commitlog import CommitLogError
+
+
+class StagingError(CommitLogError):
+    """Base of the errors the Spark staging layer raises on purpose."""
+
+
+class SchemaMismatchError(StagingError, ValueError):
+    """A DataFrame whose schema cannot be appended to (or read as) the log's recorded schema."""
+
+
+class NoSchemaError(StagingError):
+    """The log has no recorded schema yet: nothing was ever staged through Spark."""
+
+
+class OverwriteNotSupportedError(StagingError, ValueError):
+    """mode("overwrite") on a log, which is append-only."""
+
+
+class OptionError(StagingError, ValueError):
+    """A missing or malformed data source option; names the option."""
+
+
+class JobStateError(StagingError):
+    """A job or writer is not in the state an operation needs (e.g. committing an abandoned job)."""
+
+
+class WriterTurnTimeout(StagingError):
+    """A task waited longer than `lockTimeout` for its turn to append to the log."""
+
+
+class DataLossError(StagingError):
+    """Offsets a stream still needed were removed by retention (`failOnDataLoss=true`)."""
+
+    def __init__(self, path: str, lost_from: int, lost_to: int, group: str | None) -> None:
+        who = f" (consumer group {group!r})" if group else ""
+        super().__init__(
+            f"offsets [{lost_from}, {lost_to}) of commit log {path} were removed by retention "
+            f"before the stream{who} read them: {lost_to - lost_from} offset(s) lost; the log now "
+            f"starts at offset {lost_to}. Set option failOnDataLoss=false to skip the lost range.")
+        self.path = path
+        self.lost_from = lost_from
+        self.lost_to = lost_to
+        self.group = group

@@ -1,0 +1,148 @@
+"""Batch reads: `spark.read.format("commitlog").option("path", p).load()`.
+
+The driver plans partitions from the ledger: the visible (committed) records in
+[startOffset, endOffset), cut into offset ranges of about `maxPartitionBytes` each (by default the
+data split evenly over twice the machine's cores, between 4 MiB and 128 MiB), so a large log reads
+in parallel. Each partition lists runs of consecutive visible offsets; a task scans them in log
+order and yields one `pyarrow.RecordBatch` per record.
+
+Zero copy: records are scanned with `zero_copy=True`, and each batch is deserialized straight from
+the memoryview into the segment's mapping (`pa.py_buffer(view)`): no payload byte is copied in
+Python. The batch keeps a buffer export of that view, and a mapping cannot be closed while
+exported (mmap raises BufferError, the store defers the close), so a batch never outlives its
+mapping; retention unlinking the file meanwhile does not invalidate it either (segments are never
+truncated). The only copy is Spark's own, when the batch is written to the JVM.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from commitlog import ATTR_CONTROL, ATTR_DEAD, CommitLog, OffsetOutOfRangeError
+
+from .errors import DataLossError, StagingError
+from .ledger import Ledger, VisibleRecord
+from .options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_MIN_PARTITION_BYTES, Options
+from .schema import conform, decode
+
+log = logging.getLogger("commitlog.spark")
+
+_SKIP = ATTR_DEAD | ATTR_CONTROL
+
+
+@dataclass(frozen=True)
+class LogPartition(InputPartition):
+    """Runs [start, end) of consecutive visible offsets, read in this order by one task."""
+
+    runs: tuple[tuple[int, int], ...]
+    rows: int
+    bytes: int
+
+
+def partition_target(total_bytes: int, explicit: int | None) -> int:
+    if explicit:
+        return explicit
+    cores = os.cpu_count() or 1
+    return max(DEFAULT_MIN_PARTITION_BYTES,
+               min(DEFAULT_MAX_PARTITION_BYTES, math.ceil(total_bytes / (2 * cores))))
+
+
+def plan_partitions(records: list[VisibleRecord], max_bytes: int | None) -> list[LogPartition]:
+    """Cut visible records (in offset order) into partitions of about `max_bytes`, evenly:
+    n partitions of total/n bytes each, so that the last is not a small straggler."""
+    if not records:
+        return []
+    total = sum(r.bytes for r in records)
+    count = max(1, round(total / partition_target(total, max_bytes)))
+    share = total / count
+    parts: list[LogPartition] = []
+    runs: list[tuple[int, int]] = []
+    rows = size = done = 0
+    for r in records:
+        if runs and done + size + r.bytes / 2 > share * (len(parts) + 1):
+            parts.append(LogPartition(tuple(runs), rows, size))
+            done += size
+            runs, rows, size = [], 0, 0
+        if runs and runs[-1][1] == r.offset:
+            runs[-1] = (runs[-1][0], r.offset + 1)
+        else:
+            runs.append((r.offset, r.offset + 1))
+        rows += r.rows
+        size += r.bytes
+    parts.append(LogPartition(tuple(runs), rows, size))
+    return parts
+
+
+def read_partition(options: Options, schema: pa.Schema, partition: LogPartition,
+                   group: str | None = None) -> Iterator[pa.RecordBatch]:
+    """Yield the partition's batches, conformed to `schema`. A run removed by retention meanwhile
+    fails (DataLossError naming the lost range) or, with failOnDataLoss=false, is skipped."""
+    clog = CommitLog.open(options.path, readonly=True)
+    try:
+        for start, end in partition.runs:
+            offset = start
+            while offset < end:
+                try:
+                    for rec in clog.scan(offset, end, zero_copy=True):
+                        offset = rec.offset + 1
+                        if rec.attributes & _SKIP:
+                            continue
+                        yield conform(decode(rec.value), schema)
+                    if offset < end:   # the ledger says these records were committed
+                        raise StagingError(
+                            f"commit log {options.path} ends at offset {offset} but records up to "
+                            f"{end} were committed to it (was the log replaced or truncated?)")
+                    break
+                except OffsetOutOfRangeError as exc:
+                    lost_to = min(end, max(exc.start_offset, offset + 1))
+                    if options.fail_on_data_loss:
+                        raise DataLossError(options.path, offset, lost_to, group) from exc
+                    log.warning("skipping offsets [%d, %d) of %s: removed by retention before "
+                                "they were read (failOnDataLoss=false)", offset, lost_to, options.path)
+                    offset = lost_to
+    finally:
+        clog.close()
+
+
+def check_lost(options: Options, clog: CommitLog, start: int, group: str | None = None) -> int:
+    """The first offset to read at or after `start`: `start` itself, or, when retention removed
+    [start, log start), a DataLossError naming that range (failOnDataLoss=true) or the log's start
+    offset with a warning."""
+    first = clog.start_offset
+    if start >= first:
+        return start
+    if options.fail_on_data_loss:
+        raise DataLossError(options.path, start, first, group)
+    log.warning("skipping offsets [%d, %d) of %s: removed by retention before they were read "
+                "(failOnDataLoss=false)", start, first, options.path)
+    return first
+
+
+class CommitLogBatchReader(DataSourceReader):
+    """Plans partitions on the driver; `read` runs in the tasks."""
+
+    def __init__(self, options: Options, schema: pa.Schema) -> None:
+        self.options = options
+        self.schema_ipc = schema.serialize().to_pybytes()
+
+    def partitions(self) -> list[LogPartition]:
+        opts = self.options
+        with CommitLog.open(opts.path, readonly=True) as clog, Ledger(opts.path) as ledger:
+            end = clog.end_offset if opts.end_offset is None else opts.end_offset
+            start = clog.start_offset if opts.start_offset is None else \
+                check_lost(opts, clog, opts.start_offset)
+            records = ledger.visible(start, end)
+        return plan_partitions(records, opts.max_partition_bytes)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, LogPartition):
+            return iter(())  # Spark's placeholder partition of an empty plan
+        schema = pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
+        return read_partition(self.options, schema, partition)

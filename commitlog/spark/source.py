@@ -1,0 +1,85 @@
+"""The data source named `commitlog`: the entry point Spark instantiates from the options."""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from .errors import NoSchemaError, OptionError, OverwriteNotSupportedError
+from .ledger import Ledger
+from .options import Options
+from .reader import CommitLogBatchReader
+from .schema import arrow_schema, check_readable, schema_from_json
+from .sink import CommitLogStreamWriter
+from .stream import CommitLogStreamReader
+from .target import prepare_write
+from .writer import CommitLogBatchWriter
+
+
+class CommitLogDataSource(DataSource):
+    """`format("commitlog")`: batch and streaming reads and writes of a commit log that stages
+    DataFrames as Arrow IPC records. Options are parsed, and rejected, on the driver."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "commitlog"
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        self.parsed = Options.parse(options)
+
+    # ------------------------------------------------------------------ schema
+    def schema(self) -> StructType:
+        """The log's recorded schema (only called when the reader gives none)."""
+        stored = stored_schema(self.parsed.path)
+        if stored is None:
+            raise NoSchemaError(
+                f"commit log {self.parsed.path} has no staged schema: write a DataFrame to it "
+                f"first (df.write.format('commitlog').option('path', ...).mode('append').save()), "
+                f"or give the reader one with .schema(...)")
+        return stored
+
+    def _read_schema(self, schema: StructType):
+        stored = stored_schema(self.parsed.path)
+        if stored is not None:
+            check_readable(stored, schema, self.parsed.path)
+        return arrow_schema(schema)
+
+    # ------------------------------------------------------------------ reading
+    def reader(self, schema: StructType) -> CommitLogBatchReader:
+        return CommitLogBatchReader(self.parsed, self._read_schema(schema))
+
+    def streamReader(self, schema: StructType) -> CommitLogStreamReader:
+        return CommitLogStreamReader(self.parsed, self._read_schema(schema))
+
+    # ------------------------------------------------------------------ writing
+    def writer(self, schema: StructType, overwrite: bool) -> CommitLogBatchWriter:
+        self._refuse_overwrite(overwrite)
+        return CommitLogBatchWriter(prepare_write(self.parsed, schema, "batch"))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> CommitLogStreamWriter:
+        self._refuse_overwrite(overwrite)
+        sink_id = self.parsed.sink_id
+        if sink_id is None:
+            raise OptionError(
+                f"the streaming sink into commit log {self.parsed.path} needs option "
+                f"checkpointLocation (or sinkId) to stage each micro-batch exactly once across "
+                f"restarts")
+        return CommitLogStreamWriter(prepare_write(self.parsed, schema, "stream", sink_id), sink_id)
+
+    def _refuse_overwrite(self, overwrite: bool) -> None:
+        if overwrite:
+            raise OverwriteNotSupportedError(
+                f'commit log {self.parsed.path} is append-only: mode("overwrite") is not '
+                f'supported; use mode("append")')
+
+
+def stored_schema(path: str) -> StructType | None:
+    """The Spark schema recorded for the log at `path`, or None (no log, or nothing staged)."""
+    if not (os.path.isfile(os.path.join(path, "meta.json")) and Ledger.exists(path)):
+        return None
+    with Ledger(path) as ledger:
+        text = ledger.schema_json()
+    return None if text is None else schema_from_json(text)

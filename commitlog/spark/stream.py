@@ -1,0 +1,142 @@
+"""Streaming reads: `spark.readStream.format("commitlog").option("path", p).option("group", g)`.
+
+Offsets are log offsets, `{"offset": n}`: a micro-batch (start, end] reads the visible records in
+[start, end). The end of a micro-batch never passes the *frontier*: the log's end offset, or the
+first offset an unresolved writer may have appended at, whichever is lower, so records of a job
+that commits later are never skipped; records of dead writers inside a range are simply not read.
+
+- `maxRowsPerTrigger` is the default read limit (`ReadMaxRows`); a micro-batch takes whole
+  records, at least one, so it may exceed the limit by less than one record.
+- `Trigger.AvailableNow`: `prepareForTriggerAvailableNow` pins the frontier of that moment.
+- Progress: Spark calls `commit(end)` once a micro-batch is done (in practice when it plans the
+  next one, so progress lags one batch) and may never call `stop()`. `commit` records `end` as
+  the consumer group's offset in the log's own consumer state (`CommitLog.commit`, through a
+  read-only open), which is what retention protects (`unconsumed:GROUP`). Conservative: retention
+  may keep a little more, never less.
+- `failOnDataLoss` (default true): a start below the log's start offset (retention removed it)
+  fails the query with a DataLossError naming the lost range; false skips it with a warning.
+- `startingOffset` for a new query (no checkpoint yet): `group` (default: the group's committed
+  offset, or the log's start when the group has none), `earliest`, `latest`, or an offset.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                              SupportsTriggerAvailableNow)
+
+from commitlog import CommitLog
+
+from .ledger import Ledger
+from .options import Options
+from .reader import LogPartition, check_lost, plan_partitions, read_partition
+
+log = logging.getLogger("commitlog.spark")
+
+
+def _offset(value: dict) -> int:
+    return int(value["offset"])
+
+
+class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Lives in Spark's long-running source process on the driver; `read` runs in tasks."""
+
+    def __init__(self, options: Options, schema: pa.Schema) -> None:
+        self.options = options
+        self.schema_ipc = schema.serialize().to_pybytes()
+        self._clog: CommitLog | None = None
+        self._ledger: Ledger | None = None
+        self._target: int | None = None       # AvailableNow's pinned frontier
+
+    # Handles are opened lazily: the reader is pickled before it runs on the driver.
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_clog"] = state["_ledger"] = None
+        return state
+
+    def _handles(self) -> tuple[CommitLog, Ledger]:
+        if self._clog is None:
+            self._clog = CommitLog.open(self.options.path, readonly=True)
+            self._ledger = Ledger(self.options.path)
+        return self._clog, self._ledger
+
+    def frontier(self) -> int:
+        """The highest offset a micro-batch may end at now."""
+        clog, ledger = self._handles()
+        end = clog.end_offset                 # first the log's end, then the pending writers:
+        ledger.resolve_abandoned()            # a writer registering after this read of the end
+        floor = ledger.pending_floor()        # appends at or above it
+        return end if floor is None else min(end, floor)
+
+    # ------------------------------------------------------------------ offsets
+    def initialOffset(self) -> dict:
+        clog, _ = self._handles()
+        how = self.options.starting_offset
+        if how == "earliest":
+            return {"offset": clog.start_offset}
+        if how == "latest":
+            return {"offset": self.frontier()}
+        if how == "group":
+            committed = clog.committed().get(self.options.group) if self.options.group else None
+            return {"offset": clog.start_offset if committed is None else committed}
+        return {"offset": int(how)}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_rows_per_trigger:
+            return ReadMaxRows(self.options.max_rows_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.frontier()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        clog, ledger = self._handles()
+        begin = check_lost(self.options, clog, _offset(start), self.options.group)
+        top = self.frontier()
+        if self._target is not None:
+            top = min(top, self._target)
+        if top <= begin:
+            return {"offset": max(begin, _offset(start))}
+        if isinstance(limit, ReadMaxRows):
+            taken = 0
+            for rec in ledger.visible_iter(begin, top):
+                if taken and taken + rec.rows > limit.max_rows:
+                    return {"offset": rec.offset}
+                taken += rec.rows
+        return {"offset": top}
+
+    def reportLatestOffset(self) -> dict | None:
+        return {"offset": self.frontier()}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        first, last = _offset(start), _offset(end)
+        if last <= first:
+            return []
+        clog, ledger = self._handles()
+        first = check_lost(self.options, clog, first, self.options.group)
+        return plan_partitions(ledger.visible(first, last), self.options.max_partition_bytes)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, LogPartition):
+            return iter(())
+        schema = pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
+        return read_partition(self.options, schema, partition, self.options.group)
+
+    # ------------------------------------------------------------------ progress
+    def commit(self, end: dict) -> None:
+        clog, ledger = self._handles()
+        offset = _offset(end)
+        if self.options.group:
+            clog.commit(self.options.group, offset)
+            log.info("consumer group %s of %s committed offset %d", self.options.group,
+                     self.options.path, offset)
+
+    def stop(self) -> None:
+        if self._clog is not None:
+            self._clog.close()
+            self._ledger.close()
+            self._clog = self._ledger = None

@@ -1,0 +1,165 @@
+"""The streaming source: log offsets, ReadMaxRows, AvailableNow exactly once across restarts, the
+consumer group's committed offset, the frontier before unresolved writers, and data loss."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from commitlog import CommitLog
+from commitlog.spark import DataLossError
+from commitlog.spark.ledger import Ledger
+from commitlog.spark.liveness import identify
+from commitlog.spark.options import Options
+from commitlog.spark.schema import arrow_schema
+from commitlog.spark.source import stored_schema
+from commitlog.spark.stream import CommitLogStreamReader
+
+from spark_helpers import ids, load, spark_records, stage
+
+pytestmark = pytest.mark.spark
+
+
+def _reader(path: str, **options) -> CommitLogStreamReader:
+    opts = Options.parse({"path": path, **{k: str(v) for k, v in options.items()}})
+    return CommitLogStreamReader(opts, arrow_schema(stored_schema(path)))
+
+
+def _stream(spark, path: str, out: str, checkpoint: str, **options):
+    reader = spark.readStream.format("commitlog").option("path", path)
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return (reader.load().writeStream.format("parquet").option("path", out)
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+
+
+def _run(query) -> int:
+    query.awaitTermination(120)
+    assert not query.isActive
+    if query.exception() is not None:
+        raise query.exception()
+    return sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
+
+
+def _committed(path: str, group: str) -> int | None:
+    with CommitLog.open(path, readonly=True) as log:
+        return log.committed().get(group)
+
+
+def test_offsets_limits_and_frontier_without_a_query(spark, log_path):
+    stage(spark.range(0, 3000, numPartitions=3), log_path)       # 3 records of 1000 rows
+    offsets = [o for o, _ in spark_records(log_path)]
+    reader = _reader(log_path, group="etl", maxRowsPerTrigger=1500)
+    try:
+        assert reader.initialOffset() == {"offset": 0}
+        assert reader.getDefaultReadLimit() == ReadMaxRows(1500)
+        end = offsets[-1] + 1
+        assert reader.latestOffset({"offset": 0}, ReadAllAvailable()) == {"offset": end}
+        # Whole records, at least one, never more than the limit beyond the first.
+        assert reader.latestOffset({"offset": 0}, ReadMaxRows(1500)) == {"offset": offsets[1]}
+        assert reader.latestOffset({"offset": 0}, ReadMaxRows(2000)) == {"offset": offsets[2]}
+        assert reader.latestOffset({"offset": 0}, ReadMaxRows(10)) == {"offset": offsets[1]}
+        assert reader.latestOffset({"offset": end}, ReadMaxRows(10)) == {"offset": end}
+        parts = reader.partitions({"offset": 0}, {"offset": offsets[2]})
+        assert sum(p.rows for p in parts) == 2000
+        assert reader.partitions({"offset": 5}, {"offset": 5}) == []
+        # An unresolved writer (a job still running) holds the frontier at its first offset.
+        with Ledger(log_path) as ledger:
+            ledger.register_writer("w-running", "job-running", end, identify())
+        stage(spark.range(3000, 4000, numPartitions=1), log_path)
+        assert reader.latestOffset({"offset": 0}, ReadAllAvailable()) == {"offset": end}
+        with Ledger(log_path) as ledger:
+            ledger.kill_writer("w-running")
+        assert reader.latestOffset({"offset": 0}, ReadAllAvailable())["offset"] > end
+        # AvailableNow pins the frontier of its start.
+        reader.prepareForTriggerAvailableNow()
+        pinned = reader.latestOffset({"offset": 0}, ReadAllAvailable())
+        stage(spark.range(4000, 4001, numPartitions=1), log_path)
+        assert reader.latestOffset({"offset": 0}, ReadAllAvailable()) == pinned
+        # Progress goes to the group's committed offset in the log's consumer state.
+        reader.commit({"offset": offsets[1]})
+        assert _committed(log_path, "etl") == offsets[1]
+        assert _reader(log_path, group="etl").initialOffset() == {"offset": offsets[1]}
+        assert _reader(log_path, group="other").initialOffset() == {"offset": 0}
+        latest = _reader(log_path, startingOffset="latest").initialOffset()["offset"]
+        assert latest == CommitLog.open(log_path, readonly=True).end_offset
+    finally:
+        reader.stop()
+
+
+def test_abandoned_writers_do_not_block_the_frontier(spark, log_path):
+    stage(spark.range(10, numPartitions=1), log_path)
+    with Ledger(log_path) as ledger:
+        # A writer whose driver died mid-job (its pid and start time no longer name a process).
+        ledger.register_writer("w-orphan", "job-orphan", 0, identify()._replace(start=-1))
+    reader = _reader(log_path)
+    try:
+        assert reader.latestOffset({"offset": 0}, ReadAllAvailable())["offset"] == 1
+    finally:
+        reader.stop()
+    with Ledger(log_path) as ledger:
+        assert ledger.writer_states()["w-orphan"] == "dead"
+
+
+def test_available_now_reads_every_row_once_across_restarts(spark, log_path, tmp_path):
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    for base in (0, 3000, 6000):
+        stage(spark.range(base, base + 3000, numPartitions=3), log_path)
+    query = _stream(spark, log_path, out, checkpoint, group="etl", maxRowsPerTrigger=2500)
+    assert _run(query) >= 4                      # 9 records of 1000 rows, at most 2 a batch
+    assert sorted(r.id for r in spark.read.parquet(out).collect()) == list(range(9000))
+    first = _committed(log_path, "etl")
+    assert first is not None and 0 < first <= 9  # lags the last batch: Spark commits it late
+    for base in (9000, 12000):
+        stage(spark.range(base, base + 3000, numPartitions=3), log_path)
+    assert _run(_stream(spark, log_path, out, checkpoint, group="etl",
+                        maxRowsPerTrigger=2500)) >= 3
+    assert sorted(r.id for r in spark.read.parquet(out).collect()) == list(range(15000))
+    second = _committed(log_path, "etl")
+    assert second > first
+    # Nothing new: a restart reads nothing and stages nothing twice.
+    _run(_stream(spark, log_path, out, checkpoint, group="etl", maxRowsPerTrigger=2500))
+    assert spark.read.parquet(out).count() == 15000
+
+
+def _rows(spark, start: int, partitions: int):
+    # ~110 KB a partition, staged as records of 32 KiB (an eighth of a segment): 6 a segment.
+    return spark.range(start, start + partitions * 1000, numPartitions=partitions) \
+        .selectExpr("id", "repeat('p', 100) AS pad")
+
+
+def test_data_removed_by_retention_fails_the_next_batch_naming_the_range(spark, log_path, tmp_path):
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    stage(_rows(spark, 0, 1), log_path, segmentSize="256KiB")
+    _run(_stream(spark, log_path, out, checkpoint, group="etl"))          # consumed all of it
+    consumed = len(spark_records(log_path))
+    stage(_rows(spark, 1000, 6), log_path)
+    with CommitLog.open(log_path, readonly=True) as log:
+        bases = [s.base_offset for s in log.segments()]
+        assert len(bases) >= 4
+        # Disk pressure: retention force-deletes the two oldest segments, unconsumed or not.
+        assert log.remove_head(force=True).status == "removed"
+        assert log.remove_head(force=True).status == "removed"
+        new_start = log.start_offset
+    assert new_start == bases[2] > consumed
+    query = _stream(spark, log_path, out, checkpoint, group="etl")
+    with pytest.raises(StreamingQueryException) as failure:
+        _run(query)
+    message = str(failure.value)
+    assert (f"offsets [{consumed}, {new_start}) of commit log {log_path} were removed by "
+            f"retention") in message
+    assert "consumer group 'etl'" in message and "failOnDataLoss=false" in message
+    assert spark.read.parquet(out).count() == 1000
+    # failOnDataLoss=false skips the lost range with a warning and reads on from the new start.
+    _run(_stream(spark, log_path, out, checkpoint, group="etl", failOnDataLoss="false"))
+    kept = sorted(r.id for r in spark.read.parquet(out).collect())
+    survivors = ids(load(spark, log_path))                  # what the log still holds
+    assert survivors and survivors[0] > 1000
+    assert kept == list(range(1000)) + survivors
+
+
+def test_data_loss_error_names_the_range():
+    err = DataLossError("/logs/x", 3, 9, "etl")
+    assert "offsets [3, 9) of commit log /logs/x were removed by retention" in str(err)
+    assert (err.lost_from, err.lost_to, err.group) == (3, 9, "etl")

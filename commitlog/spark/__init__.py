@@ -8,7 +8,14 @@
     df.writeStream.format("commitlog").option("path", p).option("checkpointLocation", c).start()
 
 Importing this package imports pyspark and pyarrow; importing `commitlog` alone never does.
-Spark's python workers must run this environment's interpreter (PYSPARK_PYTHON).
+Spark's python workers must run this environment's interpreter (PYSPARK_PYTHON). For staging
+throughput, start the session with RECOMMENDED_SPARK_CONF (see below).
+
+Modules: options (parsing), schema (the log's schema, the record payload), ledger (which records
+are visible: jobs, writers, sink batches, in <log>/spark.db), liveness (abandoned jobs),
+appender (task-side appends in turns), target (driver-side preparation of a write), writer
+(batch writes), reader (batch reads), stream (the streaming source), sink (the streaming sink),
+source (the DataSource Spark instantiates).
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ from .source import CommitLogDataSource, stored_schema
 RECOMMENDED_SPARK_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": "2147483647"}
 
 __all__ = [
-    "RECOMMENDED_SPARK_CONF", "CommitLogDataSource", "DataLossError", "JobInfo", "JobStateError", "Ledger", "NoSchemaError",
-    "OptionError", "OverwriteNotSupportedError", "SchemaMismatchError", "StagingError",
-    "WriterTurnTimeout", "abort_job", "dead_offsets", "jobs", "register", "stored_schema",
+    "RECOMMENDED_SPARK_CONF", "CommitLogDataSource", "DataLossError", "JobInfo", "JobStateError",
+    "Ledger", "NoSchemaError", "OptionError", "OverwriteNotSupportedError", "SchemaMismatchError",
+    "StagingError", "WriterTurnTimeout", "abort_job", "dead_offsets", "jobs", "register",
+    "stored_schema",
 ]
 
 

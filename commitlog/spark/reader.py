@@ -2,8 +2,8 @@
 
 The driver plans partitions from the ledger: the visible (committed) records in
 [startOffset, endOffset), cut into offset ranges of about `maxPartitionBytes` each (by default the
-data split evenly over twice the machine's cores, between 4 MiB and 128 MiB), so a large log reads
-in parallel. Each partition lists runs of consecutive visible offsets; a task scans them in log
+data split evenly over the machine's cores, between 4 MiB and 128 MiB), so a large log reads in
+parallel. Each partition lists runs of consecutive visible offsets; a task scans them in log
 order and yields one `pyarrow.RecordBatch` per record.
 
 Zero copy: records are scanned with `zero_copy=True`, and each batch is deserialized straight from
@@ -47,11 +47,14 @@ class LogPartition(InputPartition):
 
 
 def partition_target(total_bytes: int, explicit: int | None) -> int:
+    """Bytes per partition: `maxPartitionBytes`, else Spark's own rule for files (the data
+    spread over the cores, between 4 MiB and 128 MiB); a partition costs a python task's
+    start-up, so one per core beats several small ones."""
     if explicit:
         return explicit
     cores = os.cpu_count() or 1
     return max(DEFAULT_MIN_PARTITION_BYTES,
-               min(DEFAULT_MAX_PARTITION_BYTES, math.ceil(total_bytes / (2 * cores))))
+               min(DEFAULT_MAX_PARTITION_BYTES, math.ceil(total_bytes / cores)))
 
 
 def plan_partitions(records: list[VisibleRecord], max_bytes: int | None) -> list[LogPartition]:

@@ -11,11 +11,14 @@ types; nullability may differ and is widened (a nullable column makes the stored
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+
+from commitlog import RecordTooLargeError
 
 from .errors import SchemaMismatchError
 
@@ -33,7 +36,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
 
 def schema_from_json(text: str) -> StructType:
-    return StructType.fromJson(__import__("json").loads(text))
+    return StructType.fromJson(json.loads(text))
 
 
 def _loose(dt: DataType) -> DataType:
@@ -137,7 +140,6 @@ def encode_bounded(batch: pa.RecordBatch, max_bytes: int) -> Iterator[tuple[pa.B
         yield blob, batch.num_rows
         return
     if batch.num_rows <= 1:
-        from commitlog import RecordTooLargeError
         raise RecordTooLargeError(
             f"a single row encodes to {blob.size} bytes, more than a record can hold "
             f"({max_bytes} bytes with this log's segment size); use a larger segmentSize")

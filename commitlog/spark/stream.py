@@ -128,7 +128,7 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     # ------------------------------------------------------------------ progress
     def commit(self, end: dict) -> None:
-        clog, ledger = self._handles()
+        clog, _ = self._handles()
         offset = _offset(end)
         if self.options.group:
             clog.commit(self.options.group, offset)

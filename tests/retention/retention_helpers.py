@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import textwrap
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from commitlog import CommitLog
@@ -40,18 +38,3 @@ def write_config(tmp: Path, body: str, name: str = "retention.yaml"):
     path = tmp / name
     path.write_text(textwrap.dedent(body))
     return path, load_config(path, base_dir=tmp)
-
-
-@contextmanager
-def mounted_tmpfs(where: Path, size: str):
-    """A real small filesystem for disk-pressure tests; unmounted afterwards."""
-    where.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        import pytest
-        pytest.skip(f"cannot mount a tmpfs here (needs root/CAP_SYS_ADMIN): {result.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)

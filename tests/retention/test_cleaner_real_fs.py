@@ -9,11 +9,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
+
+import pytest
 
 from commitlog import CommitLog, disk_usage
 from retention import Cleaner, read_audit
 
-from retention_helpers import make_log, mounted_tmpfs, segment_bases, set_age, write_config
+from retention_helpers import make_log, segment_bases, set_age, write_config
 
 PRESSURE_CONFIG = """
 service:
@@ -35,42 +38,43 @@ policies:
 """
 
 
-def test_deletes_oldest_first_regardless_of_age_when_disk_forces(tmp_path):
-    with mounted_tmpfs(tmp_path / "fs", "16m") as fs:
-        log_dir = fs / "staging"
-        with CommitLog.open(log_dir, segment_size=256 * 1024, flush="none", refuse_writes_ratio=None) as log:
-            while disk_usage(str(fs)).used_ratio < 0.88:
-                log.append_batch([os.urandom(1000) for _ in range(64)])
-            end = log.end_offset
-            log.commit("etl", end // 2)      # etl consumed half; the rest is unconsumed
-            log.commit("audit-job", end // 4)
-        bases = segment_bases(log_dir)
-        before = disk_usage(str(fs)).used_ratio
-        assert before > 0.85
-        config_path, _ = write_config(tmp_path, PRESSURE_CONFIG.format(audit=tmp_path / "audit.jsonl", log=log_dir))
-        result = subprocess.run([sys.executable, "-m", "retention.cli", "clean", "--config", str(config_path), "--json"],
-                                capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stderr
-        after = disk_usage(str(fs)).used_ratio
-        assert after < 0.80, (before, after)
-        remaining = segment_bases(log_dir)
-        deleted = bases[: len(bases) - len(remaining)]
-        assert remaining == bases[len(deleted):]              # oldest first, no hole
-        assert deleted, "nothing deleted"
-        # Stopped once below force_ratio: one segment fewer would still have been above it.
-        seg_ratio = 256 * 1024 / (disk_usage(str(fs)).used_bytes + disk_usage(str(fs)).free_bytes)
-        assert after + seg_ratio >= 0.80 - 0.02
-        audit = read_audit(tmp_path / "audit.jsonl")
-        assert [e["base_offset"] for e in audit] == deleted
-        assert all("disk-force" in e["triggers"] for e in audit)
-        lost_by_group = {}
-        for e in audit:
-            for u in e["unconsumed"]:
-                lost_by_group.setdefault(u["group"], []).append((u["first_offset"], u["end_offset"]))
-        # Every deleted offset at or above a group's committed offset is named for that group.
-        for group, committed in (("etl", end // 2), ("audit-job", end // 4)):
-            expected = [(max(b, committed), nxt) for b, nxt in zip(deleted, bases[1:]) if nxt > committed]
-            assert lost_by_group.get(group, []) == expected
+@pytest.mark.parametrize("small_fs", [("tmpfs", 16 << 20)], indirect=True)
+def test_deletes_oldest_first_regardless_of_age_when_disk_forces(tmp_path, small_fs):
+    fs = Path(small_fs)
+    log_dir = fs / "staging"
+    with CommitLog.open(log_dir, segment_size=256 * 1024, flush="none", refuse_writes_ratio=None) as log:
+        while disk_usage(str(fs)).used_ratio < 0.88:
+            log.append_batch([os.urandom(1000) for _ in range(64)])
+        end = log.end_offset
+        log.commit("etl", end // 2)      # etl consumed half; the rest is unconsumed
+        log.commit("audit-job", end // 4)
+    bases = segment_bases(log_dir)
+    before = disk_usage(str(fs)).used_ratio
+    assert before > 0.85
+    config_path, _ = write_config(tmp_path, PRESSURE_CONFIG.format(audit=tmp_path / "audit.jsonl", log=log_dir))
+    result = subprocess.run([sys.executable, "-m", "retention.cli", "clean", "--config", str(config_path), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    after = disk_usage(str(fs)).used_ratio
+    assert after < 0.80, (before, after)
+    remaining = segment_bases(log_dir)
+    deleted = bases[: len(bases) - len(remaining)]
+    assert remaining == bases[len(deleted):]              # oldest first, no hole
+    assert deleted, "nothing deleted"
+    # Stopped once below force_ratio: one segment fewer would still have been above it.
+    seg_ratio = 256 * 1024 / (disk_usage(str(fs)).used_bytes + disk_usage(str(fs)).free_bytes)
+    assert after + seg_ratio >= 0.80 - 0.02
+    audit = read_audit(tmp_path / "audit.jsonl")
+    assert [e["base_offset"] for e in audit] == deleted
+    assert all("disk-force" in e["triggers"] for e in audit)
+    lost_by_group = {}
+    for e in audit:
+        for u in e["unconsumed"]:
+            lost_by_group.setdefault(u["group"], []).append((u["first_offset"], u["end_offset"]))
+    # Every deleted offset at or above a group's committed offset is named for that group.
+    for group, committed in (("etl", end // 2), ("audit-job", end // 4)):
+        expected = [(max(b, committed), nxt) for b, nxt in zip(deleted, bases[1:]) if nxt > committed]
+        assert lost_by_group.get(group, []) == expected
 
 
 HOLDER = textwrap.dedent("""
@@ -102,60 +106,61 @@ policies:
 """
 
 
-def test_held_segment_becomes_hung_then_forced_and_its_bytes_return_when_the_holder_exits(tmp_path):
-    with mounted_tmpfs(tmp_path / "fs", "16m") as fs:
-        log_dir = fs / "staging"
-        bases = make_log(log_dir, 4, segment_size=256 * 1024, record=b"x" * 4000)
-        set_age(log_dir, bases, 3 * 3600)
-        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(log_dir)], stdout=subprocess.PIPE, text=True)
-        try:
-            assert holder.stdout.readline().strip() == "holding"
-            _, config = write_config(tmp_path, HUNG_CONFIG.format(log=log_dir))
-            clock = [time.time()]
-            cleaner = Cleaner(config, clock=lambda: clock[0])
-            cleaner.trigger_manual()
-            from datetime import datetime, timezone
+@pytest.mark.parametrize("small_fs", [("tmpfs", 16 << 20)], indirect=True)
+def test_held_segment_becomes_hung_then_forced_and_its_bytes_return_when_the_holder_exits(tmp_path, small_fs):
+    fs = Path(small_fs)
+    log_dir = fs / "staging"
+    bases = make_log(log_dir, 4, segment_size=256 * 1024, record=b"x" * 4000)
+    set_age(log_dir, bases, 3 * 3600)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(log_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        _, config = write_config(tmp_path, HUNG_CONFIG.format(log=log_dir))
+        clock = [time.time()]
+        cleaner = Cleaner(config, clock=lambda: clock[0])
+        cleaner.trigger_manual()
+        from datetime import datetime, timezone
 
-            def at():
-                return datetime.fromtimestamp(clock[0], timezone.utc)
+        def at():
+            return datetime.fromtimestamp(clock[0], timezone.utc)
 
-            first = cleaner.run_pass(at())
-            files = first.to_json_dict()["logs"][0]["files"]
-            assert files[0]["action"] == "hung" and files[0]["reasons"] == ["held"]
-            assert first.deleted == 0                                   # nothing after the hung one
-            assert segment_bases(log_dir) == bases
+        first = cleaner.run_pass(at())
+        files = first.to_json_dict()["logs"][0]["files"]
+        assert files[0]["action"] == "hung" and files[0]["reasons"] == ["held"]
+        assert first.deleted == 0                                   # nothing after the hung one
+        assert segment_bases(log_dir) == bases
 
-            cleaner.close()                                             # a restart of the cleaner:
-            cleaner = Cleaner(config, clock=lambda: clock[0])           # hung state comes back from disk
-            assert cleaner.logs["staging"].hung.snapshot()[bases[0]].first_attempt_at == clock[0]
-            cleaner.trigger_manual()
-            clock[0] += 60                                              # retry due, still held
-            second = cleaner.run_pass(at())
-            assert second.to_json_dict()["logs"][0]["files"][0]["action"] == "hung"
+        cleaner.close()                                             # a restart of the cleaner:
+        cleaner = Cleaner(config, clock=lambda: clock[0])           # hung state comes back from disk
+        assert cleaner.logs["staging"].hung.snapshot()[bases[0]].first_attempt_at == clock[0]
+        cleaner.trigger_manual()
+        clock[0] += 60                                              # retry due, still held
+        second = cleaner.run_pass(at())
+        assert second.to_json_dict()["logs"][0]["files"][0]["action"] == "hung"
 
-            clock[0] += 10                                              # retry not due yet
-            waiting = cleaner.plan(at()).to_json_dict()["logs"][0]["files"]
-            assert waiting[0]["reasons"] == ["held"] and "prefix" in waiting[1]["reasons"]
+        clock[0] += 10                                              # retry not due yet
+        waiting = cleaner.plan(at()).to_json_dict()["logs"][0]["files"]
+        assert waiting[0]["reasons"] == ["held"] and "prefix" in waiting[1]["reasons"]
 
-            clock[0] += 60                                              # 130 s since first attempt
-            free_before = disk_usage(str(fs)).free_bytes
-            forced = cleaner.run_pass(at())
-            assert forced.deleted == len(bases) - 1
-            entry = read_audit(tmp_path / "audit.jsonl")[0]
-            assert entry["base_offset"] == bases[0] and entry["forced"] is True
-            assert [h["pid"] for h in entry["pinned_by"]] == [holder.pid]
-            pins = forced.logs[0].pinned
-            assert [(p.pid, p.path) for p in pins] == [(holder.pid, str(log_dir / f"{bases[0]:020d}.log"))]
-            freed_while_pinned = disk_usage(str(fs)).free_bytes - free_before
-        finally:
-            holder.kill()
-            holder.wait()
-        time.sleep(0.1)
-        freed_after_exit = disk_usage(str(fs)).free_bytes - free_before
-        # The pinned segment's bytes come back only once its holder is gone.
-        assert freed_after_exit - freed_while_pinned >= 256 * 1024
-        assert cleaner.plan(at()).logs[0].pinned == []
-        cleaner.close()
+        clock[0] += 60                                              # 130 s since first attempt
+        free_before = disk_usage(str(fs)).free_bytes
+        forced = cleaner.run_pass(at())
+        assert forced.deleted == len(bases) - 1
+        entry = read_audit(tmp_path / "audit.jsonl")[0]
+        assert entry["base_offset"] == bases[0] and entry["forced"] is True
+        assert [h["pid"] for h in entry["pinned_by"]] == [holder.pid]
+        pins = forced.logs[0].pinned
+        assert [(p.pid, p.path) for p in pins] == [(holder.pid, str(log_dir / f"{bases[0]:020d}.log"))]
+        freed_while_pinned = disk_usage(str(fs)).free_bytes - free_before
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.1)
+    freed_after_exit = disk_usage(str(fs)).free_bytes - free_before
+    # The pinned segment's bytes come back only once its holder is gone.
+    assert freed_after_exit - freed_while_pinned >= 256 * 1024
+    assert cleaner.plan(at()).logs[0].pinned == []
+    cleaner.close()
 
 
 CRASH_CHILD = textwrap.dedent("""

@@ -714,6 +714,9 @@ class CommitLog:
                     status = rec.END  # read up to its sealed length, or the writer's position
             if current >= stop:
                 return
+            if status == rec.OK:
+                offset = current  # the writer added a record after our read stopped: go on reading
+                continue
             path = self._segment_path(base)
             if status == rec.BAD:
                 if kind == _LIVE:

@@ -122,7 +122,8 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
     try:
         if config_path is None:
             logger.info("retention serve: no --config, so the {} runs; data under {}",
-                        "demo configuration" if demo else "embedded default configuration",
+                        "embedded default configuration with the demo log added" if demo
+                        else "embedded default configuration",
                         os.path.join(os.getcwd(), "data"))
         logger.info("retention serve: {}", _describe(config, source))
         if demo:

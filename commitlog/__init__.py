@@ -13,10 +13,10 @@ from .errors import (CommitLogError, CorruptLogError, InvalidCommitError, LogClo
                      SegmentSizeMismatchError, StoreFullError)
 from .log import DEFAULT_SEGMENT_SIZE, CommitLog, RemovalResult
 from .record import ATTR_CONTROL, ATTR_DEAD, Record
-from .segment import SegmentInfo, parse_segment_name, segment_name
+from .segment import DELETED_SUFFIX, SegmentInfo, parse_segment_name, segment_name
 
 __all__ = [
-    "ATTR_CONTROL", "ATTR_DEAD", "DEFAULT_SEGMENT_SIZE",
+    "ATTR_CONTROL", "ATTR_DEAD", "DEFAULT_SEGMENT_SIZE", "DELETED_SUFFIX",
     "CommitLog", "CommitLogError", "CorruptLogError", "DiskUsage", "InvalidCommitError",
     "LogClosedError", "LogLockedError", "OffsetOutOfRangeError", "ReadOnlyLogError", "Record",
     "RecordTooLargeError", "RemovalResult", "SegmentInfo", "SegmentSizeMismatchError",

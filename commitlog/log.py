@@ -663,7 +663,7 @@ class CommitLog:
                         raise CorruptLogError(path, pos, "record checksum or length does not verify")
                     raise OffsetOutOfRangeError(offset, self.start_offset, self.end_offset)
                 if current == offset:
-                    return _record(mm, current, r, copy=True)
+                    return _record(mm, current, r)
                 current += 1
                 pos = r.next_position
 
@@ -1085,7 +1085,7 @@ class _Scan:
         self._chunks.close()
 
 
-def _record(mm, offset: int, r: rec.DecodeResult, *, copy: bool) -> Record:
+def _record(mm, offset: int, r: rec.DecodeResult) -> Record:
     key = None if r.key_start < 0 else bytes(mm[r.key_start:r.key_end])
     return Record(offset, r.timestamp_ms, key, bytes(mm[r.value_start:r.value_end]), r.attributes)
 

@@ -138,12 +138,6 @@ class ActiveSegment:
     def end_offset(self) -> int:
         return self.base_offset + self.count
 
-    def write(self, data, records: int, first_ts: int, last_ts: int) -> None:
-        """Copy already framed records into the mapping at the current position."""
-        pos = self.position
-        self.mm[pos:pos + len(data)] = data
-        self._advance(pos + len(data), records, first_ts, last_ts)
-
     def write_large(self, value, key: bytes | None, ts: int, attributes: int) -> None:
         """Write one big record piece by piece, frame last, without joining it in memory first."""
         pos = self.position
@@ -169,14 +163,6 @@ class ActiveSegment:
         self.last_write_ns = time.time_ns()
         self.position = end
         self.count += records
-
-    def index_record(self, rel: int, position: int) -> None:
-        if position >= self.next_index_at:
-            self.index.add(rel, position)
-            self.next_index_at = position + INDEX_INTERVAL
-
-    def fits(self, nbytes: int) -> bool:
-        return self.position + nbytes <= self.size
 
     def flush(self) -> None:
         start = self.flushed_to - self.flushed_to % mmap.PAGESIZE

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from commitlog import DELETED_SUFFIX
+
 _DELETED = " (deleted)"
-# The store renames a segment to NAME.deleted before unlinking it; holders see that name.
-_RENAMED = ".deleted"
 
 
 def _segment_path(path: str) -> str:
-    return path[: -len(_RENAMED)] if path.endswith(_RENAMED) else path
+    # The store renames a segment to NAME.deleted before unlinking it; holders see that name.
+    return path[: -len(DELETED_SUFFIX)] if path.endswith(DELETED_SUFFIX) else path
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,7 @@ import os
 
 import psutil
 
-DELETED_SUFFIX = ".deleted"  # the store's rename before unlink
-
-from commitlog import CommitLog, CorruptLogError, parse_segment_name
+from commitlog import DELETED_SUFFIX, CommitLog, CorruptLogError, parse_segment_name
 from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
 
 from .hung import HungRegistry

@@ -14,6 +14,7 @@ recovery checkpoints: recovery starts at the last entry whose record still verif
 from __future__ import annotations
 
 import bisect
+import errno
 import mmap
 import os
 import struct
@@ -21,6 +22,8 @@ import zlib
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import and_, lt
+
+from .errors import StoreFullError
 
 INDEX_INTERVAL = 4096
 HEADER = struct.Struct("<4sHHQQqqqII")
@@ -143,26 +146,43 @@ def write_sealed(path: str, summary: SegmentSummary) -> None:
 class IndexWriter:
     """The active segment's index, written through a mapping. Used by the single writer only."""
 
-    def __init__(self, path: str, segment_size: int, rels: list[int], positions: list[int]) -> None:
+    def __init__(self, path: str, segment_size: int, rels: list[int], positions: list[int], *,
+                 mapping: mmap.mmap | None = None) -> None:
+        """mapping: the file already reserved and mapped, reading as zeros (a prepared index)."""
         self.path = path
         size = index_file_size(segment_size)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if os.fstat(fd).st_size != size:
-                os.ftruncate(fd, 0)
-                os.posix_fallocate(fd, 0, size)
-            self._mm = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
+        reused = False  # a file that may hold a previous life's header and entries
+        if mapping is not None:
+            self._mm = mapping
+        else:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                reused = os.fstat(fd).st_size == size
+                if not reused:
+                    os.ftruncate(fd, 0)
+                    try:
+                        os.posix_fallocate(fd, 0, size)
+                    except OSError as exc:
+                        os.unlink(path)
+                        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                            raise StoreFullError(
+                                f"no space left to allocate {size} bytes for {path}") from exc
+                        raise
+                self._mm = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
         self._capacity = (size - HEADER_SIZE) // ENTRY.size
         self.rels = rels
         self.positions = positions
-        # Rewrite what recovery kept so stale checkpoints past the truncation point disappear, and
-        # clear the header so a stale sealed header left in a reused file cannot describe us.
         entries = _pack_entries(rels, positions)
-        self._mm[:HEADER_SIZE] = bytes(HEADER_SIZE)
-        self._mm[HEADER_SIZE:HEADER_SIZE + len(entries)] = entries
-        self._mm[HEADER_SIZE + len(entries):] = bytes(size - HEADER_SIZE - len(entries))
+        if entries:
+            self._mm[HEADER_SIZE:HEADER_SIZE + len(entries)] = entries
+        if reused:
+            # Clear what a reused file held past what recovery kept (stale checkpoints) and its
+            # header (a stale sealed header must not describe us). A new file reads as zeros, and
+            # writing them anyway would fault in every page of it at each roll.
+            self._mm[:HEADER_SIZE] = bytes(HEADER_SIZE)
+            self._mm[HEADER_SIZE + len(entries):] = bytes(size - HEADER_SIZE - len(entries))
 
     def add(self, rel: int, position: int) -> None:
         n = len(self.rels)

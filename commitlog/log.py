@@ -32,7 +32,7 @@ from .index import (INDEX_INTERVAL, IndexWriter, SegmentSummary, index_path, rea
                     read_sealed, write_sealed)
 from .locks import SegmentHolds, WriterLock, try_exclusive
 from .record import Record
-from .segment import (DELETED_SUFFIX, ActiveSegment, SegmentInfo, SegmentPreallocator, close_later,
+from .segment import (DELETED_SUFFIX, ActiveSegment, SegmentInfo, SegmentPreallocator,
                       fsync_directory, parse_segment_name, segment_name)
 from .state import LogState
 
@@ -162,6 +162,9 @@ class CommitLog:
                 self._recover()
                 # Preparing the next segment starts at the first roll, not here: writers that
                 # open, append a little and close (Spark tasks take turns so) would pay for it.
+                # A new log's first append needs a segment at once, so that one starts now.
+                if not self._bases:
+                    self._preallocator.request()
             self._end = self._compute_end()
             self._writable = not readonly
             if not readonly and flush == "async":
@@ -536,17 +539,16 @@ class CommitLog:
             old = self._active
             self._active = None
             self._summaries[old.base_offset] = old.seal(durable=self._durable, close_mapping=False)
-            close_later(old.mm)
+            self._preallocator.retire(old.mm)
         self._guard_disk()
-        prepared = self._preallocator.take() if self._preallocator is not None else None
+        prepared = self._preallocator.take()
         seg = ActiveSegment.create(self.path, self._end, self.segment_size, prepared,
                                    durable=self._durable)
         with self._meta_lock:
             self._active = seg
             if seg.base_offset not in self._bases:
                 self._bases.append(seg.base_offset)
-        if self._preallocator is not None:
-            self._preallocator.request()
+        self._preallocator.request()
         return seg
 
     def _guard_disk(self) -> None:

@@ -14,7 +14,9 @@ import os
 import struct
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
+from typing import Callable
 
 from . import record as rec
 from .errors import StoreFullError
@@ -22,7 +24,7 @@ from .index import INDEX_INTERVAL, IndexWriter, SegmentSummary, index_file_size,
 
 SEGMENT_SUFFIX = ".log"
 DELETED_SUFFIX = ".deleted"
-PREALLOC_NAME = ".next-segment.prealloc"
+PREALLOC_PREFIX = ".prepared-segment-"  # then a number and .log or .index
 STALE_SUFFIX = ".stale"
 _END = struct.Struct("<I")
 
@@ -121,13 +123,18 @@ class ActiveSegment:
         else:
             fd = _allocate(path, size, exclusive=True)
         try:
-            ifd = _allocate(ipath, index_file_size(size), exclusive=False)
-            os.close(ifd)
-            index = IndexWriter(ipath, size, [], [])
+            if prepared is not None:
+                os.rename(prepared.index_path, ipath)
+                index = IndexWriter(ipath, size, [], [], mapping=prepared.index_mapping)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(ipath)  # a crash's leftover: the writer below starts from zeros
+                index = IndexWriter(ipath, size, [], [])
         except BaseException:
-            if mapping is not None:
-                mapping.close()
-            os.close(fd)
+            if prepared is not None:
+                prepared.close()
+            else:
+                os.close(fd)
             os.unlink(path)
             raise
         if durable:
@@ -183,7 +190,7 @@ class ActiveSegment:
     def seal(self, *, durable: bool, close_mapping: bool = True) -> SegmentSummary:
         """Mark the unused tail, record the summary in the index, set mtime to the last write.
         durable: msync the data, then the index, before returning. close_mapping=False leaves
-        `mm` for the caller to close (see `close_later`)."""
+        `mm` for the caller to close (see `SegmentPreallocator.retire`)."""
         if self.position + _END.size <= self.size:
             _END.pack_into(self.mm, self.position, rec.END_MARKER)
         if durable:
@@ -202,24 +209,18 @@ class ActiveSegment:
         self.index.close()
 
 
-def close_later(mapping: mmap.mmap) -> None:
-    """Unmap a big mapping in a background thread: munmap of a 64 MiB segment with every page
-    mapped takes a few milliseconds, and mmap.close releases the GIL, so the writer need not
-    wait for it. Small ones are closed at once (a thread costs more than their munmap)."""
-    if len(mapping) < _CLOSE_LATER_FROM:
-        mapping.close()
-        return
-    threading.Thread(target=mapping.close, name="commitlog-unmap", daemon=True).start()
-
-
-_CLOSE_LATER_FROM = 8 << 20
-
-
 @dataclass
 class PreparedSegment:
     path: str
     fd: int
     mapping: mmap.mmap
+    index_path: str  # reserved at the index's size, reading as zeros
+    index_mapping: mmap.mmap
+
+    def close(self) -> None:
+        self.mapping.close()
+        self.index_mapping.close()
+        os.close(self.fd)
 
 
 _MADV_POPULATE_WRITE = 23  # Linux 5.14+; Python 3.11's mmap module does not name it
@@ -227,11 +228,13 @@ _PREFAULT_STEP = 2 << 20
 _madvise = None
 
 
-def prefault_writable(mapping: mmap.mmap, size: int) -> bool:
+def prefault_writable(mapping: mmap.mmap, size: int,
+                      cancelled: Callable[[], bool] = lambda: False) -> bool:
     """Fault every page of a shared mapping in, writable, as if written (MADV_POPULATE_WRITE),
     through ctypes so the GIL is released meanwhile. False where the kernel cannot (older than
     5.14): pages then fault on first write, as without it. MAP_POPULATE is no substitute: it
-    maps shared pages read-only (each first write still faults) and holds the GIL throughout."""
+    maps shared pages read-only (each first write still faults) and holds the GIL throughout.
+    `cancelled` is asked between steps of a few megabytes; once it says so, the rest is left."""
     global _madvise
     try:
         import ctypes
@@ -246,6 +249,8 @@ def prefault_writable(mapping: mmap.mmap, size: int) -> bool:
             # In steps: the kernel holds the process's mmap lock while populating, and the
             # writer's own mmap, munmap and page faults must not wait for a whole segment.
             for start in range(0, size, _PREFAULT_STEP):
+                if cancelled():
+                    return False
                 if _madvise(address + start, min(_PREFAULT_STEP, size - start),
                             _MADV_POPULATE_WRITE) != 0:
                     return False
@@ -257,66 +262,144 @@ def prefault_writable(mapping: mmap.mmap, size: int) -> bool:
 
 
 class SegmentPreallocator:
-    """Prepares the next segment in a background thread: created, reserved with posix_fallocate,
-    mapped and its pages faulted in writable (`prefault_writable`), so that a roll is a rename
-    and appends do not pay a page fault per 4 KiB (RocketMQ's AllocateMappedFileService and its
-    warm-up do the same). Used by the single writer; `request` and `take` are thread-safe."""
+    """Prepares next segments in a background thread: each created, reserved with
+    posix_fallocate, mapped and its pages faulted in writable (`prefault_writable`), with its
+    index reserved and mapped beside it, so that a roll is two renames and appends do not pay a
+    page fault per 4 KiB. One segment is kept ready; two once the writer has had to wait for one
+    (RocketMQ's AllocateMappedFileService keeps two). The same thread unmaps the mappings of
+    sealed segments (`retire`): munmap of a 64 MiB segment takes milliseconds, and every mmap
+    and munmap in the process waits for the others. Used by the single writer; `request`,
+    `retire`, `take` and `discard` are thread-safe."""
+
+    MAX_AHEAD = 2
 
     def __init__(self, directory: str, size: int) -> None:
-        self.path = os.path.join(directory, PREALLOC_NAME)
+        self.directory = directory
         self.size = size
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._ready: PreparedSegment | None = None
+        self._cond = threading.Condition()
+        self._worker: threading.Thread | None = None
+        self._ready: deque[PreparedSegment] = deque()
+        self._retired: list[mmap.mmap] = []
+        self._ahead = 1
+        self._closing = False
+        self._next_slot = 0
+        self._taken = 0
 
     def request(self) -> None:
-        with self._lock:
-            if self._thread is not None or self._ready is not None:
-                return
-            self._thread = threading.Thread(target=self._prepare, name="commitlog-prealloc",
+        """Start preparing in the background unless enough is ready or under way."""
+        with self._cond:
+            if len(self._ready) < self._ahead or self._retired:
+                self._start()
+
+    def retire(self, mapping: mmap.mmap) -> None:
+        """Close a sealed segment's mapping in the background."""
+        with self._cond:
+            self._retired.append(mapping)
+            self._start()
+
+    def _start(self) -> None:
+        if self._worker is None and not self._closing:
+            self._worker = threading.Thread(target=self._work, name="commitlog-prealloc",
                                             daemon=True)
-            self._thread.start()
+            self._worker.start()
 
-    def _prepare(self) -> None:
-        prepared = None
+    def _work(self) -> None:
         try:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path + STALE_SUFFIX)
-            fd = _allocate(self.path, self.size, exclusive=False)
-            try:
-                mapping = mmap.mmap(fd, self.size)
-                prefault_writable(mapping, self.size)
-                prepared = PreparedSegment(self.path, fd, mapping)
-            except BaseException:
-                os.close(fd)
-                raise
-        except (OSError, StoreFullError):
-            pass  # no room now: the roll allocates synchronously and reports StoreFullError
+            self._remove_stale()
+            while True:
+                with self._cond:
+                    retired, self._retired = self._retired, []
+                    if not retired:
+                        if self._closing or len(self._ready) >= self._ahead:
+                            return
+                        slot, self._next_slot = self._next_slot, self._next_slot + 1
+                if retired:
+                    for mapping in retired:
+                        mapping.close()
+                    continue
+                prepared = self._prepare(os.path.join(self.directory, f"{PREALLOC_PREFIX}{slot}"))
+                if prepared is None:
+                    return
+                with self._cond:
+                    self._ready.append(prepared)
+                    self._cond.notify_all()
         finally:
-            with self._lock:
-                self._ready = prepared
-                self._thread = None
+            with self._cond:
+                self._worker = None
+                self._cond.notify_all()
 
-    def take(self) -> PreparedSegment | None:
-        """The prepared segment (waiting for one in progress), or None."""
-        thread = self._thread
-        if thread is not None:
-            thread.join()
-        with self._lock:
-            prepared, self._ready = self._ready, None
-        return prepared
+    def _prepare(self, stem: str) -> "PreparedSegment | None":
+        path, ipath = stem + SEGMENT_SUFFIX, stem + ".index"
+        try:
+            fd = _allocate(path, self.size, exclusive=False)
+        except (OSError, StoreFullError):
+            return None  # no room now: the roll allocates synchronously and reports StoreFullError
+        mapping = None
+        try:
+            mapping = mmap.mmap(fd, self.size)
+            prefault_writable(mapping, self.size, lambda: self._closing)
+            ifd = _allocate(ipath, index_file_size(self.size), exclusive=False)
+            try:
+                index_mapping = mmap.mmap(ifd, index_file_size(self.size))
+            finally:
+                os.close(ifd)
+            return PreparedSegment(path, fd, mapping, ipath, index_mapping)
+        except (OSError, StoreFullError):
+            if mapping is not None:
+                mapping.close()
+            os.close(fd)
+            for leftover in (path, ipath):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
+            return None
+
+    def take(self) -> "PreparedSegment | None":
+        """The oldest prepared segment (waiting for one in progress), or None."""
+        with self._cond:
+            if not self._ready and self._worker is not None:
+                if self._taken:  # a full segment waits (a new log's first one always would)
+                    self._ahead = self.MAX_AHEAD  # the writer outruns the preparation
+                while not self._ready and self._worker is not None:
+                    self._cond.wait()
+            self._taken += 1
+            return self._ready.popleft() if self._ready else None
+
+    def wait_idle(self) -> None:
+        """Wait until the background work asked for so far is done."""
+        with self._cond:
+            while self._worker is not None:
+                self._cond.wait()
 
     def discard_leftover(self) -> None:
-        """Set aside a prepared file a crash left (it is not trusted) with a rename; the next
-        preparation unlinks it in the background (dropping 64 MiB of page cache takes a while)."""
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(self.path, self.path + STALE_SUFFIX)
+        """Set aside prepared files a crash left (they are not trusted) with a rename; the next
+        preparation unlinks them in the background (dropping 64 MiB of page cache takes a while)."""
+        for path in self._own_files():
+            if not path.endswith(STALE_SUFFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.rename(path, path + STALE_SUFFIX)
+
+    def _own_files(self) -> list[str]:
+        with os.scandir(self.directory) as it:
+            return [e.path for e in it if e.name.startswith(PREALLOC_PREFIX)]
+
+    def _remove_stale(self) -> None:
+        for path in self._own_files():
+            if path.endswith(STALE_SUFFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
 
     def discard(self) -> None:
-        prepared = self.take()
-        if prepared is not None:
-            prepared.mapping.close()
-            os.close(prepared.fd)
-        for path in (self.path, self.path + STALE_SUFFIX):
+        """Stop preparing and remove what was prepared (the writer is closing)."""
+        with self._cond:
+            self._closing = True
+            while self._worker is not None:
+                self._cond.wait()
+            ready, self._ready = list(self._ready), deque()
+            retired, self._retired = self._retired, []
+        for mapping in retired:
+            mapping.close()
+        for prepared in ready:
+            prepared.close()
+        for path in self._own_files():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)

@@ -128,9 +128,7 @@ def _guarded(path: str, **kwargs) -> CommitLog:
 
 def _settle(log: CommitLog) -> None:
     """Wait for the background preparation of the next segment, so disk usage stays put."""
-    thread = log._preallocator._thread
-    if thread is not None:
-        thread.join()
+    log._preallocator.wait_idle()
 
 
 def _after_disk_check() -> None:

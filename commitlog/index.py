@@ -14,7 +14,7 @@ recovery checkpoints: recovery starts at the last entry whose record still verif
 from __future__ import annotations
 
 import bisect
-import errno
+import contextlib
 import mmap
 import os
 import struct
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from operator import and_, lt
 
-from .errors import StoreFullError
+from .reserve import allocate_file
 
 INDEX_INTERVAL = 4096
 HEADER = struct.Struct("<4sHHQQqqqII")
@@ -155,19 +155,17 @@ class IndexWriter:
         if mapping is not None:
             self._mm = mapping
         else:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                reused = os.fstat(fd).st_size == size
-                if not reused:
-                    os.ftruncate(fd, 0)
-                    try:
-                        os.posix_fallocate(fd, 0, size)
-                    except OSError as exc:
-                        os.unlink(path)
-                        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                            raise StoreFullError(
-                                f"no space left to allocate {size} bytes for {path}") from exc
-                        raise
+                reused = os.path.getsize(path) == size
+            except FileNotFoundError:
+                reused = False
+            if reused:
+                fd = os.open(path, os.O_RDWR)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)  # of another size: not ours to reuse
+                fd = allocate_file(path, size, exclusive=True)
+            try:
                 self._mm = mmap.mmap(fd, size)
             finally:
                 os.close(fd)

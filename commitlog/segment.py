@@ -8,7 +8,6 @@ writing through a mapping of a sparse file on a full disk kills the process with
 from __future__ import annotations
 
 import contextlib
-import errno
 import mmap
 import os
 import struct
@@ -20,6 +19,7 @@ from typing import Callable
 
 from . import record as rec
 from .errors import StoreFullError
+from .reserve import allocate_file
 from .index import INDEX_INTERVAL, IndexWriter, SegmentSummary, index_file_size, index_path
 
 SEGMENT_SUFFIX = ".log"
@@ -68,24 +68,6 @@ def fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
-def _allocate(path: str, size: int, *, exclusive: bool) -> int:
-    """Create `path` with `size` bytes really reserved; ENOSPC becomes StoreFullError."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else 0)
-    fd = os.open(path, flags, 0o644)
-    try:
-        os.posix_fallocate(fd, 0, size)
-    except OSError as exc:
-        os.close(fd)
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise StoreFullError(f"no space left to allocate {size} bytes for {path}") from exc
-        raise
-    return fd
-
-
 class ActiveSegment:
     """The segment being written. Owned by the writer; callers serialise access (the log's lock)."""
 
@@ -121,7 +103,7 @@ class ActiveSegment:
             os.rename(prepared.path, path)
             fd, mapping = prepared.fd, prepared.mapping
         else:
-            fd = _allocate(path, size, exclusive=True)
+            fd = allocate_file(path, size, exclusive=True)
         try:
             if prepared is not None:
                 os.rename(prepared.index_path, ipath)
@@ -284,6 +266,7 @@ class SegmentPreallocator:
         self._closing = False
         self._next_slot = 0
         self._taken = 0
+        self._stale: list[str] = []  # set aside by discard_leftover, unlinked by the worker
 
     def request(self) -> None:
         """Start preparing in the background unless enough is ready or under way."""
@@ -331,16 +314,17 @@ class SegmentPreallocator:
     def _prepare(self, stem: str) -> "PreparedSegment | None":
         path, ipath = stem + SEGMENT_SUFFIX, stem + ".index"
         try:
-            fd = _allocate(path, self.size, exclusive=False)
+            fd = allocate_file(path, self.size, exclusive=False)
         except (OSError, StoreFullError):
             return None  # no room now: the roll allocates synchronously and reports StoreFullError
         mapping = None
         try:
             mapping = mmap.mmap(fd, self.size)
             prefault_writable(mapping, self.size, lambda: self._closing)
-            ifd = _allocate(ipath, index_file_size(self.size), exclusive=False)
+            index_size = index_file_size(self.size)
+            ifd = allocate_file(ipath, index_size, exclusive=False)
             try:
-                index_mapping = mmap.mmap(ifd, index_file_size(self.size))
+                index_mapping = mmap.mmap(ifd, index_size)
             finally:
                 os.close(ifd)
             return PreparedSegment(path, fd, mapping, ipath, index_mapping)
@@ -374,19 +358,22 @@ class SegmentPreallocator:
         """Set aside prepared files a crash left (they are not trusted) with a rename; the next
         preparation unlinks them in the background (dropping 64 MiB of page cache takes a while)."""
         for path in self._own_files():
-            if not path.endswith(STALE_SUFFIX):
+            stale = path if path.endswith(STALE_SUFFIX) else path + STALE_SUFFIX
+            if stale != path:
                 with contextlib.suppress(FileNotFoundError):
-                    os.rename(path, path + STALE_SUFFIX)
+                    os.rename(path, stale)
+            self._stale.append(stale)
 
     def _own_files(self) -> list[str]:
         with os.scandir(self.directory) as it:
             return [e.path for e in it if e.name.startswith(PREALLOC_PREFIX)]
 
     def _remove_stale(self) -> None:
-        for path in self._own_files():
-            if path.endswith(STALE_SUFFIX):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
+        with self._cond:
+            stale, self._stale = self._stale, []
+        for path in stale:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
     def discard(self) -> None:
         """Stop preparing and remove what was prepared (the writer is closing)."""

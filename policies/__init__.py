@@ -13,6 +13,7 @@ Typical use::
 
 from policies.config import (
     DEFAULT_POLICY,
+    CompactionConfig,
     ConfigError,
     DiskConfig,
     HungConfig,
@@ -76,6 +77,7 @@ from policies.units import (
 __all__ = [
     # configuration
     "DEFAULT_POLICY",
+    "CompactionConfig",
     "ConfigError",
     "DiskConfig",
     "HungConfig",

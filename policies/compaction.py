@@ -36,8 +36,8 @@ segment the reasons it is left alone. Rules:
   always keeps room for one more segment. Space the replaced inputs free is not counted back: a
   file another process still maps frees nothing until it lets go, which the plan cannot know; the
   next pass sees whatever came back. A zero-byte output only frees space and is always planned.
-  An output that does not fit is skipped (``no-room`` on its inputs) and smaller later ones are
-  still tried.
+  An output that does not fit is skipped (``no-room`` on its inputs with live bytes; its fully dead
+  bridges still go as zero-byte outputs) and smaller later ones are still tried.
 - **Throttle**: each output carries ``read_bytes`` (its inputs' record bytes, all read to decide
   liveness) and ``write_bytes`` (their live bytes); :func:`throttle_delay` turns bytes moved so far
   (read plus written) and the elapsed time into the wait ``max_bytes_per_second`` asks for, and
@@ -55,7 +55,7 @@ Everything here is pure and its results immutable, so it is thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -234,17 +234,38 @@ def plan_compaction(
     segments = _checked(segments)
     reasons = _candidate_reasons(segments, config, now)
     runs = _runs(segments, [not found for found in reasons], config.merge, segment_size)
-    outputs = sorted(((_output(segments, run), run) for run in runs), key=lambda pair: (pair[0].live_ratio, pair[0].base_offset))
     planned, planned_bytes = [], 0
-    for output, run in outputs:
+    for output, run in sorted(((_output(segments, run), run) for run in runs), key=_order):
         if output.write_bytes and free_bytes < planned_bytes + output.write_bytes + segment_size:
+            # The fully dead bridges of an output without room still go: removing them costs nothing.
+            for dead in _empty_runs(segments, run, config.merge):
+                planned.append((_output(segments, dead), dead))
             for index in run:
-                reasons[index].append(NO_ROOM)
+                if segments[index].live_bytes:
+                    reasons[index].append(NO_ROOM)
             continue
-        planned.append(output)
+        planned.append((output, run))
         planned_bytes += output.write_bytes
+    planned.sort(key=_order)
     kept = {segment.base_offset: tuple(found) for segment, found in zip(segments, reasons) if found}
-    return CompactionPlan(outputs=tuple(planned), kept=MappingProxyType(kept))
+    return CompactionPlan(outputs=tuple(output for output, _ in planned), kept=MappingProxyType(kept))
+
+
+def _order(pair: tuple[CompactionOutput, range]) -> tuple[float, int]:
+    return pair[0].live_ratio, pair[0].base_offset
+
+
+def _empty_runs(segments: tuple[CompactionSegment, ...], indexes: Iterable[int], merge: bool) -> list[range]:
+    """The fully dead segments among ``indexes`` (ascending) as runs of their own, consecutive ones together when merging."""
+    runs: list[range] = []
+    for index in indexes:
+        if segments[index].live_bytes:
+            continue
+        if merge and runs and runs[-1].stop == index:
+            runs[-1] = range(runs[-1].start, index + 1)
+        else:
+            runs.append(range(index, index + 1))
+    return runs
 
 
 def _output(segments: tuple[CompactionSegment, ...], run: range) -> CompactionOutput:
@@ -290,16 +311,7 @@ def _runs(segments: tuple[CompactionSegment, ...], candidate: list[bool], merge:
         for index in range(low, high + 1):
             taken[index] = True
     # Fully dead candidates no output bridged: zero-byte outputs, consecutive ones together when merging.
-    index = 0
-    while index < len(segments):
-        if not (empty[index] and not taken[index]):
-            index += 1
-            continue
-        end = index + 1
-        while merge and end < len(segments) and empty[end] and not taken[end]:
-            end += 1
-        runs.append(range(index, end))
-        index = end
+    runs.extend(_empty_runs(segments, [index for index, found in enumerate(empty) if found and not taken[index]], merge))
     return runs
 
 

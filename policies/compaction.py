@@ -26,18 +26,20 @@ segment the reasons it is left alone. Rules:
   the segments just disappear, offsets stay, and such outputs come first.
 - **Merging** (``merge: true``): an output starts at the candidate with the lowest ratio not yet
   taken and grows to its left or right neighbour (the neighbour with the lower ratio first, the
-  left on a tie), while the live bytes stay within ``segment_size`` (equal fits). Only candidates
+  left on a tie), while the live bytes stay within ``segment_size`` (equal fits) and the room. Only candidates
   join. Fully dead candidates join only as a bridge between the output and a candidate beyond them
   (they add no bytes); those that bridge nothing form zero-byte outputs of their own, consecutive
   ones together, so they never wait behind copying. Inputs of an output are always a run of
   consecutive segments of the log. With ``merge: false`` every candidate is its own output.
-- **Room**: an output that writes bytes is planned only while ``free_bytes >= planned + write_bytes
-  + segment_size``, ``planned`` being the bytes of the outputs planned before it, so the writer
-  always keeps room for one more segment. Space the replaced inputs free is not counted back: a
-  file another process still maps frees nothing until it lets go, which the plan cannot know; the
-  next pass sees whatever came back. A zero-byte output only frees space and is always planned.
-  An output that does not fit is skipped (``no-room`` on its inputs with live bytes; its fully dead
-  bridges still go as zero-byte outputs) and smaller later ones are still tried.
+- **Room**: the outputs of a plan together fit beside one spare segment, ``sum(write_bytes) +
+  segment_size <= free_bytes``, so the writer keeps room for its next segment whatever order the
+  executor gets through them in. Outputs are formed lowest ratio first, each growing only while it
+  also fits in the room the earlier ones left; a candidate that does not fit alone is left out
+  (``no-room``) and smaller later ones are still tried. Bounding the merge by the room matters on a
+  nearly full disk: single cheap segments still come back where one merged output would not fit.
+  Space the replaced inputs free is not counted back: a file another process still maps frees
+  nothing until it lets go, which the plan cannot know; the next pass sees whatever came back. A
+  zero-byte output only frees space and is always planned.
 - **Throttle**: each output carries ``read_bytes`` (its inputs' record bytes, all read to decide
   liveness) and ``write_bytes`` (their live bytes); :func:`throttle_delay` turns bytes moved so far
   (read plus written) and the elapsed time into the wait ``max_bytes_per_second`` asks for, and
@@ -233,26 +235,13 @@ def plan_compaction(
         raise ValueError(f"segment_size must be positive, got {segment_size}")
     segments = _checked(segments)
     reasons = _candidate_reasons(segments, config, now)
-    runs = _runs(segments, [not found for found in reasons], config.merge, segment_size)
-    planned, planned_bytes = [], 0
-    for output, run in sorted(((_output(segments, run), run) for run in runs), key=_order):
-        if output.write_bytes and free_bytes < planned_bytes + output.write_bytes + segment_size:
-            # The fully dead bridges of an output without room still go: removing them costs nothing.
-            for dead in _empty_runs(segments, run, config.merge):
-                planned.append((_output(segments, dead), dead))
-            for index in run:
-                if segments[index].live_bytes:
-                    reasons[index].append(NO_ROOM)
-            continue
-        planned.append((output, run))
-        planned_bytes += output.write_bytes
-    planned.sort(key=_order)
+    room = free_bytes - segment_size
+    runs, no_room = _runs(segments, [not found for found in reasons], config.merge, segment_size, room)
+    for index in no_room:
+        reasons[index].append(NO_ROOM)
+    outputs = sorted((_output(segments, run) for run in runs), key=lambda output: (output.live_ratio, output.base_offset))
     kept = {segment.base_offset: tuple(found) for segment, found in zip(segments, reasons) if found}
-    return CompactionPlan(outputs=tuple(output for output, _ in planned), kept=MappingProxyType(kept))
-
-
-def _order(pair: tuple[CompactionOutput, range]) -> tuple[float, int]:
-    return pair[0].live_ratio, pair[0].base_offset
+    return CompactionPlan(outputs=tuple(outputs), kept=MappingProxyType(kept))
 
 
 def _empty_runs(segments: tuple[CompactionSegment, ...], indexes: Iterable[int], merge: bool) -> list[range]:
@@ -279,19 +268,30 @@ def _output(segments: tuple[CompactionSegment, ...], run: range) -> CompactionOu
     )
 
 
-def _runs(segments: tuple[CompactionSegment, ...], candidate: list[bool], merge: bool, segment_size: int) -> list[range]:
-    """Group candidates into runs of consecutive indexes, one per output (the merging rule)."""
+def _runs(
+    segments: tuple[CompactionSegment, ...], candidate: list[bool], merge: bool, segment_size: int, room: int
+) -> tuple[list[range], list[int]]:
+    """Group candidates into runs of consecutive indexes, one per output (the merging and room rules).
+
+    Returns the runs and the indexes of the candidates left out for want of ``room`` (free bytes less
+    one segment), which shrinks by each run's live bytes as the runs are formed.
+    """
     empty = [found and segment.live_bytes == 0 for found, segment in zip(candidate, segments)]
     taken = [False] * len(segments)
     seeds = sorted(
         (index for index, found in enumerate(candidate) if found and not empty[index]),
         key=lambda index: (segments[index].live_ratio, segments[index].base_offset),
     )
-    runs = []
+    runs, no_room = [], []
     for seed in seeds:
         if taken[seed]:
             continue
         low, high, live = seed, seed, segments[seed].live_bytes
+        if live > room:
+            no_room.append(seed)  # room only shrinks, so no later run could take it either
+            taken[seed] = True
+            continue
+        limit = min(segment_size, room)
         while merge:
             # Each side offers the next live candidate, reached over the fully dead ones between.
             options = []
@@ -300,7 +300,7 @@ def _runs(segments: tuple[CompactionSegment, ...], candidate: list[bool], merge:
                 while 0 <= index < len(segments) and empty[index] and not taken[index]:
                     index += step
                 if 0 <= index < len(segments) and candidate[index] and not empty[index] and not taken[index]:
-                    if live + segments[index].live_bytes <= segment_size:
+                    if live + segments[index].live_bytes <= limit:
                         options.append((segments[index].live_ratio, step, index))
             if not options:
                 break
@@ -310,9 +310,10 @@ def _runs(segments: tuple[CompactionSegment, ...], candidate: list[bool], merge:
         runs.append(range(low, high + 1))
         for index in range(low, high + 1):
             taken[index] = True
+        room -= live
     # Fully dead candidates no output bridged: zero-byte outputs, consecutive ones together when merging.
     runs.extend(_empty_runs(segments, [index for index, found in enumerate(empty) if found and not taken[index]], merge))
-    return runs
+    return runs, no_room
 
 
 def should_compact_under_pressure(

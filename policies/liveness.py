@@ -162,7 +162,7 @@ class LivenessRule:
     ``stale_groups`` names the groups that protect nothing (silent longer than ``consumer_ttl``).
     """
 
-    __slots__ = ("_keys", "_retention", "_now", "_newest", "_first_seen", "_horizon", "_pending")
+    __slots__ = ("_keys", "_retention", "_now", "_newest", "_first_seen", "_horizon", "_starts", "_ends")
 
     def __init__(
         self,
@@ -183,15 +183,20 @@ class LivenessRule:
         live_groups = [offset for group, offset in committed.items() if group not in stale_groups]
         # Every live group has consumed the offsets below the smallest committed one; None: no live group.
         self._horizon = min(live_groups) if live_groups else None
-        self._pending = _as_ranges(pending)
+        # The range bounds are read inline in cause(): a method call per record costs more than the rule.
+        ranges = _as_ranges(pending)
+        self._starts, self._ends = ranges._starts, ranges._ends
 
     def cause(self, offset: int, key: bytes | None, tombstone: bool, marked: bool) -> str | None:
         """Return None when the record is live, else why it is dropped: ``dead``, ``superseded`` or ``tombstone``.
 
         ``tombstone`` is True when the record's value is empty; ``marked`` when it is marked dead.
         """
-        if offset in self._pending:
-            return None
+        starts = self._starts
+        if starts:
+            index = bisect.bisect_right(starts, offset) - 1
+            if index >= 0 and offset < self._ends[index]:
+                return None
         if marked:
             return DEAD
         if not self._keys or key is None:

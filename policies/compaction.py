@@ -14,8 +14,8 @@ segment the reasons it is left alone. Rules:
   segment younger than ``min_age`` (``young``), measured from its *last* record's timestamp: records
   are written in time order, so the last one is the newest and the whole segment is at least that
   old (Kafka's ``min.compaction.lag.ms`` uses a segment's largest timestamp likewise; the file's
-  mtime would move with every ``mark_dead``). ``min_age: 0`` makes nothing young, even a timestamp
-  from a clock ahead of ours. A segment without records has no age and is never young.
+  mtime says when the file was written, and a compaction's output is a new file of old records).
+  ``min_age: 0`` makes nothing young, even a timestamp from a clock ahead of ours. A segment without records has no age and is never young.
   ``disabled`` is listed on every segment of a policy with ``enabled: false``, beside any other reason.
 - A reader holding a segment and a consumer group that has not consumed it do **not** keep it out:
   a compaction drops only dead records (never returned to readers anyway), readers inside a replaced
@@ -26,8 +26,8 @@ segment the reasons it is left alone. Rules:
   the segments just disappear, offsets stay, and such outputs come first.
 - **Merging** (``merge: true``): an output starts at the candidate with the lowest ratio not yet
   taken and grows to its left or right neighbour (the neighbour with the lower ratio first, the
-  left on a tie), while the live bytes stay within ``segment_size`` (equal fits) and the room. Only candidates
-  join. Fully dead candidates join only as a bridge between the output and a candidate beyond them
+  left on a tie), while the live bytes stay within ``segment_size`` (equal fits) and the room
+  (below). Only candidates join. Fully dead candidates join only as a bridge between the output and a candidate beyond them
   (they add no bytes); those that bridge nothing form zero-byte outputs of their own, consecutive
   ones together, so they never wait behind copying. Inputs of an output are always a run of
   consecutive segments of the log. With ``merge: false`` every candidate is its own output.

@@ -1,4 +1,4 @@
-"""Deciding what retention deletes: configuration, triggers and the per-segment plan with reasons.
+"""Deciding what retention deletes and compacts: configuration, triggers, plans with reasons, liveness.
 
 The package is pure: it reads no clock, sleeps never and touches the filesystem only to load a
 configuration file. Dependencies point inward only; it imports nothing from ``commitlog`` or
@@ -11,8 +11,23 @@ Typical use::
     for decision in the_plan.log("staging").to_delete: ...
 """
 
+from policies.compaction import (
+    COMPACTION_REASONS,
+    DISABLED,
+    LIVE_RATIO,
+    NO_ROOM,
+    YOUNG,
+    CompactionOutput,
+    CompactionPlan,
+    CompactionSegment,
+    plan_compaction,
+    should_compact_under_pressure,
+    throttle_delay,
+    within_pass_budget,
+)
 from policies.config import (
     DEFAULT_POLICY,
+    CompactionConfig,
     ConfigError,
     DiskConfig,
     HungConfig,
@@ -23,6 +38,7 @@ from policies.config import (
     load_config,
     parse_config,
 )
+from policies.liveness import CAUSES, DEAD, SUPERSEDED, TOMBSTONE, KeyIndex, LivenessRule, PendingRanges, count_dropped
 from policies.planner import (
     ACTIONS,
     DELETE,
@@ -76,6 +92,7 @@ from policies.units import (
 __all__ = [
     # configuration
     "DEFAULT_POLICY",
+    "CompactionConfig",
     "ConfigError",
     "DiskConfig",
     "HungConfig",
@@ -135,4 +152,26 @@ __all__ = [
     "SegmentDecision",
     "UnconsumedRange",
     "plan",
+    # liveness (what compaction drops)
+    "CAUSES",
+    "DEAD",
+    "SUPERSEDED",
+    "TOMBSTONE",
+    "KeyIndex",
+    "LivenessRule",
+    "PendingRanges",
+    "count_dropped",
+    # compaction (what a pass rewrites)
+    "COMPACTION_REASONS",
+    "DISABLED",
+    "LIVE_RATIO",
+    "NO_ROOM",
+    "YOUNG",
+    "CompactionOutput",
+    "CompactionPlan",
+    "CompactionSegment",
+    "plan_compaction",
+    "should_compact_under_pressure",
+    "throttle_delay",
+    "within_pass_budget",
 ]

@@ -53,6 +53,7 @@ from policies.units import (
 __all__ = [
     "DEFAULT_POLICY",
     "LOG_LEVELS",
+    "CompactionConfig",
     "ConfigError",
     "DiskConfig",
     "HungConfig",
@@ -336,6 +337,60 @@ class HungConfig(_Strict):
     )
 
 
+class CompactionConfig(_Strict):
+    """When and how dead records are reclaimed by rewriting segments (DESIGN.md "Compaction"). Immutable.
+
+    ``policies.liveness`` decides which records are dead and ``policies.compaction`` which segments
+    are rewritten; this model only holds the settings they read.
+    """
+
+    enabled: bool = Field(default=True, description="Whether compaction passes run for logs of this policy. Default true.")
+    interval: PositiveDuration = Field(
+        default=5 * _MINUTE, description="Seconds between compaction passes. Positive; default 5m."
+    )
+    max_live_ratio: Ratio = Field(
+        default=0.5,
+        description="A sealed segment is rewritten when its live bytes over its record bytes are below this "
+        "(AMQ-3978's configurable percentage). Above 0, at most 1; default 0.5. Accepts 0.5 or '50%'.",
+    )
+    keys: bool = Field(
+        default=False,
+        description="Keyed log: a record is dead once a later record has its key, and a tombstone (empty value) "
+        "once past tombstone_retention and consumed by every live group. Default false.",
+    )
+    tombstone_retention: NonNegativeDuration = Field(
+        default=24 * _HOUR,
+        description="Seconds a tombstone is kept after the compaction that first saw it (Kafka "
+        "delete.retention.ms). 0 or more; default 24h.",
+    )
+    min_age: NonNegativeDuration = Field(
+        default=0.0,
+        description="Seconds after its last record's timestamp before a segment may be rewritten (Kafka "
+        "min.compaction.lag.ms). 0 or more; default 0s.",
+    )
+    merge: bool = Field(
+        default=True, description="Merge neighbouring rewritten segments while the result fits in segment_size. Default true."
+    )
+    max_bytes_per_second: ByteSize = Field(
+        default=64 * _MIB,
+        description="Throttle of a pass, counting bytes read plus bytes written: an integer or '64MiB'. "
+        "Positive; default 64MiB.",
+    )
+    max_pass_duration: PositiveDuration = Field(
+        default=60 * _SECOND,
+        description="Seconds after which a pass stops between two output files. Positive; default 60s.",
+    )
+
+    @field_validator("max_live_ratio", mode="plain")
+    @classmethod
+    def _check_max_live_ratio(cls, value: object) -> float:
+        # 0 would select nothing, not even fully dead segments; enabled: false is the one way to turn it off.
+        ratio = parse_ratio(value)
+        if ratio <= 0:
+            raise ValueError(f"must be above 0 (use enabled: false to turn compaction off), got {value!r}")
+        return ratio
+
+
 class PolicyConfig(_Strict):
     """How and when the segments of the logs naming this policy are deleted. Immutable and hashable."""
 
@@ -387,6 +442,9 @@ class PolicyConfig(_Strict):
     )
     disk: DiskConfig = Field(default_factory=DiskConfig, description="Disk-pressure thresholds.")
     hung: HungConfig = Field(default_factory=HungConfig, description="Handling of segments held by readers.")
+    compaction: CompactionConfig = Field(
+        default_factory=CompactionConfig, description="Reclaiming dead records by rewriting segments."
+    )
 
     @property
     def zone(self) -> ZoneInfo | None:

@@ -28,7 +28,8 @@ of worker threads):
   enough that a burst is not dropped and retried after TCP's 1 s SYN timeout);
 - send garbage, an oversized request line or header (431 past `MAX_HEADER_BYTES`), a body or a
   Content-Length past `MAX_BODY_BYTES` (413, refused before reading it), or an unknown method (405).
-Every refusal is counted in `retention_http_requests_total{path,code}` and logged at DEBUG.
+Every refusal is counted in `retention_http_requests_total{path,code}` (one refused before routing,
+unparsable or too large, under path="other") and logged at DEBUG.
 
 `RetentionHTTPServer` is thread-safe: `update()` and `stop()` may be called from any thread.
 """
@@ -48,7 +49,7 @@ from waitress.task import ErrorTask, ThreadedTaskDispatcher
 
 from policies import ServiceConfig
 
-from .routes import ENDPOINTS, PROBE_PATHS, RetentionApp
+from .routes import ENDPOINTS, OTHER, PROBE_PATHS, RetentionApp
 from .scheduler import RetentionScheduler
 
 __all__ = ["ENDPOINTS", "RetentionHTTPServer"]
@@ -67,14 +68,18 @@ class _ErrorTask(ErrorTask):
     def execute(self) -> None:
         error, request = self.request.error, self.request
         app: RetentionApp = self.channel.server.retention_app
-        app.refused(_client(self.channel), request.command or "-", request.path or "-", error.code,
-                    error.reason + (f": {error.body}" if error.body else ""))
+        # refused before routing: its path (absent or defaulted when the parse failed) is no label
+        app.refused(_client(self.channel), getattr(request, "command", None) or "-",
+                    getattr(request, "path", None) or "-", error.code,
+                    error.reason + (f": {error.body}" if error.body else ""), count=False)
+        app.count(OTHER, error.code)
         super().execute()
 
 
 class _Channel(HTTPChannel):
     """One connection; remembers since when a request has been arriving, to close slow senders."""
 
+    error_task_class = _ErrorTask
     partial_since: float | None = None
 
     def received(self, data: bytes) -> bool:
@@ -108,8 +113,8 @@ class _Server(TcpWSGIServer):
 
     def add_task(self, channel: _Channel) -> None:
         request = channel.requests[0] if channel.requests else None
-        if (request is not None and request.error is None and request.command in ("GET", "HEAD")
-                and (request.path.rstrip("/") or "/") in PROBE_PATHS):
+        if (request is not None and request.error is None and getattr(request, "command", None) in ("GET", "HEAD")
+                and (getattr(request, "path", "").rstrip("/") or "/") in PROBE_PATHS):
             self.probe_dispatcher.add_task(channel)
         else:
             self.task_dispatcher.add_task(channel)

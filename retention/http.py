@@ -36,6 +36,7 @@ unparsable or too large, under path="other") and logged at DEBUG.
 
 from __future__ import annotations
 
+import logging
 import resource
 import threading
 import time
@@ -62,6 +63,8 @@ MAX_HEADER_BYTES = 64 * 1024    # request line plus headers; a scraper sends wel
 MAX_BODY_BYTES = 64 * 1024      # no endpoint reads a body
 BACKLOG = 1024              # the kernel caps it at net.core.somaxconn
 _FD_SPARE = 128             # file descriptors kept for logs, segments, the audit trail
+# waitress warns at every request that waits for a worker: under a scrape burst, a flood of lines.
+logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 _OWN_SOCKETS = 2            # waitress counts its listening socket and its wake-up pipe as connections
 
 

@@ -3,7 +3,7 @@
 1. /metrics requests per second with 3 and with 100 logs. The sidecar's server (waitress,
    `RetentionHTTPServer`) and a bare prometheus-client exporter (`start_http_server`) run in this
    process over the *same* registry of a started `RetentionScheduler` (its first passes done);
-   CLIENTS keep-alive clients in a separate process (bench/http_load.py) fetch /metrics for
+   CLIENTS keep-alive clients in a separate process (bench/http_load.py, at nice 10) fetch /metrics for
    ROUND_SECONDS, alternating sidecar and exporter, best of ROUNDS each. Baseline: the exporter.
 2. /healthz latency under the load test's load: a real `retention serve` with 3 logs, 32 clients on
    /metrics and /status in another process, 300 idle connections held open; this process probes
@@ -63,10 +63,17 @@ def build(tmp: Path, count: int, level: str = "WARNING") -> Path:
     return config
 
 
+def _below() -> None:
+    # The clients share the host's two cores with the servers they load (real scrapers run on other
+    # hosts): below the servers' priority, they take the CPU the servers leave.
+    os.nice(10)
+
+
 def load(url: str, paths: str, clients: int, seconds: float) -> dict:
     out = subprocess.run([sys.executable, str(HERE / "http_load.py"), url, "--paths", paths,
                           "--clients", str(clients), "--seconds", str(seconds)],
-                         capture_output=True, text=True, check=True, timeout=seconds + 120).stdout
+                         capture_output=True, text=True, check=True, timeout=seconds + 120,
+                         preexec_fn=_below).stdout
     result = json.loads(out)
     if result["errors"]:
         raise SystemExit(f"{url}{paths}: {result['errors']} errors: {result['error_samples']}")
@@ -124,7 +131,7 @@ def healthz_under_load(tmp: Path) -> tuple[list[float], list[float], dict]:
         try:
             loader = subprocess.Popen([sys.executable, str(HERE / "http_load.py"), url, "--paths",
                                        "/metrics,/status", "--clients", "32", "--seconds", str(LOAD_SECONDS)],
-                                      stdout=subprocess.PIPE, text=True)
+                                      stdout=subprocess.PIPE, text=True, preexec_fn=_below)
             time.sleep(0.5)
             loaded = probe(url, "/healthz", every=0.02, seconds=LOAD_SECONDS - 1.0)
             out, _ = loader.communicate(timeout=LOAD_SECONDS + 120)

@@ -8,9 +8,9 @@
 2. /healthz latency under the load test's load: a real `retention serve` with 3 logs, 32 clients on
    /metrics and /status in another process, 300 idle connections held open; this process probes
    /healthz on a fresh connection every 20 ms for LOAD_SECONDS. Baseline: the same probes against
-   the same idle sidecar with no load, in the same run.
+   the same idle sidecar with no load for 5 s; the two alternate, best p99 of HEALTHZ_ROUNDS each.
 
-Usage: python bench/bench_sidecar_http.py   (about 80 s; loopback only)
+Usage: python bench/bench_sidecar_http.py   (about 100 s; loopback only)
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ CLIENTS = 8
 ROUNDS = 3
 ROUND_SECONDS = 3.0
 LOAD_SECONDS = 10.0
+HEALTHZ_ROUNDS = 2
 
 
 def build(tmp: Path, count: int, level: str = "WARNING") -> Path:
@@ -126,20 +127,28 @@ def healthz_under_load(tmp: Path) -> tuple[list[float], list[float], dict]:
             url = match.group(1) if match else time.sleep(0.1)
         if url is None:
             raise SystemExit("retention serve did not start:\n" + (tmp / "sidecar.log").read_text())
-        baseline = probe(url, "/healthz", every=0.02, seconds=5.0)
-        idle = IdleConnections(url, 300)
-        try:
-            loader = subprocess.Popen([sys.executable, str(HERE / "http_load.py"), url, "--paths",
-                                       "/metrics,/status", "--clients", "32", "--seconds", str(LOAD_SECONDS)],
-                                      stdout=subprocess.PIPE, text=True, preexec_fn=_below)
-            time.sleep(0.5)
-            loaded = probe(url, "/healthz", every=0.02, seconds=LOAD_SECONDS - 1.0)
-            out, _ = loader.communicate(timeout=LOAD_SECONDS + 120)
-        finally:
-            idle.close()
-        result = json.loads(out)
-        if result["errors"]:
-            raise SystemExit(f"load errors: {result['error_samples']}")
+        best: dict[str, tuple[float, list[float]]] = {}
+        for _ in range(HEALTHZ_ROUNDS):          # interleaved: idle, loaded, idle, loaded
+            idle_latencies = probe(url, "/healthz", every=0.02, seconds=5.0)
+            idle = IdleConnections(url, 300)
+            try:
+                loader = subprocess.Popen([sys.executable, str(HERE / "http_load.py"), url, "--paths",
+                                           "/metrics,/status", "--clients", "32", "--seconds", str(LOAD_SECONDS)],
+                                          stdout=subprocess.PIPE, text=True, preexec_fn=_below)
+                time.sleep(0.5)
+                loaded_latencies = probe(url, "/healthz", every=0.02, seconds=LOAD_SECONDS - 1.0)
+                out, _ = loader.communicate(timeout=LOAD_SECONDS + 120)
+            finally:
+                idle.close()
+            result = json.loads(out)
+            if result["errors"]:
+                raise SystemExit(f"load errors: {result['error_samples']}")
+            for name, latencies in (("idle", idle_latencies), ("loaded", loaded_latencies)):
+                if name not in best or percentile(latencies, 0.99) < best[name][0]:
+                    best[name] = (percentile(latencies, 0.99), latencies)
+            if best["loaded"][1] is loaded_latencies:
+                best_result = result
+        baseline, loaded, result = best["idle"][1], best["loaded"][1], best_result
         return baseline, loaded, result
     finally:
         proc.terminate()

@@ -12,6 +12,8 @@
     ├── ReadOnlyLogError                a write through a log opened with readonly=True
     ├── LogClosedError                  an operation on a closed log
     ├── InvalidCommitError              a consumer commit below zero or beyond end_offset
+    ├── (retention) PassRunningError    lives in retention.scheduler: a manual pass asked for while one
+    │                                   runs (POST /clean answers 409); names the running pass
     └── (policies) ConfigError          lives in policies.config: a bad configuration file
                                         (a ValueError; one line naming file, line, key path, reason)
 

@@ -208,6 +208,28 @@ class ServiceConfig(_Strict):
         description="Shared secret POST /clean requires; mandatory when listen is not a loopback address.",
     )
 
+    http_timeout: PositiveDuration = Field(
+        default=10 * _SECOND,
+        description="Seconds an HTTP connection may stay idle, or take to send one request, before the "
+        "sidecar closes it (slow or stalled clients cannot hold a connection). 1s to 1h; default 10s. "
+        "A reload applies it to every open connection at once.",
+    )
+    max_connections: int = Field(
+        default=500,
+        ge=1,
+        le=10_000,
+        description="Most HTTP connections open at once (idle ones included; they cost no thread); "
+        "beyond it new connections wait in the listen backlog until one closes. 1 to 10000; default 500. "
+        "A reload applies it to the next connection accepted.",
+    )
+
+    @field_validator("http_timeout")
+    @classmethod
+    def _check_http_timeout(cls, value: float) -> float:
+        if not 1 * _SECOND <= value <= _HOUR:
+            raise ValueError(f"must be between 1s and 1h, got {format_duration(value)}")
+        return value
+
     @field_validator("listen")
     @classmethod
     def _check_listen(cls, value: str) -> str:

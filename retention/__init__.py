@@ -11,14 +11,14 @@ from .snapshot import WatchedLog, disk_snapshot
 
 __all__ = [
     "AuditTrail", "Cleaner", "DELETED", "FAILED", "HUNG", "LogPassResult", "PassResult",
-    "PinnedFile", "RetentionScheduler", "WatchedLog", "disk_snapshot", "find_pinned", "pinned_bytes",
+    "PassRunningError", "PinnedFile", "RetentionScheduler", "WatchedLog", "disk_snapshot", "find_pinned", "pinned_bytes",
     "read_audit",
 ]
 
 
 def __getattr__(name: str):
     # Imported on first use, so `retention plan|clean|check` do not load APScheduler.
-    if name == "RetentionScheduler":
-        from .scheduler import RetentionScheduler
-        return RetentionScheduler
+    if name in ("RetentionScheduler", "PassRunningError"):
+        from . import scheduler
+        return getattr(scheduler, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -71,8 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `retention plan | head` ends quietly
     args = build_parser().parse_args(argv)
+    if args.command != "serve":   # a server must outlive a client that hangs up: it keeps SIG_IGN
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `retention plan | head` ends quietly
     try:
         if args.command == "status":
             from .status import print_status

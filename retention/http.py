@@ -1,4 +1,4 @@
-"""The sidecar's HTTP endpoint (stdlib `ThreadingHTTPServer`; one thread per request).
+"""The sidecar's HTTP server: waitress serving `RetentionApp` (`retention/routes.py`) on `service.listen`.
 
     GET  /healthz   200 {"status": "ok"} when the scheduler runs and every log had a pass no older
                     than three of its intervals; 503 {"status": "unhealthy", "problems": [...]}
@@ -9,169 +9,207 @@
     GET  /plan      JSON of `retention plan --json` (what a pass would do now, and why);
                     ?manual=1 plans as if a manual trigger were opened now, ?force=1 a forced one
     POST /clean     a manual trigger and a pass now; ?force=1 also ignores the reserve. Returns the
-                    pass as `retention clean --json` does. Needs `Authorization: Bearer TOKEN` when
-                    service.token is set (mandatory when listening beyond loopback).
+                    pass as `retention clean --json` does; 409 naming the running pass while one
+                    runs. Needs `Authorization: Bearer TOKEN` when service.token is set (mandatory
+                    when listening beyond loopback).
 
 Only /clean changes anything. The GET endpoints need no token (like any Prometheus exporter);
 bind to loopback, the default, when paths and process command lines must not leave the machine.
+/status, /plan and /metrics are shared for a second between clients (`routes.VIEW_TTL`).
+
+What no client can do to it (waitress: one I/O thread multiplexing every connection, a fixed pool
+of worker threads):
+- hang up or reset mid-answer: the connection is dropped (SIGPIPE is ignored in `serve`);
+- hold a thread: idle connections cost none; `WORKER_THREADS` answer requests, and the probes
+  (/healthz, /readyz) have a lane (`PROBE_THREADS`) of their own, so they never queue behind
+  /status, /plan, /metrics or POST /clean;
+- stay idle, or take longer than `service.http_timeout` to send one request (a slow-loris): closed;
+- open more than `service.max_connections`: the rest wait in the listen backlog (`BACKLOG`, big
+  enough that a burst is not dropped and retried after TCP's 1 s SYN timeout);
+- send garbage, an oversized request line or header (431 past `MAX_HEADER_BYTES`), a body or a
+  Content-Length past `MAX_BODY_BYTES` (413, refused before reading it), or an unknown method (405).
+Every refusal is counted in `retention_http_requests_total{path,code}` (one refused before routing,
+unparsable or too large, under path="other") and logged at DEBUG.
+
+`RetentionHTTPServer` is thread-safe: `update()` and `stop()` may be called from any thread.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
-import socket
+import logging
+import resource
 import threading
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+import time
 
 from loguru import logger
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask, ThreadedTaskDispatcher
 
 from policies import ServiceConfig
 
+from .routes import ENDPOINTS, OTHER, PROBE_PATHS, RetentionApp
 from .scheduler import RetentionScheduler
 
-_TRUE = {"1", "true", "yes", "on"}
-ENDPOINTS = {"/healthz": "GET", "/readyz": "GET", "/metrics": "GET", "/status": "GET", "/plan": "GET",
-             "/clean": "POST", "/": "GET"}
+__all__ = ["ENDPOINTS", "RetentionHTTPServer"]
+
+# Requests run here. The costly views are shared, and under the GIL more threads add no throughput,
+# only more hand-offs a probe waits through (4 threads: /healthz p99 66 ms under the load test, 2: 20-30 ms).
+WORKER_THREADS = 2
+PROBE_THREADS = 1           # /healthz and /readyz only: answered from state already in memory
+MAX_HEADER_BYTES = 64 * 1024    # request line plus headers; a scraper sends well under 1 KiB
+MAX_BODY_BYTES = 64 * 1024      # no endpoint reads a body
+BACKLOG = 1024              # the kernel caps it at net.core.somaxconn
+_FD_SPARE = 128             # file descriptors kept for logs, segments, the audit trail
+# waitress warns at every request that waits for a worker: under a scrape burst, a flood of lines.
+logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+_OWN_SOCKETS = 2            # waitress counts its listening socket and its wake-up pipe as connections
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _ErrorTask(ErrorTask):
+    """waitress's answer to a request it could not parse (400, 413, 431, 501): counted and logged."""
 
-    def __init__(self, address, handler, app: RetentionHTTPServer) -> None:
-        host = address[0]
-        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.app = app
-        super().__init__(address, handler)
+    def execute(self) -> None:
+        error, request = self.request.error, self.request
+        app: RetentionApp = self.channel.server.retention_app
+        # refused before routing: its path (absent or defaulted when the parse failed) is no label
+        app.refused(_client(self.channel), getattr(request, "command", None) or "-",
+                    getattr(request, "path", None) or "-", error.code,
+                    error.reason + (f": {error.body}" if error.body else ""), count=False)
+        app.count(OTHER, error.code)
+        super().execute()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "retention"
-    sys_version = ""
-    protocol_version = "HTTP/1.1"
+class _Channel(HTTPChannel):
+    """One connection; remembers since when a request has been arriving, to close slow senders."""
 
-    # ------------------------------------------------------------------ plumbing
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 (the stdlib's name)
-        logger.debug("http {} {}", self.address_string(), format % args)
+    error_task_class = _ErrorTask
+    partial_since: float | None = None
 
-    def _send(self, status: int, body: bytes, content_type: str, headers: dict | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+    def received(self, data: bytes) -> bool:
+        result = super().received(data)
+        if self.request is None:
+            self.partial_since = None
+        elif self.partial_since is None:
+            self.partial_since = time.time()
+        return result
 
-    def _json(self, status: int, obj, headers: dict | None = None) -> None:
-        body = (json.dumps(obj, indent=2, default=str) + "\n").encode()
-        self._send(status, body, "application/json", headers)
 
-    def _route(self) -> tuple[str, dict[str, list[str]]]:
-        parts = urlsplit(self.path)
-        path = parts.path.rstrip("/") or "/"
-        return path, parse_qs(parts.query)
+class _Server(TcpWSGIServer):
+    """waitress's TCP server with a probe lane and a whole-request timeout (waitress's own
+    channel_timeout counts idle time only, which a client sending a byte a second resets)."""
 
-    def _flag(self, query: dict[str, list[str]], name: str) -> bool:
-        return any(v.lower() in _TRUE for v in query.get(name, []))
+    channel_class = _Channel
 
-    def _wrong_method(self, path: str) -> bool:
-        allowed = ENDPOINTS.get(path)
-        if allowed is None:
-            self._json(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {path}",
-                                              "endpoints": sorted(ENDPOINTS)})
-            return True
-        if allowed != ("GET" if self.command in ("GET", "HEAD") else self.command):
-            self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"error": f"{path} takes {allowed}"},
-                       {"Allow": "GET, HEAD" if allowed == "GET" else allowed})
-            return True
-        return False
+    def __init__(self, app: RetentionApp, service: ServiceConfig) -> None:
+        adj = Adjustments(host=service.host, port=service.port, threads=WORKER_THREADS,
+                          connection_limit=service.max_connections + _OWN_SOCKETS, backlog=BACKLOG,
+                          max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=MAX_BODY_BYTES,
+                          asyncore_use_poll=True,   # select() fails past 1024 descriptors
+                          ident="retention", expose_tracebacks=False)
+        _apply_timeout(adj, service.http_timeout)
+        self.retention_app = app
+        self.probe_dispatcher = ThreadedTaskDispatcher()
+        self.probe_dispatcher.set_thread_count(PROBE_THREADS)
+        dispatcher = ThreadedTaskDispatcher()
+        dispatcher.set_thread_count(WORKER_THREADS)
+        super().__init__(app, map={}, dispatcher=dispatcher, adj=adj)
 
-    # ------------------------------------------------------------------ methods
-    def do_HEAD(self) -> None:  # noqa: N802
-        self.do_GET()
+    def add_task(self, channel: _Channel) -> None:
+        request = channel.requests[0] if channel.requests else None
+        if (request is not None and request.error is None and getattr(request, "command", None) in ("GET", "HEAD")
+                and (getattr(request, "path", "").rstrip("/") or "/") in PROBE_PATHS):
+            self.probe_dispatcher.add_task(channel)
+        else:
+            self.task_dispatcher.add_task(channel)
 
-    def do_GET(self) -> None:  # noqa: N802
-        path, query = self._route()
-        if self._wrong_method(path):
-            return
-        app: RetentionHTTPServer = self.server.app
-        scheduler = app.scheduler
-        try:
-            if path == "/healthz":
-                healthy, problems = scheduler.health()
-                self._json(HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE,
-                           {"status": "ok" if healthy else "unhealthy", "problems": problems})
-            elif path == "/readyz":
-                ready = scheduler.ready and not app.stopping
-                self._json(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE,
-                           {"status": "ready" if ready else "not ready"})
-            elif path == "/metrics":
-                self._send(HTTPStatus.OK, scheduler.metrics.exposition(), scheduler.metrics.content_type)
-            elif path == "/status":
-                self._json(HTTPStatus.OK, scheduler.status())
-            elif path == "/plan":
-                result = scheduler.plan(manual=self._flag(query, "manual"), force=self._flag(query, "force"))
-                self._json(HTTPStatus.OK, result.to_json_dict())
-            else:
-                self._json(HTTPStatus.OK, {"service": "retention", "endpoints": ENDPOINTS})
-        except Exception as exc:  # noqa: BLE001 (one request fails, the server goes on)
-            logger.opt(exception=exc).error("GET {} failed: {}", path, exc)
-            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)})
+    def maintenance(self, now: float) -> None:
+        super().maintenance(now)      # closes connections idle for longer than channel_timeout
+        cutoff = now - self.adj.channel_timeout
+        for channel in list(self.active_channels.values()):
+            since = getattr(channel, "partial_since", None)
+            if since is not None and since < cutoff and not channel.requests and not channel.will_close:
+                channel.will_close = True
+                logger.debug("http {} closed: a request still incomplete after {:g}s (http_timeout)",
+                             _client(channel), self.adj.channel_timeout)
 
-    def do_POST(self) -> None:  # noqa: N802
-        path, query = self._route()
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(min(length, 1 << 16))   # a body is ignored
-        if self._wrong_method(path):
-            return
-        app: RetentionHTTPServer = self.server.app
-        token = app.service.token
-        if token is not None:
-            given = self.headers.get("Authorization", "")
-            scheme, _, value = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
-                logger.warning("POST /clean from {} refused: missing or wrong token", self.address_string())
-                self._json(HTTPStatus.UNAUTHORIZED, {"error": "POST /clean needs Authorization: Bearer TOKEN "
-                                                     "(service.token)"}, {"WWW-Authenticate": "Bearer"})
-                return
-        if app.stopping or not app.scheduler.running:
-            self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the service is stopping"})
-            return
-        try:
-            result = app.scheduler.clean(force=self._flag(query, "force"))
-        except Exception as exc:  # noqa: BLE001
-            logger.opt(exception=exc).error("POST /clean failed: {}", exc)
-            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)})
-            return
-        body = result.to_json_dict()
-        body["interrupted"] = result.interrupted
-        self._json(HTTPStatus.OK, body)
+    def shutdown(self) -> None:
+        self.task_dispatcher.shutdown(timeout=5)
+        self.probe_dispatcher.shutdown(timeout=1)
+        wasyncore.close_all(self._map)
+
+
+def _apply_timeout(adj: Adjustments, timeout: float) -> None:
+    # waitress parses these as whole seconds; set after parsing so 2.5s stays 2.5s
+    adj.channel_timeout = timeout
+    adj.cleanup_interval = min(1.0, timeout / 4)     # the sweep runs at least this often
+    adj.asyncore_loop_timeout = adj.cleanup_interval
+
+
+def _client(channel) -> str:
+    addr = channel.addr
+    return f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else str(addr)
+
+
+def _ensure_descriptors(max_connections: int) -> None:
+    """Raise the soft open-files limit to fit `max_connections` (up to the hard limit)."""
+    need = max_connections + _FD_SPARE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        new = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        if new < need:
+            logger.warning("open-files limit {} is below service.max_connections + {}: connections "
+                           "past it are refused by the kernel", new, _FD_SPARE)
+
+
+class _Running:
+    """One bound server and the thread running its I/O loop."""
+
+    def __init__(self, app: RetentionApp, service: ServiceConfig) -> None:
+        _ensure_descriptors(service.max_connections)
+        self.server = _Server(app, service)
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="retention-http", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        server = self.server
+        while not self._stop.is_set():
+            wasyncore.loop(timeout=server.adj.asyncore_loop_timeout, map=server._map, use_poll=True, count=1)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.server.pull_trigger()        # wakes the poll at once
+        self.thread.join(timeout=5)
+        self.server.shutdown()
 
 
 class RetentionHTTPServer:
-    """Serves a `RetentionScheduler` over HTTP on `service.listen`, in a background thread."""
+    """Serves a `RetentionScheduler` over HTTP on `service.listen`, in background threads."""
 
     def __init__(self, scheduler: RetentionScheduler, service: ServiceConfig) -> None:
         self.scheduler = scheduler
-        self.service = service
-        self.stopping = False
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self.app = RetentionApp(scheduler, service)
+        self._running: _Running | None = None
         self._lock = threading.Lock()
+
+    @property
+    def service(self) -> ServiceConfig:
+        return self.app.service
+
+    @property
+    def stopping(self) -> bool:
+        return self.app.stopping
 
     @property
     def address(self) -> tuple[str, int]:
         """The bound host and port (the real port when `listen` asked for port 0)."""
-        assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return host, port
+        assert self._running is not None
+        server = self._running.server
+        return server.effective_host, int(server.effective_port)
 
     @property
     def url(self) -> str:
@@ -180,41 +218,46 @@ class RetentionHTTPServer:
 
     def start(self) -> None:
         """Bind and serve; raises OSError when the address cannot be bound."""
-        server = _Server((self.service.host, self.service.port), _Handler, self)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
-                                  name="retention-http", daemon=True)
-        thread.start()
+        running = _Running(self.app, self.service)
         with self._lock:
-            self._server, self._thread = server, thread
+            self._running = running
 
     def update(self, service: ServiceConfig) -> None:
-        """Apply a reloaded `service` section: the token at once; a new `listen` binds the new
-        address and then releases the old one (kept, with an error, if the new one fails)."""
-        old_listen = self.service.listen
-        if service.listen == old_listen:
-            self.service = service
+        """Apply a reloaded `service` section: the token, `http_timeout` (every open connection)
+        and `max_connections` (the next accept) at once; a new `listen` binds the new address and
+        then releases the old one (kept, with an error, if the new one fails)."""
+        old = self.app.service
+        self.app.invalidate()
+        if service.listen == old.listen:
+            with self._lock:
+                running = self._running
+                if running is not None:
+                    adj = running.server.adj
+                    _apply_timeout(adj, service.http_timeout)
+                    adj.connection_limit = service.max_connections + _OWN_SOCKETS
+                    if service.max_connections > old.max_connections:
+                        _ensure_descriptors(service.max_connections)
+                self.app.service = service
+            if (service.http_timeout, service.max_connections) != (old.http_timeout, old.max_connections):
+                logger.info("reload: HTTP http_timeout {:g}s, max_connections {}", service.http_timeout,
+                            service.max_connections)
             return
         try:
-            server = _Server((service.host, service.port), _Handler, self)
+            running = _Running(self.app, service)
         except OSError as exc:
-            logger.error("reload: cannot listen on {} ({}); still serving on {}", service.listen, exc, old_listen)
-            self.service = self.service.model_copy(update={"token": service.token})
+            logger.error("reload: cannot listen on {} ({}); still serving on {}", service.listen, exc, old.listen)
+            self.app.service = old.model_copy(update={"token": service.token})
             return
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.25},
-                                  name="retention-http", daemon=True)
-        thread.start()
         with self._lock:
-            old = self._server
-            self._server, self._thread, self.service = server, thread, service
-        if old is not None:
-            old.shutdown()
-            old.server_close()
-        logger.info("reload: HTTP now on {} (was {})", self.url, old_listen)
+            previous, self._running = self._running, running
+            self.app.service = service
+        if previous is not None:
+            previous.stop()
+        logger.info("reload: HTTP now on {} (was {})", self.url, old.listen)
 
     def stop(self) -> None:
-        self.stopping = True
+        self.app.stopping = True
         with self._lock:
-            server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
+            running, self._running = self._running, None
+        if running is not None:
+            running.stop()

@@ -90,6 +90,9 @@ class RetentionMetrics:
         self.interval = Gauge(
             "retention_policy_interval_seconds", "The policy's interval between cleanup passes.",
             ["policy"], registry=r)
+        self.http_requests = Counter(
+            "retention_http_requests", "HTTP requests answered, by endpoint (every unknown path counts "
+            "as \"other\", so a scanner cannot add series) and status code.", ["path", "code"], registry=r)
         self._lock = threading.Lock()
         self._groups: dict[str, set[str]] = {}
         self._mounts: set[str] = set()
@@ -155,6 +158,10 @@ class RetentionMetrics:
             _remove(self.interval, p)
         for p, seconds in intervals.items():
             self.interval.labels(p).set(seconds)
+
+    def http_request(self, path: str, code: int) -> None:
+        """Count one answered request; `path` must already be bounded (an endpoint or "other")."""
+        self.http_requests.labels(path, str(code)).inc()
 
     def forget_log(self, log: str) -> None:
         """Drop the gauges of a log that is no longer configured (counters stay: they are history)."""

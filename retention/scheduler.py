@@ -56,6 +56,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from loguru import logger
 
 from commitlog import disk_usage
+from commitlog.errors import CommitLogError
 from policies import (DISK_CLEAN, DISK_FORCE, MANUAL, REFUSE_WRITES, TIME_WINDOW, ManualTrigger,
                       RetentionConfig, SegmentDecision)
 
@@ -65,7 +66,7 @@ from .hung import HUNG_FILE
 from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, RetentionMetrics
 from .pinned import pinned_bytes
 
-__all__ = ["RetentionScheduler", "LEVEL_OK", "LEVEL_CLEAN", "LEVEL_FORCE", "LEVEL_REFUSE",
+__all__ = ["RetentionScheduler", "PassRunningError", "LEVEL_OK", "LEVEL_CLEAN", "LEVEL_FORCE", "LEVEL_REFUSE",
            "LAG_NOTE"]
 
 LEVEL_OK, LEVEL_CLEAN, LEVEL_FORCE, LEVEL_REFUSE = 0, 1, 2, 3
@@ -85,6 +86,10 @@ _NO_TRIGGER = "none"
 # Its scheduler's "Added job" lines repeat ours. Both still log missed and skipped runs and errors.
 logging.getLogger("apscheduler.executors").setLevel(logging.WARNING)
 logging.getLogger("apscheduler.scheduler").setLevel(logging.WARNING)
+
+
+class PassRunningError(CommitLogError, RuntimeError):
+    """`clean()` while a manual pass already runs: the message names it. Passes are not queued."""
 
 
 @dataclass(eq=False)
@@ -184,6 +189,8 @@ class RetentionScheduler:
         self._state_lock = threading.Lock()
         self._measure_lock = threading.Lock()
         self._fs_locks: dict[int, threading.Lock] = {}
+        self._manual_lock = threading.Lock()            # one manual pass at a time, never a queue
+        self._manual_running: tuple[float, bool] | None = None   # (monotonic start, force)
         self._stopping = threading.Event()
         self._started = False
         self._stopped = False
@@ -618,13 +625,30 @@ class RetentionScheduler:
     def clean(self, *, force: bool = False) -> PassResult:
         """A manual trigger: open `manual_passes` passes that ignore the hour window (and, with
         `force`, the reserve) for every policy, and run the first one now over every log. Returns
-        that pass (one result across all filesystems)."""
-        filesystems = list(self._filesystems.values())
-        for fs in filesystems:
-            fs.cleaner.trigger_manual(force=force)
-        logger.info("manual trigger{}: a pass runs now", " (force)" if force else "")
-        results = [r for r in (self._run_pass(fs.dev, kind="manual") for fs in filesystems) if r is not None]
-        return _merge(results, executed=True, clock=self._clock)
+        that pass (one result across all filesystems). A manual pass covers every filesystem, so at
+        most one runs at a time: a call while one runs raises `PassRunningError` naming it."""
+        if not self._manual_lock.acquire(blocking=False):
+            raise PassRunningError(self._describe_manual())
+        try:
+            self._manual_running = (time.monotonic(), force)
+            filesystems = list(self._filesystems.values())
+            for fs in filesystems:
+                fs.cleaner.trigger_manual(force=force)
+            logger.info("manual trigger{}: a pass runs now", " (force)" if force else "")
+            results = [r for r in (self._run_pass(fs.dev, kind="manual") for fs in filesystems) if r is not None]
+            return _merge(results, executed=True, clock=self._clock)
+        finally:
+            self._manual_running = None
+            self._manual_lock.release()
+
+    def _describe_manual(self) -> str:
+        running = self._manual_running
+        if running is None:   # it ended between the refusal and this line
+            return "a manual pass was running; try again"
+        started, force = running
+        mounts = ", ".join(sorted(fs.mountpoint for fs in self._filesystems.values()))
+        return (f"a manual{' (force)' if force else ''} pass over every log is running on {mounts} "
+                f"(for {time.monotonic() - started:.1f}s); try again when it ends")
 
     def plan(self, *, manual: bool = False, force: bool = False) -> PassResult:
         """What a pass would do now, for every log (the object `retention plan --json` prints).

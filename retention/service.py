@@ -7,8 +7,9 @@ server and, with `--demo`, the demo writer, tells systemd it is ready, then wait
   unlink), so the process exits 0 within `pause_between_files` plus about a second. A second signal
   while stopping exits at once (status 1).
 - SIGHUP: re-read the configuration file. An invalid file: one error line, the old configuration
-  keeps running. A valid one: new intervals, hours, ratios, logs, log level and format, token and
-  listen address apply without a restart.
+  keeps running. A valid one: new intervals, hours, ratios, logs, log level and format, token,
+  listen address, http_timeout and max_connections apply without a restart.
+- SIGPIPE: ignored (a client that hangs up mid-answer never stops the sidecar).
 
 With `NOTIFY_SOCKET` set (systemd `Type=notify`) it sends READY=1, RELOADING=1/READY=1 around a
 reload, STOPPING=1, and WATCHDOG=1 at half of `WatchdogSec` while the scheduler is alive.
@@ -48,6 +49,8 @@ class _Signals:
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._previous[sig] = signal.signal(sig, self._on_stop)
         self._previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hup)
+        # A client hanging up mid-answer must cost an EPIPE on its socket, never the process.
+        self._previous[signal.SIGPIPE] = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
     def _on_stop(self, signum, frame) -> None:
         if self.stopping:

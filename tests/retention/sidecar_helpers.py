@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from email.message import Message
 from pathlib import Path
 
 _URL = re.compile(r"HTTP on (http://\S+) ")
@@ -53,14 +54,15 @@ class Sidecar:
 
     # ------------------------------------------------------------------ HTTP
     def request(self, method: str, path: str, *, headers: dict | None = None,
-                timeout: float = 30.0) -> tuple[int, dict, bytes]:
+                timeout: float = 30.0) -> tuple[int, Message, bytes]:
+        """(status, headers (looked up in any case, as HTTP names are), body)."""
         req = urllib.request.Request(self.url + path, method=method, headers=headers or {},
                                      data=b"" if method == "POST" else None)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as response:
-                return response.status, dict(response.headers), response.read()
+                return response.status, response.headers, response.read()
         except urllib.error.HTTPError as exc:
-            return exc.code, dict(exc.headers), exc.read()
+            return exc.code, exc.headers, exc.read()
 
     def get_json(self, path: str) -> tuple[int, dict]:
         status, _, body = self.request("GET", path)

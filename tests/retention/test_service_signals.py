@@ -71,6 +71,53 @@ def test_sighup_with_a_valid_file_applies_interval_and_log_level_without_a_resta
         assert s.stop() == 0
 
 
+def test_sighup_applies_http_timeout_to_open_connections_and_max_connections_to_the_next_accept(tmp_path):
+    make_log(tmp_path / "staging", 2)
+
+    def config(timeout: str, connections: int) -> str:
+        return _config(tmp_path).replace(
+            "service:\n", f"service:\n  http_timeout: {timeout}\n  max_connections: {connections}\n", 1)
+
+    def reload(text: str, count: int) -> None:
+        config_path.write_text(text)
+        s.send(signal.SIGHUP)
+        s.wait_for(lambda: s.log().count("reload: HTTP http_timeout") == count, what=f"reload {count}")
+
+    config_path, _ = write_config(tmp_path, config("1h", 100))
+    with Sidecar(config_path, cwd=tmp_path) as s:
+        s.wait_ready()
+        address = (s.url.split("//")[1].rsplit(":", 1)[0], int(s.url.rsplit(":", 1)[1]))
+        idle = [socket.create_connection(address, timeout=5) for _ in range(3)]
+        time.sleep(1.5)
+        for sock in idle:                                   # a 1 h timeout closes nothing yet
+            sock.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                sock.recv(1)
+            sock.setblocking(True)
+        reload(config("1s", 100), 1)
+        started = time.monotonic()
+        for sock in idle:                                   # already idle past the new 1 s: closed
+            assert sock.recv(1) == b""
+            sock.close()
+        assert time.monotonic() - started < 3.0
+
+        reload(config("1h", 3), 2)
+        held = [socket.create_connection(address, timeout=5) for _ in range(3)]
+        time.sleep(0.5)                                     # accepted: the limit is reached
+        extra = socket.create_connection(address, timeout=1.0)   # waits in the listen backlog
+        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        with pytest.raises(TimeoutError):
+            extra.recv(64)
+        held.pop().close()                                  # a slot frees: the extra one is served
+        extra.settimeout(5)
+        assert extra.recv(64).startswith(b"HTTP/1.1 200")
+        extra.close()
+        for sock in held:
+            sock.close()
+        assert s.proc.poll() is None
+        assert s.stop() == 0
+
+
 def test_sighup_with_an_invalid_file_keeps_running_on_the_old_configuration(tmp_path):
     make_log(tmp_path / "staging", 2)
     config_path, _ = write_config(tmp_path, _config(tmp_path, interval="1h"))

@@ -1,0 +1,201 @@
+"""The sidecar's endpoints as a WSGI application (served by `retention/http.py`).
+
+`ROUTES` maps each path to its method and the `RetentionApp` method that answers it; adding an
+endpoint is one line there and one method. Every answer is counted in
+`retention_http_requests_total{path,code}` (an unknown path counts as "other") and every refused
+request (a 4xx or 5xx) gets one DEBUG log line.
+
+The costly views (/status with the pinned files of the last pass, /plan, /metrics) are
+`SharedView`s kept for `VIEW_TTL` seconds: concurrent clients share one computation. The probes
+(/healthz, /readyz) read state the scheduler already holds and never touch those views.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
+from http import HTTPStatus
+from urllib.parse import parse_qs
+
+from loguru import logger
+
+from policies import ServiceConfig
+
+from .scheduler import PassRunningError, RetentionScheduler
+from .views import SharedView
+
+__all__ = ["ENDPOINTS", "OTHER", "PROBE_PATHS", "ROUTES", "VIEW_TTL", "RetentionApp", "Route"]
+
+VIEW_TTL = 1.0      # seconds a computed /status, /plan or /metrics answer is shared
+OTHER = "other"     # the path label of every request to an unknown path
+_TRUE = {"1", "true", "yes", "on"}
+_JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Route:
+    """An endpoint: its method ("GET" also answers HEAD) and the `RetentionApp` method answering it.
+    `probe`: answered from state already known, on the server's probe lane (never queued behind a
+    costly request)."""
+
+    method: str
+    handler: str
+    probe: bool = False
+
+
+ROUTES: dict[str, Route] = {
+    "/healthz": Route("GET", "healthz", probe=True),
+    "/readyz": Route("GET", "readyz", probe=True),
+    "/metrics": Route("GET", "metrics"),
+    "/status": Route("GET", "status"),
+    "/plan": Route("GET", "plan"),
+    "/clean": Route("POST", "clean"),
+    "/": Route("GET", "index"),
+}
+ENDPOINTS = {path: route.method for path, route in ROUTES.items()}
+PROBE_PATHS = frozenset(path for path, route in ROUTES.items() if route.probe)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    environ: dict
+
+    def flag(self, name: str) -> bool:
+        return any(v.lower() in _TRUE for v in self.query.get(name, []))
+
+    @property
+    def client(self) -> str:
+        return f"{self.environ.get('REMOTE_ADDR', '?')}:{self.environ.get('REMOTE_PORT', '?')}"
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+    content_type: str = _JSON
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def json_response(status: int, obj, headers: dict[str, str] | None = None) -> Response:
+    return Response(status, _json_bytes(obj), _JSON, headers or {})
+
+
+def _json_bytes(obj) -> bytes:
+    return (json.dumps(obj, indent=2, default=str) + "\n").encode()
+
+
+class RetentionApp:
+    """The WSGI application over a `RetentionScheduler`. Thread-safe: waitress calls it from its
+    worker threads; `service` and `stopping` are replaced whole (reload, stop), never mutated."""
+
+    def __init__(self, scheduler: RetentionScheduler, service: ServiceConfig) -> None:
+        self.scheduler = scheduler
+        self.service = service
+        self.stopping = False
+        self._status = SharedView(lambda: _json_bytes(scheduler.status()), VIEW_TTL)
+        self._metrics = SharedView(scheduler.metrics.exposition, VIEW_TTL)
+        self._plans = {(manual, force): SharedView(partial(self._plan_bytes, manual, force), VIEW_TTL)
+                       for manual in (False, True) for force in (False, True)}
+
+    def views(self) -> list[SharedView]:
+        return [self._status, self._metrics, *self._plans.values()]
+
+    def invalidate(self) -> None:
+        """Drop the shared views (after a manual pass or a reload), so the next answer is fresh."""
+        for view in self.views():
+            view.invalidate()
+
+    # ------------------------------------------------------------------ WSGI
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        raw_path = environ.get("PATH_INFO") or "/"
+        request = Request(environ.get("REQUEST_METHOD", "GET"), raw_path.rstrip("/") or "/",
+                          parse_qs(environ.get("QUERY_STRING", "")), environ)
+        response = self.respond(request)
+        if response.status >= 400:
+            reason = ""
+            if response.content_type == _JSON:
+                reason = json.loads(response.body).get("error", "")
+            self.refused(request.client, request.method, raw_path, response.status, reason, count=False)
+        self.count(request.path, response.status)
+        headers = [("Content-Type", response.content_type), ("Content-Length", str(len(response.body))),
+                   ("Cache-Control", "no-store"), *response.headers.items()]
+        start_response(f"{response.status} {HTTPStatus(response.status).phrase}", headers)
+        return [b"" if request.method == "HEAD" else response.body]
+
+    def count(self, path: str, code: int) -> None:
+        self.scheduler.metrics.http_request(path if path in ROUTES else OTHER, code)
+
+    def refused(self, client: str, method: str, path: str, code: int, reason: str, *, count: bool = True) -> None:
+        """One DEBUG line (and, with `count`, the counter) for a refused request; `path` is cut short."""
+        shown = path if len(path) <= 120 else f"{path[:120]}... ({len(path)} chars)"
+        logger.debug("http {} {!r} {!r} refused: {} {}", client, method[:20], shown, code, reason[:200])
+        if count:
+            self.count(path, code)
+
+    def respond(self, request: Request) -> Response:
+        route = ROUTES.get(request.path)
+        if route is None:
+            return json_response(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {request.path[:120]}",
+                                                        "endpoints": sorted(ROUTES)})
+        method = "GET" if request.method in ("GET", "HEAD") else request.method
+        if method != route.method:
+            allow = "GET, HEAD" if route.method == "GET" else route.method
+            return json_response(HTTPStatus.METHOD_NOT_ALLOWED,
+                                 {"error": f"{request.path} takes {route.method}"}, {"Allow": allow})
+        try:
+            return getattr(self, route.handler)(request)
+        except Exception as exc:  # noqa: BLE001 (one request fails, the server goes on)
+            logger.opt(exception=exc).error("{} {} failed: {}", request.method, request.path, exc)
+            return json_response(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)})
+
+    # ------------------------------------------------------------------ endpoints
+    def healthz(self, request: Request) -> Response:
+        healthy, problems = self.scheduler.health()
+        return json_response(HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE,
+                             {"status": "ok" if healthy else "unhealthy", "problems": problems})
+
+    def readyz(self, request: Request) -> Response:
+        ready = self.scheduler.ready and not self.stopping
+        return json_response(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE,
+                             {"status": "ready" if ready else "not ready"})
+
+    def metrics(self, request: Request) -> Response:
+        return Response(HTTPStatus.OK, self._metrics.get(), self.scheduler.metrics.content_type)
+
+    def status(self, request: Request) -> Response:
+        return Response(HTTPStatus.OK, self._status.get())
+
+    def plan(self, request: Request) -> Response:
+        return Response(HTTPStatus.OK, self._plans[request.flag("manual"), request.flag("force")].get())
+
+    def _plan_bytes(self, manual: bool, force: bool) -> bytes:
+        return _json_bytes(self.scheduler.plan(manual=manual, force=force).to_json_dict())
+
+    def index(self, request: Request) -> Response:
+        return json_response(HTTPStatus.OK, {"service": "retention", "endpoints": ENDPOINTS})
+
+    def clean(self, request: Request) -> Response:
+        token = self.service.token
+        if token is not None:
+            scheme, _, value = request.environ.get("HTTP_AUTHORIZATION", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+                logger.warning("POST /clean from {} refused: missing or wrong token", request.client)
+                return json_response(HTTPStatus.UNAUTHORIZED, {"error": "POST /clean needs Authorization: "
+                                                               "Bearer TOKEN (service.token)"},
+                                     {"WWW-Authenticate": "Bearer"})
+        if self.stopping or not self.scheduler.running:
+            return json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the service is stopping"})
+        try:
+            result = self.scheduler.clean(force=request.flag("force"))
+        except PassRunningError as exc:
+            return json_response(HTTPStatus.CONFLICT, {"error": str(exc), "running": "manual pass"})
+        self.invalidate()
+        body = result.to_json_dict()
+        body["interrupted"] = result.interrupted
+        return json_response(HTTPStatus.OK, body)

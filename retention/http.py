@@ -6,6 +6,7 @@
     GET  /metrics   Prometheus text format (prometheus-client, a registry of the sidecar's own)
     GET  /status    JSON: per log its disk, segments, bytes, triggers, last pass, hung segments,
                     processes pinning deleted files, consumer groups with lag; the policies and jobs
+    GET  /          the status page (HTML, self-contained; polls /ui/data, see retention/page.py)
     GET  /plan      JSON of `retention plan --json` (what a pass would do now, and why);
                     ?manual=1 plans as if a manual trigger were opened now, ?force=1 a forced one
     POST /clean     a manual trigger and a pass now; ?force=1 also ignores the reserve. Returns the
@@ -30,11 +31,12 @@ from loguru import logger
 
 from policies import ServiceConfig
 
+from .page import PageBuilder, page_html
 from .scheduler import RetentionScheduler
 
 _TRUE = {"1", "true", "yes", "on"}
 ENDPOINTS = {"/healthz": "GET", "/readyz": "GET", "/metrics": "GET", "/status": "GET", "/plan": "GET",
-             "/clean": "POST", "/": "GET"}
+             "/clean": "POST", "/": "GET", "/ui/data": "GET"}
 
 
 class _Server(ThreadingHTTPServer):
@@ -118,8 +120,10 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/plan":
                 result = scheduler.plan(manual=self._flag(query, "manual"), force=self._flag(query, "force"))
                 self._json(HTTPStatus.OK, result.to_json_dict())
-            else:
-                self._json(HTTPStatus.OK, {"service": "retention", "endpoints": ENDPOINTS})
+            elif path == "/ui/data":   # the status page's data (retention/page.py)
+                self._send(HTTPStatus.OK, app.page.json_bytes(), "application/json")
+            else:                      # "/": the status page
+                self._send(HTTPStatus.OK, page_html(), "text/html; charset=utf-8")
         except Exception as exc:  # noqa: BLE001 (one request fails, the server goes on)
             logger.opt(exception=exc).error("GET {} failed: {}", path, exc)
             self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)})
@@ -161,6 +165,7 @@ class RetentionHTTPServer:
     def __init__(self, scheduler: RetentionScheduler, service: ServiceConfig) -> None:
         self.scheduler = scheduler
         self.service = service
+        self.page = PageBuilder(scheduler)
         self.stopping = False
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None

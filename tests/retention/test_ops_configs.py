@@ -49,7 +49,7 @@ def test_metric_names_are_found_and_words_are_not():
 
 
 @pytest.fixture(scope="module")
-def exposed(tmp_path_factory) -> set[str]:
+def exposition(tmp_path_factory) -> str:
     """Sample names in a real sidecar's /metrics after a pass that deleted something and a log with
     a consumer group (a labelled metric shows only once it has a series)."""
     tmp = tmp_path_factory.mktemp("metrics")
@@ -78,10 +78,25 @@ def exposed(tmp_path_factory) -> set[str]:
         def metrics() -> str:
             text = sidecar.request("GET", "/metrics")[2].decode()
             return text if "retention_deleted_segments_total{" in text and "retention_disk_force_ratio{" in text else ""
-        text = sidecar.wait_for(metrics, what="a deletion and a disk check in /metrics")
-    names = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
+        return sidecar.wait_for(metrics, what="a deletion and a disk check in /metrics")
+
+
+@pytest.fixture(scope="module")
+def exposed(exposition) -> set[str]:
+    names = {line.split("{")[0].split(" ")[0] for line in exposition.splitlines() if line and not line.startswith("#")}
     assert "retention_consumer_lag_records" in names
     return names
+
+
+def test_thresholds_and_hung_age_are_exported_for_the_alerts(exposition):
+    values = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+              for line in exposition.splitlines() if line and not line.startswith("#")}
+    by_name = lambda name: [v for k, v in values.items() if k.startswith(name + "{")]  # noqa: E731
+    assert by_name("retention_disk_clean_ratio") == [0.75]
+    assert by_name("retention_disk_force_ratio") == [0.85]
+    assert by_name("retention_disk_refuse_writes_ratio") == [0.90]
+    assert values['retention_hung_force_after_seconds{log="staging"}'] == 120.0
+    assert values['retention_hung_oldest_seconds{log="staging"}'] == 0.0
 
 
 def _dashboard_exprs() -> list[tuple[str, str]]:

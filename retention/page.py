@@ -9,9 +9,10 @@ budget of `TOTAL_RUNS` bars shared by all logs; the lists (deletions, passes, pi
 groups, hung segments) are capped too. So the JSON stays in the tens of kilobytes whether a log has
 ten segments or 100,000.
 
-Thread-safe: `PageBuilder.data()` may be called from any number of request threads; a build is
-shared by the requests that arrive within `min_interval` of it (a plan over 100,000 segments is not
-free, and a page left open in several tabs must not multiply it).
+Thread-safe: `PageBuilder.json_bytes()` may be called from any number of request threads; a build
+is shared by the requests that arrive within `min_interval` of it, or five times the last build's
+duration if longer (a plan over 100,000 segments is not free, and a page left open in several tabs
+must not multiply it).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = ["PageBuilder", "build_page_data", "page_html", "segment_runs", "tail_
 MAX_RUNS = 240               # bars per log at most
 TOTAL_RUNS = 2400            # bars over all logs at most (each log gets at least MIN_RUNS)
 MIN_RUNS = 12
+MAX_LOGS = TOTAL_RUNS // MIN_RUNS  # logs drawn at most (the largest first beyond it)
 DELETIONS = 20               # last audit lines shown
 AUDIT_TAIL_BYTES = 256 << 10  # at most this much of the audit file is read per refresh
 LIST_CAP = 50                # pinned files, hung segments, consumer groups per log, passes
@@ -165,14 +167,18 @@ class PageBuilder:
         self._lock = threading.Lock()
         self._built_at = -math.inf
         self._cached: bytes | None = None
+        self._build_seconds = 0.0
 
     def json_bytes(self) -> bytes:
         """The page data as compact JSON, shared by requests within `min_interval`."""
         with self._lock:
             now = time.monotonic()
-            if self._cached is None or now - self._built_at >= self.min_interval:
+            # A build that took long (a plan over 100,000 segments) is reused longer: an open page
+            # costs the sidecar at most a fifth of a core.
+            if self._cached is None or now - self._built_at >= max(self.min_interval, 5 * self._build_seconds):
                 self._cached = json.dumps(self.data(), separators=(",", ":"), default=str).encode()
                 self._built_at = time.monotonic()
+                self._build_seconds = self._built_at - now
             return self._cached
 
     def data(self) -> dict:
@@ -202,7 +208,10 @@ def build_page_data(status: dict, result, disks: dict, history, deletions: list[
             "history": history.disk_series(fs["mountpoint"], now),
         })
     logs = []
-    for log in status["logs"][:TOTAL_RUNS // MIN_RUNS]:
+    shown = status["logs"]
+    if len(shown) > MAX_LOGS:      # the largest logs are the ones an operator with a full disk needs
+        shown = sorted(shown, key=lambda log: -(log["bytes"] or 0))[:MAX_LOGS]
+    for log in shown:
         r = plans.get(log["name"])
         lp = r.plan if r is not None else None
         decisions = lp.decisions if lp is not None else ()

@@ -95,6 +95,7 @@ def test_page_json_stays_bounded_for_100000_segments_and_for_many_logs(tmp_path)
         lp = big_plan(n, segments=3)
         alternating.append(LogPassResult(n, str(tmp_path / n), type(lp)(n, lp.path, "default", lp.disk, (), decisions)))
     data = build_page_data(status, PassResult(NOW, alternating, executed=False), disks, history, [], 1_100_000.0)
+    assert len(data["logs"]) + data["logs_not_shown"] == 300 and data["logs_not_shown"] == 100
     assert sum(len(log["runs"]) for log in data["logs"]) <= TOTAL_RUNS
     assert all(len(log["runs"]) <= MAX_RUNS for log in data["logs"])
     size = len(json.dumps(data, separators=(",", ":")))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from pathlib import Path
 
 from policies import DiskSnapshot, GroupSnapshot, LogSnapshot, SegmentDecision, SegmentSnapshot, plan
 from policies.config import PolicyConfig

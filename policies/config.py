@@ -324,6 +324,17 @@ class DiskConfig(_Strict):
         description="Whether disk pressure may delete unexpired and unconsumed data (RocketMQ "
         "cleanFileForciblyEnable); off, pressure deletes only expired segments.",
     )
+    force_target: CleanRatio | None = Field(
+        default=None,
+        description="Under force, a pass deletes down to this used ratio (a low-water mark, BookKeeper's "
+        "diskUsageLwmThreshold), so a writer resuming below force_ratio does not take the disk straight "
+        "back over it. 0.10-0.95, at most force_ratio; unset means clean_ratio.",
+    )
+
+    @property
+    def force_target_ratio(self) -> float:
+        """The used ratio a forced pass deletes down to: ``force_target``, or ``clean_ratio`` when unset."""
+        return self.clean_ratio if self.force_target is None else self.force_target
 
     @model_validator(mode="after")
     def _check_order(self) -> DiskConfig:
@@ -340,6 +351,12 @@ class DiskConfig(_Strict):
                 f"must keep force_ratio <= refuse_writes_ratio, got force_ratio {self.force_ratio} > "
                 f"refuse_writes_ratio {self.refuse_writes_ratio}",
                 blamed,
+            )
+        if self.force_target is not None and self.force_target > self.force_ratio:
+            raise _config_problem(
+                f"must keep force_target <= force_ratio, got force_target {self.force_target} > "
+                f"force_ratio {self.force_ratio}",
+                "force_target",
             )
         return self
 

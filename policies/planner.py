@@ -19,7 +19,8 @@ Rules, per log (``plan`` applies them; every input is plain data and nothing is 
 - Logs on one filesystem (the same ``filesystem_id``) are walked together in global age order, oldest
   last write first, each from its own head. A log's disk force lasts while the projected used ratio,
   the used bytes less those planned for deletion so far over used plus free, is above its
-  ``force_ratio``; then its segments follow the unforced rules.
+  ``force_target`` (the low-water mark; ``clean_ratio`` when unset), so a forced pass leaves room below
+  ``force_ratio`` for the writer it let resume; then its segments follow the unforced rules.
 
 A kept segment lists every reason that applies to it, each sufficient on its own. ``plan`` is pure and
 deterministic, and its results are immutable, so it is thread-safe.
@@ -136,7 +137,8 @@ class SegmentDecision:
         age = humanize_duration(self.age_seconds)
         parts = [f"{age} old" if RESERVED in self.overridden else f"expired, {age} old"]
         if self.overridden:
-            parts.append(f"{self.overridden_by} overrides " + ", ".join(map(self._with_detail, self.overridden)))
+            by = self._with_detail(self.overridden_by) if self.overridden_by else "?"
+            parts.append(f"{by} overrides " + ", ".join(map(self._with_detail, self.overridden)))
         if self.retry:
             parts.append(("forced" if self.forced else "retried") + f" ({self.details.get(HELD, 'was held')})")
         return head + ", ".join(parts)
@@ -323,8 +325,9 @@ class _LogWalk:
 
     def _decide(self, segment: SegmentSnapshot, is_last: bool, projected_ratio: float) -> SegmentDecision:
         policy = self.policy
-        # Pressure forces until the projected ratio is back at or below force_ratio.
-        force_disk = self.forcing_trigger is not None and projected_ratio > policy.disk.force_ratio
+        # Pressure forces until the projected ratio is back at or below the low-water mark.
+        target = policy.disk.force_target_ratio
+        force_disk = self.forcing_trigger is not None and projected_ratio > target
         overridden_by = self.forcing_trigger if force_disk else MANUAL if self.manual.forcing else None
         age = self.now - segment.mtime
         reasons: list[str] = []
@@ -378,6 +381,9 @@ class _LogWalk:
         shown = set(reasons)
         if deleting:
             shown.update(overridden)
+            if force_disk and overridden:
+                details[self.forcing_trigger] = (_force_detail, projected_ratio, target)
+                shown.add(self.forcing_trigger)
             if retry:
                 shown.add(HELD)
         return SegmentDecision(
@@ -435,6 +441,10 @@ def _retried_detail(held_for: float, since_attempt: float) -> str:
 
 def _waiting_detail(held_for: float, next_in: float) -> str:
     return f"held for {humanize_duration(held_for)}, next attempt in {humanize_duration(next_in)}"
+
+
+def _force_detail(projected_ratio: float, target: float) -> str:
+    return f"disk {projected_ratio:.1%} used before it, deleting down to {target:.0%}"
 
 
 def _prefix_detail(first_kept: str) -> str:

@@ -5,7 +5,7 @@
 - ``disk-force``: the ratio is above ``force_ratio`` and ``disk.force`` is on; the oldest segments go
   even unexpired or unconsumed.
 - ``refuse-writes``: the ratio is above ``refuse_writes_ratio``; writers are refused. It forces
-  deletion even when ``disk.force`` is off (until the projected ratio is back at ``force_ratio``):
+  deletion even when ``disk.force`` is off (until the projected ratio is back at ``force_target``):
   writers are already being turned away, so keeping unexpired data would stop the producers instead.
   With ``disk.force`` on, ``disk-force`` is active as well.
 - ``manual``: an operator asked for cleanup and passes of it remain.

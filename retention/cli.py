@@ -47,8 +47,17 @@ def _parse_at(text: str) -> datetime:
     return at if at.tzinfo is not None else at.astimezone()  # naive: the machine's local time
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("commitlog-retention")
+    except PackageNotFoundError:   # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="retention", description="Retention scheduler for segmented commit logs.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     serve = sub.add_parser("serve", help="run the long-running sidecar")
     serve.add_argument("--config", help="YAML file (default: the embedded conf/retention.yaml)")

@@ -22,6 +22,9 @@ OUTCOMES = (OK, HUNG_OUTCOME, FAILED_OUTCOME, INTERRUPTED, ERROR)
 # What started a pass (the `kind` label).
 PASS_KINDS = ("interval", "pressure", "hung-retry", "manual")
 
+# Thresholds exported per filesystem (retention_disk_<name>), in the order of the pressure levels.
+THRESHOLDS = ("clean_ratio", "force_ratio", "refuse_writes_ratio")
+
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -45,6 +48,11 @@ class RetentionMetrics:
             "retention_disk_pressure_level",
             "0 below clean_ratio, 1 above clean_ratio, 2 above force_ratio (forcing), 3 above "
             "refuse_writes_ratio.", ["mountpoint"], registry=r)
+        self.disk_thresholds = {
+            name: Gauge(f"retention_disk_{name}", f"The {name} in force on the filesystem: the lowest of the "
+                        "policies of its logs (0-1), so alerts and dashboards compare disk_used_ratio to it.",
+                        ["mountpoint"], registry=r)
+            for name in THRESHOLDS}
         self.log_segments = Gauge(
             "retention_log_segments", "Segment files of the log after the last pass.", ["log"], registry=r)
         self.log_bytes = Gauge(
@@ -61,6 +69,12 @@ class RetentionMetrics:
         self.pinned_bytes = Gauge(
             "retention_pinned_bytes", "Bytes of deleted segment files some process still holds open or "
             "mapped (the space is not free until it lets go).", ["log"], registry=r)
+        self.hung_oldest = Gauge(
+            "retention_hung_oldest_seconds", "Seconds the longest-held hung segment of the log has been held "
+            "since the first delete attempt found it in use (0: none).", ["log"], registry=r)
+        self.hung_force_after = Gauge(
+            "retention_hung_force_after_seconds", "The log's hung.force_after: a segment held longer is "
+            "deleted anyway at its next attempt.", ["log"], registry=r)
         self.pass_duration = Histogram(
             "retention_pass_duration_seconds", "Duration of cleanup passes, pauses included.",
             ["kind"], buckets=_DURATION_BUCKETS, registry=r)
@@ -106,15 +120,25 @@ class RetentionMetrics:
         self.disk_free_bytes.labels(mountpoint).set(free_bytes)
         self.disk_pressure.labels(mountpoint).set(level)
 
+    def set_thresholds(self, mountpoint: str, ratios: dict[str, float]) -> None:
+        """`ratios`: each name of `THRESHOLDS` -> the ratio in force on the filesystem."""
+        for name, value in ratios.items():
+            self.disk_thresholds[name].labels(mountpoint).set(value)
+
     def keep_mountpoints(self, mountpoints: set[str]) -> None:
         """Drop the series of filesystems no configured log lives on any more."""
         with self._lock:
             gone, self._mounts = self._mounts - mountpoints, self._mounts & mountpoints
         for m in gone:
-            for g in (self.disk_used_ratio, self.disk_free_bytes, self.disk_pressure):
+            for g in (self.disk_used_ratio, self.disk_free_bytes, self.disk_pressure,
+                      *self.disk_thresholds.values()):
                 _remove(g, m)
 
-    def set_log(self, log: str, *, segments: int, bytes: int, hung: int, pinned_bytes: int) -> None:
+    def set_log(self, log: str, *, segments: int, bytes: int, hung: int, pinned_bytes: int,
+                hung_oldest_seconds: float = 0.0, hung_force_after: float | None = None) -> None:
+        self.hung_oldest.labels(log).set(hung_oldest_seconds)
+        if hung_force_after is not None:
+            self.hung_force_after.labels(log).set(hung_force_after)
         self.log_segments.labels(log).set(segments)
         self.log_bytes.labels(log).set(bytes)
         self.hung_segments.labels(log).set(hung)
@@ -166,7 +190,7 @@ class RetentionMetrics:
     def forget_log(self, log: str) -> None:
         """Drop the gauges of a log that is no longer configured (counters stay: they are history)."""
         for g in (self.log_segments, self.log_bytes, self.hung_segments, self.pinned_bytes,
-                  self.last_success):
+                  self.last_success, self.hung_oldest, self.hung_force_after):
             _remove(g, log)
         self.set_lag(log, {})
         with self._lock:

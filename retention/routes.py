@@ -24,6 +24,7 @@ from loguru import logger
 
 from policies import ServiceConfig
 
+from .page import PageBuilder, page_html
 from .scheduler import PassRunningError, RetentionScheduler
 from .views import SharedView
 
@@ -54,6 +55,7 @@ ROUTES: dict[str, Route] = {
     "/plan": Route("GET", "plan"),
     "/clean": Route("POST", "clean"),
     "/": Route("GET", "index"),
+    "/ui/data": Route("GET", "ui_data"),
 }
 ENDPOINTS = {path: route.method for path, route in ROUTES.items()}
 PROBE_PATHS = frozenset(path for path, route in ROUTES.items() if route.probe)
@@ -98,6 +100,7 @@ class RetentionApp:
         self.scheduler = scheduler
         self.service = service
         self.stopping = False
+        self.page = PageBuilder(scheduler)
         self._status = SharedView(lambda: _json_bytes(scheduler.status()), VIEW_TTL)
         self._metrics = SharedView(scheduler.metrics.exposition, VIEW_TTL)
         self._plans = {(manual, force): SharedView(partial(self._plan_bytes, manual, force), VIEW_TTL)
@@ -178,7 +181,11 @@ class RetentionApp:
         return _json_bytes(self.scheduler.plan(manual=manual, force=force).to_json_dict())
 
     def index(self, request: Request) -> Response:
-        return json_response(HTTPStatus.OK, {"service": "retention", "endpoints": ENDPOINTS})
+        return Response(HTTPStatus.OK, page_html(), "text/html; charset=utf-8")
+
+    def ui_data(self, request: Request) -> Response:
+        """The status page's data (retention/page.py), bounded in size; the page polls it."""
+        return Response(HTTPStatus.OK, self.page.json_bytes())
 
     def clean(self, request: Request) -> Response:
         token = self.service.token

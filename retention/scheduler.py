@@ -62,8 +62,9 @@ from policies import (DISK_CLEAN, DISK_FORCE, MANUAL, REFUSE_WRITES, TIME_WINDOW
 
 from .audit import AuditTrail
 from .cleaner import DELETED, FAILED, HUNG, Cleaner, LogPassResult, PassResult
+from .history import StatusHistory
 from .hung import HUNG_FILE
-from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, RetentionMetrics
+from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, THRESHOLDS, RetentionMetrics
 from .pinned import pinned_bytes
 
 __all__ = ["RetentionScheduler", "PassRunningError", "LEVEL_OK", "LEVEL_CLEAN", "LEVEL_FORCE", "LEVEL_REFUSE",
@@ -177,6 +178,7 @@ class RetentionScheduler:
                  on_pass: Callable[[str, PassResult], object] | None = None,
                  max_workers: int = _DEFAULT_POOL) -> None:
         self.metrics = metrics if metrics is not None else RetentionMetrics()
+        self.history = StatusHistory()                  # for the status page (retention/page.py)
         self._clock = clock
         self._on_pass = on_pass
         self._scheduler = BackgroundScheduler(
@@ -483,6 +485,8 @@ class RetentionScheduler:
                             fs.mountpoint, ratio)
             fs.forcing = forcing
         self.metrics.set_disk(fs.mountpoint, ratio, usage.free_bytes, level)
+        self.history.disk(fs.mountpoint, ratio, fs.checked_at)
+        self.metrics.set_thresholds(fs.mountpoint, {k: min(getattr(p.disk, k) for p in policies) for k in THRESHOLDS})
         return level, forcing
 
     def _request_pressure(self, dev: int) -> None:
@@ -555,6 +559,9 @@ class RetentionScheduler:
                 duration = time.monotonic() - started
                 logger.opt(exception=exc).error("{} pass over {} raised: {}", kind, ", ".join(names), exc)
                 self.metrics.observe_pass(kind, ERROR, duration)
+                self.history.passed({"at": _iso(self._clock()), "kind": kind, "logs": names, "outcome": ERROR,
+                                     "deleted": 0, "freed_bytes": 0, "duration_seconds": round(duration, 6),
+                                     "error": str(exc)})
                 self._note_error(names, kind, exc, duration)
                 return None
             try:
@@ -596,7 +603,9 @@ class RetentionScheduler:
                     if r.actions.get(d.base_offset) == DELETED:
                         self.metrics.deleted(r.name, primary_trigger(d, r.plan.triggers), d.bytes)
             self.metrics.set_log(r.name, segments=state["segments"], bytes=state["bytes"],
-                                 hung=len(state["hung"]), pinned_bytes=state["pinned_bytes"])
+                                 hung=len(state["hung"]), pinned_bytes=state["pinned_bytes"],
+                                 hung_oldest_seconds=max((h["held_seconds"] for h in state["hung"]), default=0.0),
+                                 hung_force_after=fs.config.policy_for(r.name).hung.force_after)
             self.metrics.set_lag(r.name, {g["group"]: (g["lag_bytes"], g["lag_records"])
                                           for g in state["consumer_groups"]})
             with self._state_lock:
@@ -617,6 +626,9 @@ class RetentionScheduler:
                 self.metrics.set_last_success(r.name, end_wall)
         outcome = _pass_outcome(outcomes)
         self.metrics.observe_pass(kind, outcome, result.duration)
+        self.history.passed({"at": result.at.isoformat(), "kind": kind, "logs": [r.name for r in result.logs],
+                             "outcome": outcome, "deleted": result.deleted, "freed_bytes": result.freed_bytes,
+                             "duration_seconds": round(result.duration, 6)})
         logger.debug("{} pass over {}: {}, deleted {} ({} bytes) in {:.3f}s", kind,
                      ", ".join(r.name for r in result.logs), outcome, result.deleted,
                      result.freed_bytes, result.duration)

@@ -122,6 +122,7 @@ policies:
       force_ratio: 0.85      # RocketMQ diskSpaceCleanForciblyRatio
       refuse_writes_ratio: 0.90  # RocketMQ diskSpaceWarningLevelRatio
       force: true            # RocketMQ cleanFileForciblyEnable
+      force_target: 0.75     # under force, delete down to this (BookKeeper's low-water mark)
     hung:
       force_after: 120s      # RocketMQ destroyMapedFileIntervalForcibly
       retry_every: 120s      # RocketMQ redeleteHangedFileInterval

@@ -91,7 +91,8 @@ def test_design_example_parses_to_the_documented_values(tmp_path):
     assert default.protect_unconsumed is True
     assert default.consumer_ttl == 7 * 86400.0
     assert default.disk_check_interval == 1.0
-    assert default.disk == DiskConfig(clean_ratio=0.75, force_ratio=0.85, refuse_writes_ratio=0.90, force=True)
+    assert default.disk == DiskConfig(clean_ratio=0.75, force_ratio=0.85, refuse_writes_ratio=0.90, force=True,
+                                      force_target=0.75)
     assert default.hung.force_after == 120.0
     assert default.hung.retry_every == 120.0
     assert config.policy_for("staging") is default
@@ -99,7 +100,10 @@ def test_design_example_parses_to_the_documented_values(tmp_path):
 
 def test_design_example_equals_the_defaults(tmp_path):
     config = parse_config(design_example_yaml(), base_dir=tmp_path)
-    assert config.policies["default"] == PolicyConfig()
+    # The contract writes out force_target; unset, it is clean_ratio, the same 0.75.
+    assert config.policies["default"] == PolicyConfig.model_validate({"disk": {"force_target": 0.75}})
+    assert PolicyConfig().disk.force_target is None
+    assert PolicyConfig().disk.force_target_ratio == 0.75
     assert config.service == ServiceConfig.model_validate({}, context={"base_dir": tmp_path})
 
 
@@ -346,3 +350,37 @@ def test_every_field_is_documented():
     for model in (ServiceConfig, LogConfig, PolicyConfig, DiskConfig, HungConfig, RetentionConfig):
         for name, field in model.model_fields.items():
             assert field.description, f"{model.__name__}.{name} has no description"
+
+
+@pytest.mark.parametrize(
+    ("disk", "target"),
+    [
+        ({}, 0.75),
+        ({"clean_ratio": 0.6}, 0.6),
+        ({"force_target": 0.8}, 0.8),
+        ({"force_target": "85%"}, 0.85),
+        ({"clean_ratio": 0.6, "force_target": 0.5}, 0.5),
+    ],
+)
+def test_force_target_defaults_to_clean_ratio(disk, target):
+    assert DiskConfig.model_validate(disk).force_target_ratio == pytest.approx(target)
+
+
+@pytest.mark.parametrize(
+    ("text", "valid"),
+    [
+        ("{force_target: 0.85}", True),
+        ("{force_target: 0.8501}", False),
+        ("{force_ratio: 0.9, refuse_writes_ratio: 0.95, force_target: 0.9}", True),
+        ("{force_target: 0.10}", True),
+        ("{force_target: 0.0999}", False),
+        ("{force_target: high}", False),
+    ],
+)
+def test_force_target_range(text, valid, tmp_path):
+    source = f"policies:\n  default:\n    disk: {text}\n"
+    if valid:
+        parse_config(source, base_dir=tmp_path)
+    else:
+        with pytest.raises(ConfigError, match="force_target"):
+            parse_config(source, base_dir=tmp_path)

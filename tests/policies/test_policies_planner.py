@@ -38,6 +38,10 @@ def outcome(log_plan):
     return [(decision.action, decision.reasons) for decision in log_plan.decisions]
 
 
+# Force only down to force_ratio, for tests about other rules than the low-water mark.
+TARGET_85 = {"disk": {"force_target": 0.85}}
+
+
 def plan_one(snapshot, *, at: datetime = NOW, manual=None, **policy_overrides):
     configured = policies(default=policy(**policy_overrides)) if policy_overrides else policies()
     return plan([snapshot], configured, at, manual or {}).logs[0]
@@ -184,7 +188,7 @@ def test_every_group_that_needs_a_segment_is_listed():
 
 def test_disk_force_overrides_consumer_protection_and_records_the_lost_offsets():
     snapshot = log([100, 100, 100, 1], used_ratio=0.95, segment_bytes=BIG, groups=[group("etl", 50)])
-    result = plan_one(snapshot)
+    result = plan_one(snapshot, **TARGET_85)
     etl = unconsumed("etl")
     assert result.triggers == (DISK_CLEAN, DISK_FORCE, REFUSE_WRITES)
     assert outcome(result) == [(DELETE, ()), (DELETE, ()), (KEEP, (etl,)), (KEEP, (ACTIVE, RESERVED, etl, PREFIX))]
@@ -219,8 +223,8 @@ def test_without_protect_unconsumed_groups_only_feed_the_audit():
 
 
 def test_deletes_oldest_first_when_disk_forces():
-    result = plan_one(log([5, 4, 3, 2, 1], used_ratio=0.95, segment_bytes=BIG))
-    # 95 % used; two 5 % segments bring it to 85 %, which is no longer above force_ratio.
+    result = plan_one(log([5, 4, 3, 2, 1], used_ratio=0.95, segment_bytes=BIG), **TARGET_85)
+    # 95 % used; two 5 % segments bring it to 85 %, which is no longer above force_target.
     assert outcome(result) == [
         (DELETE, ()),
         (DELETE, ()),
@@ -231,9 +235,9 @@ def test_deletes_oldest_first_when_disk_forces():
     assert [(d.overridden, d.overridden_by) for d in result.to_delete] == [((RESERVED,), DISK_FORCE)] * 2
 
 
-def test_disk_force_continues_while_projected_ratio_is_above_force_ratio():
+def test_disk_force_continues_while_projected_ratio_is_above_force_target():
     one_byte_more = DiskSnapshot(filesystem_id=1, total_bytes=100_000, used_bytes=95_001, free_bytes=4_999)
-    result = plan_one(log([5, 4, 3, 2, 1], segment_bytes=BIG, disk_snapshot=one_byte_more))
+    result = plan_one(log([5, 4, 3, 2, 1], segment_bytes=BIG, disk_snapshot=one_byte_more), **TARGET_85)
     assert [decision.action for decision in result.decisions] == [DELETE, DELETE, DELETE, KEEP, KEEP]
 
 
@@ -252,10 +256,11 @@ def test_after_the_force_expired_segments_still_go_under_disk_clean():
 
 def test_refused_writes_force_deletion_even_without_disk_force():
     # Writers are already turned away above refuse_writes_ratio, so it forces whatever disk.force says,
-    # until the projected ratio is back at force_ratio (each deletion frees 5 %: 95 -> 90 -> 85).
+    # until the projected ratio is back at force_target (each deletion frees 5 %: 95 -> 90 -> 85, still
+    # above the 75 % default, so only the active segment stays, and not for its age).
     result = plan_one(log([100, 5, 1], used_ratio=0.95, segment_bytes=BIG), disk={"force": False})
     assert result.triggers == (DISK_CLEAN, REFUSE_WRITES)
-    assert outcome(result) == [(DELETE, ()), (DELETE, ()), (KEEP, (ACTIVE, RESERVED))]
+    assert outcome(result) == [(DELETE, ()), (DELETE, ()), (KEEP, (ACTIVE,))]
     assert result.decisions[1].overridden_by == REFUSE_WRITES
 
 
@@ -269,7 +274,7 @@ def test_two_logs_on_one_filesystem_lose_their_globally_oldest_segments_first():
     shared = disk(0.95)
     a = log([50, 30, 10, 1], name="a", disk_snapshot=shared, segment_bytes=BIG)
     b = log([40, 20, 1], name="b", disk_snapshot=shared, segment_bytes=BIG)
-    result = plan([a, b], policies(), NOW)
+    result = plan([a, b], policies(default=policy(**TARGET_85)), NOW)
     # Oldest overall: a/0 (50h) then b/0 (40h), which bring the disk to 85 %; a/1 (30h) stays.
     assert outcome(result.log("a")) == [
         (DELETE, ()),
@@ -285,7 +290,7 @@ def test_shared_filesystem_takes_each_log_only_from_its_head():
     # a's oldest segment sits behind a young head, so it cannot go before that head does.
     a = log([10, 80, 1], name="a", disk_snapshot=shared, segment_bytes=BIG)
     b = log([30, 20, 1], name="b", disk_snapshot=shared, segment_bytes=BIG)
-    result = plan([a, b], policies(), NOW)
+    result = plan([a, b], policies(default=policy(**TARGET_85)), NOW)
     assert [d.action for d in result.log("b").decisions] == [DELETE, DELETE, KEEP]
     assert outcome(result.log("a")) == [(KEEP, (RESERVED,)), (KEEP, (PREFIX,)), (KEEP, (ACTIVE, RESERVED, PREFIX))]
 
@@ -302,10 +307,10 @@ def test_shared_filesystem_keeps_each_logs_own_batch_limit():
 
 def test_shared_filesystem_applies_each_policys_force_ratio():
     shared = disk(0.95)
-    lenient = policy(disk={"force_ratio": 0.92, "refuse_writes_ratio": 0.96})
+    lenient = policy(disk={"force_ratio": 0.92, "refuse_writes_ratio": 0.96, "force_target": 0.92})
     a = log([50, 30, 1], name="a", disk_snapshot=shared, segment_bytes=BIG)
     b = log([40, 20, 1], name="b", disk_snapshot=shared, segment_bytes=BIG, policy_name="lenient")
-    result = plan([a, b], policies(lenient=lenient), NOW)
+    result = plan([a, b], policies(default=policy(**TARGET_85), lenient=lenient), NOW)
     # a/0 goes (95 % > 85 %), then b/0 sees 90 %, not above its 92 %; a/1 still sees 90 % > 85 %.
     assert [d.action for d in result.log("a").decisions] == [DELETE, DELETE, KEEP]
     assert outcome(result.log("b"))[0] == (KEEP, (RESERVED,))
@@ -315,8 +320,52 @@ def test_logs_on_different_filesystems_are_independent():
     a = log([5, 4, 3, 1], name="a", disk_snapshot=disk(0.95, filesystem_id=1), segment_bytes=BIG)
     b = log([5, 4, 3, 1], name="b", disk_snapshot=disk(0.95, filesystem_id=2), segment_bytes=BIG)
     c = log([5, 4, 1], name="c", disk_snapshot=disk(0.5, filesystem_id=3), segment_bytes=BIG)
-    result = plan([a, b, c], policies(), NOW)
+    result = plan([a, b, c], policies(default=policy(**TARGET_85)), NOW)
     assert [len(result.log(name).to_delete) for name in "abc"] == [2, 2, 0]
+
+
+# --- force_target, the low-water mark ------------------------------------------------------------------
+
+
+def test_a_forced_pass_deletes_down_to_clean_ratio_by_default():
+    # 95 % used, 5 % segments: 90, 85, 80 are still above the 75 % default target, 75 is not.
+    result = plan_one(log([9, 8, 7, 6, 5, 4, 1], used_ratio=0.95, segment_bytes=BIG))
+    assert [d.action for d in result.decisions] == [DELETE] * 4 + [KEEP] * 3
+    assert outcome(result)[4] == (KEEP, (RESERVED,))
+
+
+def test_force_target_is_the_low_water_mark():
+    result = plan_one(log([9, 8, 7, 6, 5, 4, 1], used_ratio=0.95, segment_bytes=BIG), disk={"force_target": 0.8})
+    assert [d.action for d in result.decisions] == [DELETE] * 3 + [KEEP] * 4
+
+
+def test_force_target_stops_exactly_at_the_target_and_not_one_byte_above():
+    # used 80,001 of 100,000 bytes after three 5,000-byte deletions: still above 0.80, so a fourth goes.
+    one_byte_more = DiskSnapshot(filesystem_id=1, total_bytes=100_000, used_bytes=95_001, free_bytes=4_999)
+    above = plan_one(log([9, 8, 7, 6, 5, 1], segment_bytes=BIG, disk_snapshot=one_byte_more),
+                     disk={"force_target": 0.8})
+    assert [d.action for d in above.decisions] == [DELETE] * 4 + [KEEP] * 2
+    exact = DiskSnapshot(filesystem_id=1, total_bytes=100_000, used_bytes=95_000, free_bytes=5_000)
+    at = plan_one(log([9, 8, 7, 6, 5, 1], segment_bytes=BIG, disk_snapshot=exact), disk={"force_target": 0.8})
+    assert [d.action for d in at.decisions] == [DELETE] * 3 + [KEEP] * 3
+
+
+def test_force_target_does_not_start_a_force_below_force_ratio():
+    # 84 % is above the 75 % target but not above force_ratio: no disk-force, young segments stay.
+    result = plan_one(log([9, 8, 1], used_ratio=0.84, segment_bytes=BIG))
+    assert DISK_FORCE not in result.triggers
+    assert [d.action for d in result.decisions] == [KEEP] * 3
+
+
+def test_force_target_equal_to_force_ratio_is_the_old_behaviour():
+    result = plan_one(log([9, 8, 7, 6, 1], used_ratio=0.95, segment_bytes=BIG), disk={"force_target": 0.85})
+    assert [d.action for d in result.decisions] == [DELETE] * 2 + [KEEP] * 3
+
+
+def test_force_target_still_leaves_batch_limit_and_active_in_place():
+    result = plan_one(log([9, 8, 7, 6, 5, 1], used_ratio=0.95, segment_bytes=BIG), files_per_pass=2)
+    assert outcome(result)[2] == (KEEP, (BATCH_LIMIT,))
+    assert outcome(result)[-1][1][0] == ACTIVE
 
 
 # --- held segments -------------------------------------------------------------------------------------
@@ -410,7 +459,8 @@ def test_explains_what_a_forced_deletion_overrides():
     snapshot = log([5, 1], used_ratio=0.95, segment_bytes=BIG, groups=[group("etl", 0)])
     line = plan_one(snapshot).decisions[0].explain()
     assert line == (
-        "staging 00000000000000000000.log delete: 5h old, disk-force overrides reserved (younger than 3d, 5h old), "
+        "staging 00000000000000000000.log delete: 5h old, disk-force (disk 95.0% used before it, deleting down "
+        "to 75%) overrides reserved (younger than 3d, 5h old), "
         "unconsumed:etl (etl has not consumed offsets 0 to 99)"
     )
 

@@ -35,6 +35,7 @@ policies:
       clean_ratio: 0.70
       force_ratio: 0.80
       refuse_writes_ratio: 0.95
+      force_target: 0.80
 """
 
 
@@ -61,7 +62,7 @@ def test_deletes_oldest_first_regardless_of_age_when_disk_forces(tmp_path, small
     deleted = bases[: len(bases) - len(remaining)]
     assert remaining == bases[len(deleted):]              # oldest first, no hole
     assert deleted, "nothing deleted"
-    # Stopped once below force_ratio: one segment fewer would still have been above it.
+    # Stopped once at force_target (0.80 here): one segment fewer would still have been above it.
     seg_ratio = 256 * 1024 / (disk_usage(str(fs)).used_bytes + disk_usage(str(fs)).free_bytes)
     assert after + seg_ratio >= 0.80 - 0.02
     audit = read_audit(tmp_path / "audit.jsonl")
@@ -75,6 +76,30 @@ def test_deletes_oldest_first_regardless_of_age_when_disk_forces(tmp_path, small
     for group, committed in (("etl", end // 2), ("audit-job", end // 4)):
         expected = [(max(b, committed), nxt) for b, nxt in zip(deleted, bases[1:]) if nxt > committed]
         assert lost_by_group.get(group, []) == expected
+
+
+@pytest.mark.parametrize("small_fs", [("tmpfs", 16 << 20)], indirect=True)
+@pytest.mark.parametrize("force_target", [None, 0.75])
+def test_a_forced_pass_deletes_down_to_force_target(tmp_path, small_fs, force_target):
+    fs = Path(small_fs)
+    log_dir = fs / "staging"
+    with CommitLog.open(log_dir, segment_size=256 * 1024, flush="none", refuse_writes_ratio=None) as log:
+        while disk_usage(str(fs)).used_ratio < 0.88:
+            log.append_batch([os.urandom(1000) for _ in range(64)])
+    before = disk_usage(str(fs)).used_ratio
+    body = PRESSURE_CONFIG.format(audit=tmp_path / "audit.jsonl", log=log_dir).replace(
+        "      force_target: 0.80\n", "" if force_target is None else f"      force_target: {force_target}\n")
+    config_path, _ = write_config(tmp_path, body)
+    result = subprocess.run([sys.executable, "-m", "retention.cli", "clean", "--config", str(config_path), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    usage = disk_usage(str(fs))
+    target = 0.70 if force_target is None else force_target      # unset: clean_ratio
+    seg_ratio = 256 * 1024 / (usage.used_bytes + usage.free_bytes)
+    # Down to the low-water mark, well below force_ratio, and not one segment further.
+    assert before > 0.85 and usage.used_ratio <= target, (before, usage.used_ratio)
+    assert usage.used_ratio + seg_ratio > target - 0.002, (usage.used_ratio, target)
+    assert all("disk-force" in e["triggers"] for e in read_audit(tmp_path / "audit.jsonl"))
 
 
 HOLDER = textwrap.dedent("""

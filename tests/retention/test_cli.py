@@ -150,3 +150,10 @@ def test_a_segment_named_file_of_the_wrong_size_stops_deletion_in_that_log(tmp_p
     assert wrong.name in data["logs"][0]["error"] and "100 bytes" in data["logs"][0]["error"]
     assert segment_bases(log_dir) == sorted(bases + [bases[1] + 1])
     assert wrong.read_bytes() == b"w" * 100
+
+
+def test_version_prints_the_distributions_version_and_exits_0(tmp_path):
+    from importlib.metadata import version
+    result = run("--version", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"retention {version('commitlog-retention')}"

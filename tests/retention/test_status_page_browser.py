@@ -1,0 +1,137 @@
+"""The status page in a real headless Chromium (Debian's chromium + chromium-driver, through
+Selenium): it loads with no console error, shows each log and its segment count, refreshes itself
+after a deletion, and leaves a screenshot in build/test-artifacts/status-page.png."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from commitlog import CommitLog
+from retention import RetentionScheduler
+from retention.http import RetentionHTTPServer
+
+from retention_helpers import make_log, set_age, write_config
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
+if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+    pytest.skip("no headless browser: install Debian's chromium and chromium-driver (.ci/run does)",
+                allow_module_level=True)
+
+
+@pytest.fixture
+def sidecar(tmp_path):
+    """A scheduler and its HTTP server in this process, over two real logs on the tmp filesystem."""
+    staging = make_log(tmp_path / "staging", 40)
+    set_age(tmp_path / "staging", staging[:25], 3 * 3600)        # 25 expired, the rest young
+    with CommitLog.open(tmp_path / "staging") as log:
+        log.commit("etl", staging[30])
+    clicks = make_log(tmp_path / "clicks", 8)
+    _, config = write_config(tmp_path, f"""
+        service:
+          listen: 127.0.0.1:0
+          audit: {tmp_path}/audit.jsonl
+        logs:
+          staging:
+            path: {tmp_path}/staging
+            segment_size: 4KiB
+          clicks:
+            path: {tmp_path}/clicks
+            segment_size: 4KiB
+        policies:
+          default:
+            interval: 1h
+            delete_at_hours: []
+            reserve: 1h
+            files_per_pass: 100
+            pause_between_files: 0ms
+    """)
+    scheduler = RetentionScheduler(config)
+    scheduler.start()
+    server = RetentionHTTPServer(scheduler, config.service)
+    server.start()
+    try:
+        yield server, {"staging": len(staging), "clicks": len(clicks)}, staging    # counts: the active too
+    finally:
+        server.stop()
+        scheduler.stop()
+
+
+@pytest.fixture
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1300", "--no-proxy-server"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # An explicit driver path: Selenium Manager never tries to download one.
+    service = webdriver.ChromeService(executable_path=CHROMEDRIVER)
+    driver = webdriver.Chrome(options=options, service=service)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _segments_shown(driver, log: str) -> str:
+    return driver.execute_script(
+        "const e = document.querySelector(`[data-log='${arguments[0]}'] [data-role=segments]`);"
+        "return e ? e.textContent : '';", log)
+
+
+def _wait(predicate, what: str, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_errors(sidecar, browser):
+    server, counts, staging = sidecar
+    browser.get(server.url + "/?refresh=500")
+    assert browser.title == "retention status"
+    for log, n in counts.items():
+        _wait(lambda: _segments_shown(browser, log) == f"{n} segments", f"{log}: {n} segments")
+    body = browser.find_element("tag name", "body").text
+    assert "etl" in body                                # the consumer group table
+    assert "no deletions in the audit trail" in body
+    assert len(browser.find_elements("css selector", "[data-log=staging] .strip div")) >= 3
+
+    # A manual pass deletes the 25 expired segments; the page picks it up on its own.
+    request = urllib.request.Request(server.url + "/clean", method="POST", data=b"")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        deleted = sum(log["deleted"] for log in json.loads(response.read())["logs"])
+    assert deleted == 25
+    left = counts["staging"] - deleted
+    _wait(lambda: _segments_shown(browser, "staging") == f"{left} segments", f"staging: {left} segments")
+    newest = f"{staging[24]:020d}.log"                  # the table lists the last deletions, newest first
+    _wait(lambda: newest in browser.find_element("id", "deletions").text, "the last deletion in the table")
+    assert len(browser.find_elements("css selector", "#deletions tr")) == 1 + 20
+    assert "manual" in browser.find_element("id", "passes").text
+
+    # Click a bar: its details appear.
+    browser.find_elements("css selector", "[data-log=staging] .strip div")[0].click()
+    detail = browser.find_element("css selector", "[data-log=staging] .detail").text
+    assert detail.startswith("staging: ") and "segment" in detail
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "status-page.png"
+    browser.save_screenshot(str(shot))
+    print(f"\nstatus page screenshot: {shot}")
+    assert shot.stat().st_size > 10_000
+
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert errors == [], errors

@@ -312,9 +312,8 @@ class Cleaner:
         if ahead:
             r.elsewhere.add(decision.base_offset)
         logger.info("{}: {} was already removed by another process (head is now {}){}", r.name,
-                    decision.segment, removal.base_offset,
-                    "" if ahead and removal.status == "mismatch" else "; stopping for this pass")
-        return ahead and removal.status == "mismatch"
+                    decision.segment, removal.base_offset, "" if ahead else "; stopping for this pass")
+        return ahead
 
     def _write_intent(self, r: LogPassResult, decision: SegmentDecision, planned: dict) -> str | None:
         """Fsync the intent; None (deletion failed) when the audit cannot be written for a reason

@@ -184,8 +184,7 @@ class Cleaner:
                 if examine_only:
                     policy = self.config.policies[w.config.policy]
                     examine = policy.files_per_pass + 1
-                snap, left_out[w.name] = w.snapshot(disk, finish_interrupted=finish_interrupted,
-                                                    examine=examine)
+                snap, left_out[w.name] = self._snapshot(w, disk, finish_interrupted, examine)
                 snapshots.append(snap)
             except (CommitLogError, OSError) as exc:
                 errors[w.name] = str(exc)
@@ -202,6 +201,16 @@ class Cleaner:
                 # One line per decision, built only when TRACE is on (lazy).
                 logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)
         return results, the_plan
+
+    @staticmethod
+    def _snapshot(w: WatchedLog, disk, finish_interrupted: bool, examine: int | None):
+        for _ in range(2):
+            try:
+                return w.snapshot(disk, finish_interrupted=finish_interrupted, examine=examine)
+            except FileNotFoundError:
+                # Another process removed a segment between the listing and its stat: list again.
+                logger.debug("{}: a segment went away while listing; listing again", w.name)
+        return w.snapshot(disk, finish_interrupted=finish_interrupted, examine=examine)
 
     def _attach_pins(self, results: list[LogPassResult]) -> None:
         pins = find_pinned([r.path for r in results])

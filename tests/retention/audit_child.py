@@ -100,7 +100,7 @@ def main() -> None:
     for _ in range(passes):
         c.trigger_manual(force=True)
         result = c.run_pass()
-        print(json.dumps({"deleted": result.deleted, "failed": result.failed,
+        print(json.dumps({"deleted": result.deleted, "failed": result.failed, "errors": [r.error for r in result.logs if r.error] + [e for r in result.logs for e in r.errors.values()],
                           "elsewhere": sum(len(r.elsewhere) for r in result.logs)}), flush=True)
     c.close()
 

@@ -218,6 +218,6 @@ def test_two_sidecars_cleaning_one_log_concurrently(tmp_path):
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err
         assert "| ERROR" not in err, err
-        assert all(not json.loads(line)["failed"] for line in out.splitlines()[1:])
+        assert all(not json.loads(line)["failed"] for line in out.splitlines()[1:]), out
     stats = check_coverage(log_dir, audit)
     assert stats["deleted"] == 200 and stats["recovered"] == 0, stats

@@ -105,14 +105,23 @@ class AuditTrail:
         line = (json.dumps(entry, separators=(",", ":")) + "\n").encode()
         with self._lock:
             try:
-                while self._backlog:
-                    self._write(self._backlog[0], sync=False)
-                    self._backlog.pop(0)
+                self._drain()
                 self._write(line, sync=sync)
             except OSError:
                 if keep and len(self._backlog) < _BACKLOG_MAX:
                     self._backlog.append(line)
                 raise
+
+    def flush_backlog(self) -> None:
+        """Append the lines kept while the file could not be written; raises OSError if it still
+        cannot be (they stay kept)."""
+        with self._lock:
+            self._drain()
+
+    def _drain(self) -> None:
+        while self._backlog:
+            self._write(self._backlog[0], sync=False)
+            self._backlog.pop(0)
 
     @property
     def backlog(self) -> int:

@@ -361,6 +361,12 @@ class Cleaner:
 
     def _settle_intents(self, names: Iterable[str] | None) -> None:
         """Audit the intents of processes that died mid-removal, for the logs of this cleaner."""
+        if self.audit.backlog:
+            try:
+                self.audit.flush_backlog()
+            except OSError as exc:
+                logger.error("audit {} still cannot be written ({}); {} line(s) kept in memory",
+                             self.audit.path, exc, self.audit.backlog)
         try:
             open_intents = self.audit.unresolved()
         except OSError as exc:

@@ -4,7 +4,7 @@ as a long-running sidecar (`retention serve`), or embedded (`RetentionScheduler`
 Never imports pyspark.
 """
 
-from .audit import AuditTrail, read_audit
+from .audit import AuditTrail, read_audit, read_events
 from .cleaner import DELETED, FAILED, HUNG, Cleaner, LogPassResult, PassResult
 from .pinned import PinnedFile, find_pinned, pinned_bytes
 from .snapshot import WatchedLog, disk_snapshot
@@ -12,7 +12,7 @@ from .snapshot import WatchedLog, disk_snapshot
 __all__ = [
     "AuditTrail", "Cleaner", "DELETED", "FAILED", "HUNG", "LogPassResult", "PassResult",
     "PinnedFile", "RetentionScheduler", "WatchedLog", "disk_snapshot", "find_pinned", "pinned_bytes",
-    "read_audit",
+    "read_audit", "read_events",
 ]
 
 

@@ -76,7 +76,7 @@ class AuditTrail:
         self._me = {"pid": os.getpid(), "pid_start": _process_start(os.getpid())}
         self._backlog: list[bytes] = []
         self._read_at = (0, 0)                 # (inode, byte position) read so far by `unresolved`
-        self._pending: dict[str, dict] = {}    # intents read without an outcome yet
+        self._pending: dict[str, bytes | dict] = {}   # intents without an outcome yet (raw or parsed)
         self.torn_lines = 0                    # unparseable lines skipped by `unresolved`
 
     # ------------------------------------------------------------------ writing
@@ -162,7 +162,8 @@ class AuditTrail:
         `deleted` line covers (same path and base offset) carries `covered_by`."""
         with self._lock:
             self._read_new()
-            return [dict(e) for e in self._pending.values() if not owner_alive(e)]
+            entries = [self._parsed(i, v) for i, v in list(self._pending.items())]
+            return [dict(e) for e in entries if e is not None and not owner_alive(e)]
 
     def _read_new(self) -> None:
         try:
@@ -187,6 +188,16 @@ class AuditTrail:
         self._read_at = (st.st_ino, pos + end)
 
     def _take(self, raw: bytes) -> None:
+        # Most lines are an intent and then its outcome: matched by id without parsing JSON, so a
+        # first pass over a trail of 100,000 lines stays cheap; the rest is parsed when needed.
+        event, ident = _peek(raw)
+        if event == INTENT:
+            self._pending[ident] = raw
+            return
+        if event in (DELETED, ABORTED):
+            self._pending.pop(ident, None)
+            if event == ABORTED or not self._pending:
+                return
         if not raw.strip():
             return
         try:
@@ -204,9 +215,42 @@ class AuditTrail:
             self._pending.pop(ident, None)
             if event == DELETED:
                 key = (entry.get("path"), entry.get("base_offset"))
-                for other in self._pending.values():
-                    if (other.get("path"), other.get("base_offset")) == key:
+                for other_id, other in list(self._pending.items()):
+                    other = self._parsed(other_id, other)
+                    if other is not None and (other.get("path"), other.get("base_offset")) == key:
                         other["covered_by"] = ident
+
+    def _parsed(self, ident: str, value: bytes | dict) -> dict | None:
+        if isinstance(value, dict):
+            return value
+        try:
+            entry = json.loads(value)
+        except ValueError:
+            entry = None
+        if not isinstance(entry, dict):
+            self.torn_lines += 1
+            del self._pending[ident]
+            return None
+        self._pending[ident] = entry
+        return entry
+
+
+_LINE_START = b'{"event":"'
+
+
+def _peek(raw: bytes) -> tuple[str | None, str | None]:
+    """(event, id) of a line this module wrote (`{"event":"E","id":"I",...}`), else (None, None)."""
+    if not raw.startswith(_LINE_START) or not raw.endswith(b"}"):
+        return None, None
+    end = raw.find(b'"', len(_LINE_START))
+    rest = raw[end:end + 7]
+    if rest != b'","id":':
+        return None, None
+    start = end + 8
+    stop = raw.find(b'"', start)
+    if stop < 0:
+        return None, None
+    return raw[len(_LINE_START):end].decode(errors="replace"), raw[start:stop].decode(errors="replace")
 
 
 def deletion_entry(*, at: float, log: str, path: str, segment: str, base_offset: int,

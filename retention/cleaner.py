@@ -34,8 +34,7 @@ from commitlog import CommitLogError
 from policies import (DELETE, DELETED, FAILED, HELD, HUNG, KEEP, NOT_ATTEMPTED, LogPlan, ManualTrigger,
                       Plan, RetentionConfig, SegmentDecision, plan)
 
-from .audit import (ABORTED, AuditTrail, aborted_entry, audit_time, deletion_entry, owner_alive,
-                    recovered_deletion)
+from .audit import ABORTED, AuditTrail, aborted_entry, audit_time, deletion_entry, recovered_deletion
 from .pinned import PinnedFile, find_pinned, pinned_bytes
 from .snapshot import WatchedLog, disk_snapshot
 
@@ -379,8 +378,6 @@ class Cleaner:
             watched = mine.get(os.path.dirname(str(intent.get("path"))))
             if watched is None or not isinstance(intent.get("base_offset"), int):
                 continue  # another cleaner's log
-            if owner_alive(intent):
-                continue
             now = self._clock()
             try:
                 if not watched.exists():

@@ -3,6 +3,10 @@ of the same directory measured in the same run.
 
 Targets: 10,000 segments in at most 50 ms; 100,000 in at most 12 times the 10,000 figure.
 
+Also the cost of one deletion through a pass (plan, audit intent fsynced, removal, audit outcome),
+beside the store's bare `remove_head` loop over an identical log in the same run, best of
+interleaved rounds.
+
 The logs are real: one sealed 4 KiB segment is written by the store, then copied under each base
 offset (records carry no offsets, so a copy is a valid segment of the next range).
 """
@@ -17,6 +21,8 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+from loguru import logger
 
 from commitlog import CommitLog
 from policies import load_config
@@ -84,13 +90,59 @@ def time_pass(tmp: Path, segments: int, repeats: int = 5) -> tuple[float, float]
     return statistics.median(passes), statistics.median(scans)
 
 
+def time_deletions(tmp: Path, segments: int = 300, rounds: int = 3) -> tuple[float, float]:
+    """Seconds per deletion: (a pass deleting `segments`, the bare remove_head loop), best of rounds."""
+    passes, bares = [], []
+    logger.disable("retention")  # one INFO line per deletion would measure the terminal
+    for r in range(rounds):
+        bare_dir = tmp / f"bare{r}"
+        build_log(bare_dir, segments + 1)
+        with CommitLog.open(bare_dir, readonly=True) as log:
+            t = time.perf_counter()
+            while log.remove_head(force=True).status == "removed":
+                pass
+            bares.append((time.perf_counter() - t) / segments)
+        pass_dir = tmp / f"del{r}"
+        build_log(pass_dir, segments + 1)
+        config = tmp / f"del{r}.yaml"
+        config.write_text(textwrap.dedent(f"""
+            service:
+              audit: {tmp}/audit-del{r}.jsonl
+            logs:
+              big:
+                path: {pass_dir}
+                segment_size: 4KiB
+            policies:
+              default:
+                delete_at_hours: []
+                reserve: 1s
+                files_per_pass: {segments}
+                pause_between_files: 0s
+        """))
+        cleaner = Cleaner(load_config(config))
+        cleaner.trigger_manual()
+        t = time.perf_counter()
+        result = cleaner.run_pass()
+        passes.append((time.perf_counter() - t) / segments)
+        assert result.deleted == segments, result.deleted
+        cleaner.close()
+        shutil.rmtree(bare_dir)
+        shutil.rmtree(pass_dir)
+    return min(passes), min(bares)
+
+
 def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-pass-", dir=os.environ.get("BENCH_DIR")))
     try:
         p10, s10 = time_pass(tmp, 10_000)
         p100, s100 = time_pass(tmp, 100_000, repeats=3)
+        d_pass, d_bare = time_deletions(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    print(f"one deletion: in a pass {d_pass * 1000:.2f} ms, bare remove_head {d_bare * 1000:.2f} ms, "
+          f"ratio {d_pass / d_bare:.2f}")
+    print(f"FIGURE pass_deletion {d_pass * 1000:.2f} ms baseline=remove_head:{d_bare * 1000:.2f}ms "
+          f"ratio={d_pass / d_bare:.2f}")
     print(f"10,000 segments:  pass {p10 * 1000:.1f} ms, bare scandir {s10 * 1000:.1f} ms, "
           f"pass/scandir {p10 / s10:.1f}x (target: pass <= 50 ms)")
     print(f"100,000 segments: pass {p100 * 1000:.1f} ms, bare scandir {s100 * 1000:.1f} ms, "

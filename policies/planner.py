@@ -37,6 +37,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from policies.config import PolicyConfig
+from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
 from policies.reasons import ACTIVE, BATCH_LIMIT, HELD, NO_TRIGGER, PREFIX, RESERVED, unconsumed
 from policies.snapshot import DiskSnapshot, GroupSnapshot, LogSnapshot, SegmentSnapshot
 from policies.triggers import (
@@ -65,13 +66,6 @@ __all__ = [
     "plan",
 ]
 
-# The planner decides DELETE or KEEP; an executor reports what happened as DELETED, HUNG or FAILED.
-DELETE = "delete"
-KEEP = "keep"
-DELETED = "deleted"
-HUNG = "hung"
-FAILED = "failed"
-ACTIONS = (DELETE, DELETED, KEEP, HUNG, FAILED)
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 

@@ -1,7 +1,12 @@
-"""Reason codes: why the plan keeps a segment (the codes are a user-facing contract).
+"""Reason codes: why a segment is kept (the codes are a user-facing contract).
 
 A kept segment lists every code that applies to it, each one sufficient on its own to keep it in
-this pass. The constants are immutable strings and the functions are pure.
+this pass. Every code that can appear in output (``retention plan|clean --json``, ``/plan``,
+``/clean``, TRACE decision lines) is in ``REASONS``: ``active``, ``reserved``, ``no-trigger``,
+``unconsumed:GROUP``, ``prefix``, ``batch-limit`` and ``held`` come from the plan; ``held`` also
+from a delete attempt that found a reader, and ``not-attempted`` only from an executed pass, for a
+planned deletion the pass did not reach (it stopped at an earlier failure or a held segment, or was
+stopped). The constants are immutable strings and the functions are pure.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ __all__ = [
     "ACTIVE",
     "BATCH_LIMIT",
     "HELD",
+    "NOT_ATTEMPTED",
     "NO_TRIGGER",
     "PREFIX",
     "REASONS",
@@ -29,6 +35,7 @@ UNCONSUMED_PREFIX = "unconsumed:"
 PREFIX = "prefix"
 BATCH_LIMIT = "batch-limit"
 HELD = "held"
+NOT_ATTEMPTED = "not-attempted"
 
 REASONS = MappingProxyType(
     {
@@ -39,6 +46,8 @@ REASONS = MappingProxyType(
         PREFIX: "an older segment is kept, and deletion never leaves a hole",
         BATCH_LIMIT: "files_per_pass deletions are already planned for this pass",
         HELD: "a reader holds it; the delete is retried every retry_every and forced after force_after",
+        NOT_ATTEMPTED: "its deletion was planned but the pass stopped before it (a failure, a held "
+        "segment or a stop); the next pass plans it again",
     }
 )
 """Every reason code (``unconsumed:GROUP`` as a pattern) with its one-line explanation."""

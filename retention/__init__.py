@@ -4,15 +4,15 @@ as a long-running sidecar (`retention serve`), or embedded (`RetentionScheduler`
 Never imports pyspark.
 """
 
-from .audit import AuditTrail, read_audit
+from .audit import AuditTrail, read_audit, read_events
 from .cleaner import DELETED, FAILED, HUNG, Cleaner, LogPassResult, PassResult
 from .pinned import PinnedFile, find_pinned, pinned_bytes
 from .snapshot import WatchedLog, disk_snapshot
 
 __all__ = [
     "AuditTrail", "Cleaner", "DELETED", "FAILED", "HUNG", "LogPassResult", "PassResult",
-    "PassRunningError", "PinnedFile", "RetentionScheduler", "WatchedLog", "disk_snapshot", "find_pinned", "pinned_bytes",
-    "read_audit",
+    "PassRunningError", "PinnedFile", "RetentionScheduler", "WatchedLog", "disk_snapshot", "find_pinned",
+    "pinned_bytes", "read_audit", "read_events",
 ]
 
 

@@ -1,33 +1,261 @@
-"""The audit trail: one JSON line per deleted segment, appended and fsynced.
+"""The audit trail: a JSON-lines file that says what left every log, and survives SIGKILL.
 
-Data lost to disk pressure is never silent: each line names, per consumer group, the offsets the
-group had not consumed. Thread-safe (a lock serialises appends); several processes may append to
-one file (O_APPEND writes of one line each).
+Every removal is written as an *intent* before it is attempted and as an *outcome* after, both keyed
+by one `id`, so a crash between the two leaves an intent the next pass (or restart) settles: it
+writes the missing outcome with `"recovered": true` once the process that wrote the intent is gone.
+Lines (each one `write()` of one line with O_APPEND under an exclusive flock, so lines of concurrent
+writers never interleave and a torn line left by a killed writer is told from one being written):
+
+- `{"event": "intent", "id", "action": "delete", "time", "log", "path", "segment", "base_offset",
+  "end_offset", "bytes", "triggers", "forced", "overridden_by", "unconsumed", "pinned_by", "pid",
+  "pid_start"}`: fsynced before the removal starts (`pid`, `pid_start` name the process, so a
+  reader can tell a live intent from one its process died with). `action` leaves room for other
+  kinds of work (a compaction output) audited the same way.
+- `{"event": "deleted", "id", ...}`: the deletion, with every key a deletion line always had
+  (`time, log, path, segment, base_offset, end_offset, bytes, triggers, forced, overridden_by,
+  unconsumed, pinned_by`); `unconsumed` names, per consumer group, the offsets it had not consumed.
+  `"recovered": true` when written for a dead process's intent whose segment had left the log: a
+  duplicate is possible (the original line was lost with the machine) and is marked this way.
+- `{"event": "aborted", "id", "time", "log", "path", "segment", "base_offset", "end_offset",
+  "reason", "recovered"}`: the intent removed nothing; `reason` is `held`, `head-changed` (another
+  process removed the head first), `error`, `not-removed` (the process died before its removal),
+  `removed-by-another` (another process removed and audited the segment) or `log-missing` (the
+  log directory is gone).
+- A line without `event` is a deletion written before intents existed.
+
+Durability: the intent is fsynced (one fsync per deletion, as before); the outcome is not, because a
+lost outcome is recovered from its intent. A torn last line (a crash or a full disk mid-write) is
+skipped by readers, and the next append starts on a fresh line. The directory is created when
+missing. A full disk does not stop deletion (see `Cleaner`): lines that cannot be written are logged
+in full at ERROR and kept in memory to be appended first once space is back.
+
+`AuditTrail` is thread-safe (a lock serialises appends and reads) and process-safe for appends.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
 from datetime import datetime, timezone
+
+import psutil
+
+from policies import DELETED
+
+INTENT, ABORTED = "intent", "aborted"
+EVENTS = (INTENT, DELETED, ABORTED)
+# Why an intent removed nothing.
+ABORT_REASONS = ("held", "head-changed", "error", "not-removed", "removed-by-another", "log-missing")
+_BACKLOG_MAX = 10_000      # lines kept in memory while the audit file cannot be written
+
+
+def audit_time(at: float) -> str:
+    """The `time` of an audit line: ISO 8601 UTC with milliseconds."""
+    return datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _process_start(pid: int) -> float | None:
+    try:
+        return round(psutil.Process(pid).create_time(), 2)
+    except (psutil.Error, OSError):
+        return None
+
+
+def owner_alive(entry: dict) -> bool:
+    """True while the process that wrote `entry` (an intent) still runs; a reused pid is not it."""
+    pid, start = entry.get("pid"), entry.get("pid_start")
+    if not isinstance(pid, int):
+        return False
+    return start is not None and _process_start(pid) == start
 
 
 class AuditTrail:
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(path)
         self._lock = threading.Lock()
+        self._me = {"pid": os.getpid(), "pid_start": _process_start(os.getpid())}
+        self._backlog: list[bytes] = []
+        self._read_at = (0, 0)                 # (inode, byte position) read so far by `unresolved`
+        self._pending: dict[str, bytes | dict] = {}   # intents without an outcome yet (raw or parsed)
+        self.torn_lines = 0                    # unparseable lines skipped by `unresolved`
 
+    # ------------------------------------------------------------------ writing
     def record(self, entry: dict) -> None:
-        line = (json.dumps(entry, sort_keys=False, separators=(",", ":")) + "\n").encode()
+        """Append `entry` as one line and fsync it; raises OSError if it cannot be written."""
+        self.append(entry, sync=True)
+
+    def intent(self, action: str, entry: dict) -> str:
+        """Write (and fsync) the intent to do `action` described by `entry`; return its id.
+        Raises OSError when it cannot be written (nothing is kept to retry)."""
+        ident = os.urandom(8).hex()
+        self.append({"event": INTENT, "id": ident, "action": action, **entry, **self._me}, sync=True)
+        return ident
+
+    def outcome(self, ident: str, event: str, entry: dict, *, recovered: bool = False) -> None:
+        """Append the outcome of intent `ident` (not fsynced: its intent is). Raises OSError when it
+        cannot be written; the line is then kept and appended before the next one."""
+        line = {"event": event, "id": ident, **entry}
+        if recovered:
+            line["recovered"] = True
+        self.append(line, keep=True)
+
+    def append(self, entry: dict, *, sync: bool = False, keep: bool = False) -> None:
+        """Append one line; with `keep`, a line that cannot be written is kept and retried first
+        at the next append (then OSError is still raised)."""
+        line = (json.dumps(entry, separators=(",", ":")) + "\n").encode()
         with self._lock:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
-                os.write(fd, line)
+                self._drain()
+                self._write(line, sync=sync)
+            except OSError:
+                if keep and len(self._backlog) < _BACKLOG_MAX:
+                    self._backlog.append(line)
+                raise
+
+    def flush_backlog(self) -> None:
+        """Append the lines kept while the file could not be written; raises OSError if it still
+        cannot be (they stay kept)."""
+        with self._lock:
+            self._drain()
+
+    def _drain(self) -> None:
+        while self._backlog:
+            self._write(self._backlog[0], sync=False)
+            self._backlog.pop(0)
+
+    @property
+    def backlog(self) -> int:
+        """Lines waiting in memory for the audit file to be writable again."""
+        return len(self._backlog)
+
+    def _write(self, line: bytes, *, sync: bool) -> None:
+        directory = os.path.dirname(self.path)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            created = False
+        except FileNotFoundError:
+            os.makedirs(directory, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            created = True
+        try:
+            # Writers take turns: another process's write in progress grows the file page by page,
+            # and its unfinished tail must not be taken for a torn line.
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a torn line ends here: start a fresh one, in the same write
+            written = os.write(fd, line)
+            if written != len(line):
+                raise OSError(28, f"short write to {self.path} ({written} of {len(line)} bytes)")
+            if sync:
                 os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.fsync(dfd)  # the new file's name survives a power loss too
             finally:
-                os.close(fd)
+                os.close(dfd)
+
+    # ------------------------------------------------------------------ reconciling
+    def unresolved(self) -> list[dict]:
+        """Intents without an outcome whose process is gone, oldest first. Reads only what was
+        appended since the last call (the whole file the first time). An intent another intent's
+        `deleted` line covers (same path and base offset) carries `covered_by`."""
+        with self._lock:
+            self._read_new()
+            entries = [self._parsed(i, v) for i, v in list(self._pending.items())]
+            return [dict(e) for e in entries if e is not None and not owner_alive(e)]
+
+    def _read_new(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            self._read_at, self._pending = (0, 0), {}
+            return
+        try:
+            st = os.fstat(fd)
+            inode, pos = self._read_at
+            if st.st_ino != inode or st.st_size < pos:
+                pos, self._pending = 0, {}  # a new or rotated file: read it from the start
+            if st.st_size == pos:
+                self._read_at = (st.st_ino, pos)
+                return
+            data = os.pread(fd, st.st_size - pos, pos)
+        finally:
+            os.close(fd)
+        end = data.rfind(b"\n") + 1  # an unfinished last line is read again next time
+        for raw in data[:end].splitlines():
+            self._take(raw)
+        self._read_at = (st.st_ino, pos + end)
+
+    def _take(self, raw: bytes) -> None:
+        # Most lines are an intent and then its outcome: matched by id without parsing JSON, so a
+        # first pass over a trail of 100,000 lines stays cheap; the rest is parsed when needed.
+        event, ident = _peek(raw)
+        if event == INTENT:
+            self._pending[ident] = raw
+            return
+        if event in (DELETED, ABORTED):
+            self._pending.pop(ident, None)
+            if event == ABORTED or not self._pending:
+                return
+        if not raw.strip():
+            return
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            self.torn_lines += 1
+            return
+        if not isinstance(entry, dict):
+            self.torn_lines += 1
+            return
+        event, ident = entry.get("event"), entry.get("id")
+        if event == INTENT and isinstance(ident, str):
+            self._pending[ident] = entry
+        elif event in (DELETED, ABORTED) and isinstance(ident, str):
+            self._pending.pop(ident, None)
+            if event == DELETED:
+                key = (entry.get("path"), entry.get("base_offset"))
+                for other_id, other in list(self._pending.items()):
+                    other = self._parsed(other_id, other)
+                    if other is not None and (other.get("path"), other.get("base_offset")) == key:
+                        other["covered_by"] = ident
+
+    def _parsed(self, ident: str, value: bytes | dict) -> dict | None:
+        if isinstance(value, dict):
+            return value
+        try:
+            entry = json.loads(value)
+        except ValueError:
+            entry = None
+        if not isinstance(entry, dict):
+            self.torn_lines += 1
+            del self._pending[ident]
+            return None
+        self._pending[ident] = entry
+        return entry
+
+
+_LINE_START = b'{"event":"'
+
+
+def _peek(raw: bytes) -> tuple[str | None, str | None]:
+    """(event, id) of a line this module wrote (`{"event":"E","id":"I",...}`), else (None, None)."""
+    if not raw.startswith(_LINE_START) or not raw.endswith(b"}"):
+        return None, None
+    end = raw.find(b'"', len(_LINE_START))
+    rest = raw[end:end + 7]
+    if rest != b'","id":':
+        return None, None
+    start = end + 8
+    stop = raw.find(b'"', start)
+    if stop < 0:
+        return None, None
+    return raw[len(_LINE_START):end].decode(errors="replace"), raw[start:stop].decode(errors="replace")
 
 
 def deletion_entry(*, at: float, log: str, path: str, segment: str, base_offset: int,
@@ -36,7 +264,7 @@ def deletion_entry(*, at: float, log: str, path: str, segment: str, base_offset:
                    pinned_by: list[dict] | None = None) -> dict:
     """The audit line of one deletion; `unconsumed` holds (group, first, end-exclusive) ranges."""
     return {
-        "time": datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="milliseconds"),
+        "time": audit_time(at),
         "log": log,
         "path": path,
         "segment": segment,
@@ -52,10 +280,38 @@ def deletion_entry(*, at: float, log: str, path: str, segment: str, base_offset:
     }
 
 
-def read_audit(path: str) -> list[dict]:
-    """Every entry of an audit file (for tests and `retention status`)."""
+def aborted_entry(intent: dict, *, at: float, reason: str) -> dict:
+    """The outcome line of an intent that removed nothing (`reason` from ABORT_REASONS)."""
+    return {"time": audit_time(at), **{k: intent[k] for k in ("log", "path", "segment", "base_offset",
+                                                         "end_offset")}, "reason": reason}
+
+
+def recovered_deletion(intent: dict, *, at: float) -> dict:
+    """The deletion line written for a dead process's intent whose segment left the log."""
+    entry = {k: intent[k] for k in ("log", "path", "segment", "base_offset", "end_offset", "bytes",
+                                    "triggers", "forced", "overridden_by", "unconsumed", "pinned_by")
+             if k in intent}
+    return {"time": audit_time(at), **entry, "intent_time": intent.get("time")}
+
+
+def read_events(path: str) -> list[dict]:
+    """Every well-formed line of an audit file, intents and outcomes, skipping torn lines."""
+    out = []
     try:
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
+        with open(path, "rb") as f:
+            for raw in f:
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    continue  # a torn line (crash or full disk mid-write) or a fragment
+                if isinstance(entry, dict):
+                    out.append(entry)
     except FileNotFoundError:
         return []
+    return out
+
+
+def read_audit(path: str) -> list[dict]:
+    """Every deletion in an audit file (for tests and `retention status`): `deleted` lines, and lines
+    from before intents existed; torn lines are skipped."""
+    return [e for e in read_events(path) if e.get("event", DELETED) == DELETED]

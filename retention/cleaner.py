@@ -4,10 +4,24 @@ crash-safe head removal, with the pause between files, hung-segment handling, au
 RocketMQ's semantics: at most `files_per_pass` deletions per log, `pause_between_files` between
 them, oldest first, stopping at the first failure; a held segment becomes hung, is retried every
 `retry_every` and forced after `force_after`.
+
+Audit (see `retention.audit`): each removal's intent is fsynced before `remove_head`, its outcome
+appended after; a pass first settles intents whose process died, from the log's start offset, so a
+SIGKILL anywhere leaves no removal unaudited. A full disk does not stop deletion: when the intent
+cannot be written for lack of space (ENOSPC, EDQUOT) the segment is deleted anyway, with an ERROR
+line, because refusing would turn a full disk into an outage; the outcome line, written once the
+deletion freed space, carries the whole record, and lines that still cannot be written are logged
+in full at ERROR and kept in memory for the next append. Any other audit error (permissions, a
+read-only filesystem) fails the deletion: nothing goes unaudited for a fixable mistake.
+
+Another process (a second sidecar, an embedded cleaner) removing a planned segment first is not a
+failure: it is logged at INFO and the pass goes on with the next planned segment.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -17,14 +31,14 @@ from datetime import datetime, timezone
 from loguru import logger
 
 from commitlog import CommitLogError
-from policies import DELETE, KEEP, LogPlan, ManualTrigger, Plan, RetentionConfig, SegmentDecision, plan
+from policies import (DELETE, DELETED, FAILED, HELD, HUNG, KEEP, NOT_ATTEMPTED, LogPlan, ManualTrigger,
+                      Plan, RetentionConfig, SegmentDecision, plan)
 
-from .audit import AuditTrail, deletion_entry
+from .audit import ABORTED, AuditTrail, aborted_entry, audit_time, deletion_entry, recovered_deletion
 from .pinned import PinnedFile, find_pinned, pinned_bytes
 from .snapshot import WatchedLog, disk_snapshot
 
-# What became of a planned segment.
-DELETED, HUNG, FAILED = "deleted", "hung", "failed"
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 @dataclass
@@ -35,6 +49,7 @@ class LogPassResult:
     path: str
     plan: LogPlan | None
     actions: dict[int, str] = field(default_factory=dict)     # base offset -> deleted/hung/failed
+    elsewhere: set[int] = field(default_factory=set)          # planned, removed by another process
     errors: dict[int, str] = field(default_factory=dict)      # base offset -> why it failed
     deleted_bytes: int = 0
     error: str | None = None                                  # the log could not be planned at all
@@ -56,12 +71,15 @@ class LogPassResult:
                 if action is not None:
                     f["action"] = action
                     if action == HUNG:
-                        f["reasons"] = ["held"]
+                        f["reasons"] = [HELD]
                     if f["base_offset"] in self.errors:
                         f["error"] = self.errors[f["base_offset"]]
+                elif f["base_offset"] in self.elsewhere:
+                    f["action"] = DELETED  # gone, but not by this pass: not in deleted/freed_bytes
+                    f["removed_by"] = "another process"
                 elif f["action"] == DELETE:
                     f["action"] = KEEP  # not reached: the pass stopped before it
-                    f["reasons"] = ["not-attempted"]
+                    f["reasons"] = [NOT_ATTEMPTED]
             out["deleted"] = self.deleted
             out["freed_bytes"] = self.deleted_bytes
         if self.left_out:
@@ -165,8 +183,7 @@ class Cleaner:
                 if examine_only:
                     policy = self.config.policies[w.config.policy]
                     examine = policy.files_per_pass + 1
-                snap, left_out[w.name] = w.snapshot(disk, finish_interrupted=finish_interrupted,
-                                                    examine=examine)
+                snap, left_out[w.name] = self._snapshot(w, disk, finish_interrupted, examine)
                 snapshots.append(snap)
             except (CommitLogError, OSError) as exc:
                 errors[w.name] = str(exc)
@@ -184,6 +201,16 @@ class Cleaner:
                 logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)
         return results, the_plan
 
+    @staticmethod
+    def _snapshot(w: WatchedLog, disk, finish_interrupted: bool, examine: int | None):
+        for _ in range(2):
+            try:
+                return w.snapshot(disk, finish_interrupted=finish_interrupted, examine=examine)
+            except FileNotFoundError:
+                # Another process removed a segment between the listing and its stat: list again.
+                logger.debug("{}: a segment went away while listing; listing again", w.name)
+        return w.snapshot(disk, finish_interrupted=finish_interrupted, examine=examine)
+
     def _attach_pins(self, results: list[LogPassResult]) -> None:
         pins = find_pinned([r.path for r in results])
         for r in results:
@@ -199,6 +226,7 @@ class Cleaner:
         with self._pass_lock:
             started = time.monotonic()
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
+            self._settle_intents(names)
             results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True)
             self._consume_manual(the_plan)
             interrupted = self._execute(results, wait)
@@ -242,13 +270,24 @@ class Cleaner:
         return False
 
     def _delete(self, r: LogPassResult, decision: SegmentDecision) -> bool:
+        """Remove one planned head segment, audited; False stops this log for the pass."""
         watched = self.logs[r.name]
+        planned = deletion_entry(
+            at=self._clock(), log=r.name, path=decision.path, segment=decision.segment,
+            base_offset=decision.base_offset, end_offset=decision.end_offset, bytes=decision.bytes,
+            triggers=list(r.plan.triggers), forced=decision.forced,
+            overridden_by=decision.overridden_by,
+            unconsumed=[(u.group, u.first_offset, u.end_offset) for u in decision.unconsumed])
+        ident = self._write_intent(r, decision, planned)
+        if ident is None:
+            return False
         try:
             removal = watched.log.remove_head(force=decision.forced, expected_base=decision.base_offset)
         except (CommitLogError, OSError) as exc:
             r.actions[decision.base_offset] = FAILED
             r.errors[decision.base_offset] = str(exc)
             logger.error("{}: deleting {} failed: {}", r.name, decision.segment, exc)
+            self._settle(ident, planned, watched, reason="error")
             return False
         now = self._clock()
         if removal.status == "removed":
@@ -257,13 +296,8 @@ class Cleaner:
             if removal.forced:
                 holders = [{"pid": p.pid, "command": p.command}
                            for p in find_pinned([watched.path]) if p.path == decision.path]
-            self.audit.record(deletion_entry(
-                at=now, log=r.name, path=decision.path, segment=decision.segment,
-                base_offset=decision.base_offset, end_offset=decision.end_offset,
-                bytes=removal.bytes, triggers=list(r.plan.triggers), forced=removal.forced,
-                overridden_by=decision.overridden_by,
-                unconsumed=[(u.group, u.first_offset, u.end_offset) for u in decision.unconsumed],
-                pinned_by=holders))
+            self._outcome(ident, DELETED, {**planned, "time": audit_time(now), "bytes": removal.bytes,
+                                           "forced": removal.forced, "pinned_by": holders})
             r.actions[decision.base_offset] = DELETED
             r.deleted_bytes += removal.bytes
             lost = ", ".join(f"{u.group} [{u.first_offset}, {u.end_offset})" for u in decision.unconsumed)
@@ -274,16 +308,98 @@ class Cleaner:
                         f", unconsumed by {lost}" if lost else "")
             return True
         if removal.status == "held":
+            self._outcome(ident, ABORTED, aborted_entry(planned, at=now, reason="held"))
             entry = watched.hung.held(decision.base_offset, now)
             r.actions[decision.base_offset] = HUNG
             logger.warning("{}: {} is held by a reader (first found held {:.0f}s ago); kept for now",
                            r.name, decision.segment, now - entry.first_attempt_at)
             return False
-        r.actions[decision.base_offset] = FAILED
-        r.errors[decision.base_offset] = f"head is {removal.base_offset}, not the planned segment ({removal.status})"
-        logger.error("{}: not deleting {}: the log's head changed ({})", r.name, decision.segment,
-                     removal.status)
-        return False
+        # mismatch or active: another process removed the head since the plan; not a failure.
+        self._outcome(ident, ABORTED, aborted_entry(planned, at=now, reason="head-changed"))
+        ahead = removal.base_offset is None or removal.base_offset > decision.base_offset
+        if ahead:
+            r.elsewhere.add(decision.base_offset)
+        logger.info("{}: {} was already removed by another process (head is now {}){}", r.name,
+                    decision.segment, removal.base_offset, "" if ahead else "; stopping for this pass")
+        return ahead
+
+    def _write_intent(self, r: LogPassResult, decision: SegmentDecision, planned: dict) -> str | None:
+        """Fsync the intent; None (deletion failed) when the audit cannot be written for a reason
+        other than a full disk. On a full disk, the deletion goes ahead under a fresh id."""
+        try:
+            return self.audit.intent(DELETE, planned)
+        except OSError as exc:
+            if exc.errno in _NO_SPACE:
+                logger.error("{}: audit {} is full ({}); deleting {} anyway, since refusing would "
+                             "turn a full disk into an outage; its line follows once space is back",
+                             r.name, self.audit.path, exc.strerror or exc, decision.segment)
+                return os.urandom(8).hex()
+            r.actions[decision.base_offset] = FAILED
+            r.errors[decision.base_offset] = f"the audit trail {self.audit.path} cannot be written: {exc}"
+            logger.error("{}: not deleting {}: the audit trail {} cannot be written: {}", r.name,
+                         decision.segment, self.audit.path, exc)
+            return None
+
+    def _outcome(self, ident: str, event: str, entry: dict, *, recovered: bool = False) -> None:
+        try:
+            self.audit.outcome(ident, event, entry, recovered=recovered)
+        except OSError as exc:
+            logger.error("audit {} cannot be written ({}); kept in memory to append later: {}",
+                         self.audit.path, exc, {"event": event, "id": ident, **entry})
+
+    def _settle(self, ident: str, planned: dict, watched: WatchedLog, *, reason: str) -> None:
+        """After an error inside the removal: audit what the log's start offset says happened."""
+        try:
+            gone = watched.log.start_offset > planned["base_offset"]
+        except (CommitLogError, OSError):
+            return  # the intent stays open; a later pass settles it once this process is gone
+        if gone:
+            self._outcome(ident, DELETED, {**planned, "error": reason})
+        else:
+            self._outcome(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason=reason))
+
+    def _settle_intents(self, names: Iterable[str] | None) -> None:
+        """Audit the intents of processes that died mid-removal, for the logs of this cleaner."""
+        if self.audit.backlog:
+            try:
+                self.audit.flush_backlog()
+            except OSError as exc:
+                logger.error("audit {} still cannot be written ({}); {} line(s) kept in memory",
+                             self.audit.path, exc, self.audit.backlog)
+        try:
+            open_intents = self.audit.unresolved()
+        except OSError as exc:
+            logger.warning("audit {} cannot be read to settle interrupted removals: {}",
+                           self.audit.path, exc)
+            return
+        mine = {os.path.abspath(self.logs[n].path): self.logs[n]
+                for n in (names if names is not None else self.logs)}
+        for intent in open_intents:
+            watched = mine.get(os.path.dirname(str(intent.get("path"))))
+            if watched is None or not isinstance(intent.get("base_offset"), int):
+                continue  # another cleaner's log
+            now = self._clock()
+            try:
+                if not watched.exists():
+                    self._outcome(intent["id"], ABORTED,
+                                  aborted_entry(intent, at=now, reason="log-missing"), recovered=True)
+                    continue
+                gone = watched.log.start_offset > intent["base_offset"]
+            except (CommitLogError, OSError) as exc:
+                logger.warning("{}: cannot settle the audit intent {}: {}", watched.name, intent["id"], exc)
+                continue
+            if gone and intent.get("covered_by"):
+                self._outcome(intent["id"], ABORTED,
+                              {**aborted_entry(intent, at=now, reason="removed-by-another"),
+                               "covered_by": intent["covered_by"]}, recovered=True)
+            elif gone:
+                self._outcome(intent["id"], DELETED, recovered_deletion(intent, at=now), recovered=True)
+                logger.warning("{}: audited {} [{}, {}) after the fact: the process removing it "
+                               "(pid {}) died before its audit line", watched.name, intent["segment"],
+                               intent["base_offset"], intent["end_offset"], intent.get("pid"))
+            else:
+                self._outcome(intent["id"], ABORTED, aborted_entry(intent, at=now, reason="not-removed"),
+                              recovered=True)
 
     def close(self) -> None:
         for w in self.logs.values():

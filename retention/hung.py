@@ -2,13 +2,16 @@
 
 Kept per log in `<log>/.retention-hung.json` (written atomically), so `force_after` counts from the
 first attempt even when the cleaner restarts in between, as RocketMQ's first-destroy timestamp does.
-One `HungRegistry` per log; not thread-safe (the cleaner runs one pass per log at a time).
+One `HungRegistry` per log; not thread-safe (the cleaner runs one pass per log at a time). A
+damaged file (garbage bytes, wrong shape) is reported in one WARNING line naming it and ignored.
 """
 
 from __future__ import annotations
 
 import json
 import os
+
+from loguru import logger
 
 from policies import HungSegment
 
@@ -22,14 +25,21 @@ class HungRegistry:
 
     def _load(self) -> dict[int, HungSegment]:
         try:
-            with open(self.path) as f:
-                raw = json.load(f)
+            with open(self.path, "rb") as f:
+                raw = json.loads(f.read())
             return {int(base): HungSegment(float(v["first_attempt_at"]), float(v["last_attempt_at"]))
                     for base, v in raw.items()}
         except FileNotFoundError:
             return {}
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             # A damaged file only costs the force_after clock: it restarts from the next attempt.
+            logger.warning("{}: not a hung-segment registry ({}: {}); ignored, force_after counts "
+                           "again from the next attempt, and the file is rewritten then",
+                           self.path, type(exc).__name__, exc)
+            return {}
+        except OSError as exc:
+            logger.warning("{}: cannot be read ({}); force_after counts again from the next attempt",
+                           self.path, exc)
             return {}
 
     def snapshot(self) -> dict[int, HungSegment]:

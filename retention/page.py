@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Sequence
 from importlib import resources
 
-from policies import SegmentDecision
+from policies import DELETED, SegmentDecision
 from policies.reasons import ACTIVE, HELD, NO_TRIGGER, PREFIX, RESERVED, BATCH_LIMIT
 
 __all__ = ["PageBuilder", "build_page_data", "page_html", "segment_runs", "tail_audit", "TOTAL_RUNS", "MAX_RUNS"]
@@ -119,8 +119,8 @@ def _counts(decisions: Iterable[SegmentDecision]) -> dict[str, int]:
 
 # ---------------------------------------------------------------------- audit trail
 def tail_audit(path: str, limit: int = DELETIONS, max_bytes: int = AUDIT_TAIL_BYTES) -> list[dict]:
-    """The last `limit` entries of the audit file, newest first, reading at most `max_bytes` from
-    its end. A torn last line (a writer mid-append, a crash) and lines that are not JSON objects are
+    """The last `limit` deletions of the audit file, newest first, reading at most `max_bytes` from
+    its end (intent and aborted lines are not deletions). A torn last line (a writer mid-append, a crash) and lines that are not JSON objects are
     skipped; a missing file is no entries."""
     try:
         with open(path, "rb") as f:
@@ -143,7 +143,7 @@ def tail_audit(path: str, limit: int = DELETIONS, max_bytes: int = AUDIT_TAIL_BY
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict):
+        if isinstance(entry, dict) and entry.get("event", DELETED) == DELETED:
             out.append(entry)
             if len(out) >= limit:
                 break

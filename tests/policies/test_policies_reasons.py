@@ -8,6 +8,7 @@ from policies import (
     ACTIVE,
     BATCH_LIMIT,
     HELD,
+    NOT_ATTEMPTED,
     NO_TRIGGER,
     PREFIX,
     REASONS,
@@ -46,7 +47,37 @@ def test_explains_which_group_needs_a_segment():
 
 
 def test_every_documented_code_is_listed():
-    assert set(REASONS) == {ACTIVE, RESERVED, NO_TRIGGER, "unconsumed:GROUP", PREFIX, BATCH_LIMIT, HELD}
+    assert set(REASONS) == {ACTIVE, RESERVED, NO_TRIGGER, "unconsumed:GROUP", PREFIX, BATCH_LIMIT, HELD,
+                            NOT_ATTEMPTED}
+    assert NOT_ATTEMPTED == "not-attempted"
+
+
+def test_the_readme_and_the_module_docstring_list_every_code():
+    import pathlib
+
+    import policies.reasons
+
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    start = readme.index("Reason codes:")
+    line = readme[start : readme.index("Triggers:", start)]
+    for code in REASONS:
+        assert f"`{code}`" in line, code
+        assert f"``{code}``" in policies.reasons.__doc__, code
+
+
+def test_outcomes_are_defined_once_and_shared():
+    import policies.outcomes
+    import policies.planner
+    import retention
+    import retention.cleaner
+
+    for name in ("DELETE", "KEEP", "DELETED", "HUNG", "FAILED"):
+        value = getattr(policies.outcomes, name)
+        assert getattr(policies.planner, name) is value
+        assert getattr(retention.cleaner, name) is value
+        if hasattr(retention, name):
+            assert getattr(retention, name) is value
+    assert policies.outcomes.ACTIONS == ("delete", "deleted", "keep", "hung", "failed")
 
 
 def test_unknown_code_is_rejected():

@@ -118,6 +118,15 @@ def test_tail_audit_reads_the_end_only_newest_first_and_skips_a_torn_line(tmp_pa
     assert tail_audit(str(path)) == []
 
 
+def test_tail_audit_shows_deletions_not_intents_or_aborted_removals(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    lines = [{"event": "intent", "id": "1", "segment": "a"}, {"event": "deleted", "id": "1", "segment": "a", "bytes": 1},
+             {"event": "intent", "id": "2", "segment": "b"}, {"event": "aborted", "id": "2", "segment": "b"},
+             {"segment": "old-format", "bytes": 2}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert [e["segment"] for e in tail_audit(str(path))] == ["old-format", "a"]
+
+
 def test_history_keeps_one_hour_one_point_per_step_with_the_highest_reading():
     h = StatusHistory(step=10, points=360)
     h.disk("/data", 0.50, 1000.0)

@@ -53,8 +53,8 @@ def read(spark, path: str, **options):
             f"(commitlog.spark.write(df, path))")
     schema = arrow_schema(struct)
     parts = CommitLogBatchReader(opts, schema).partitions()
-    if not parts:
-        return spark.createDataFrame([], struct)
+    if not parts:     # one empty partition, as Spark gives a source that plans none
+        return spark.createDataFrame([], struct).coalesce(1)
     schema_ipc = schema.serialize().to_pybytes()
 
     def run(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -52,15 +52,17 @@ def test_offsets_limits_and_frontier_without_a_query(spark, log_path):
     offsets = [o for o, _ in spark_records(log_path)]
     reader = _reader(log_path, group="etl", maxRowsPerTrigger=1500)
     try:
-        assert reader.initialOffset() == {"offset": 0}
+        # Offsets name the log and the group, for the progress listener.
+        assert reader.initialOffset() == {"offset": 0, "commitlog": log_path, "group": "etl"}
+        assert _reader(log_path).initialOffset() == {"offset": 0, "commitlog": log_path}
         assert reader.getDefaultReadLimit() == ReadMaxRows(1500)
         end = offsets[-1] + 1
-        assert reader.latestOffset({"offset": 0}, ReadAllAvailable()) == {"offset": end}
+        assert reader.latestOffset({"offset": 0}, ReadAllAvailable())["offset"] == end
         # Whole records, at least one, never more than the limit beyond the first.
-        assert reader.latestOffset({"offset": 0}, ReadMaxRows(1500)) == {"offset": offsets[1]}
-        assert reader.latestOffset({"offset": 0}, ReadMaxRows(2000)) == {"offset": offsets[2]}
-        assert reader.latestOffset({"offset": 0}, ReadMaxRows(10)) == {"offset": offsets[1]}
-        assert reader.latestOffset({"offset": end}, ReadMaxRows(10)) == {"offset": end}
+        assert reader.latestOffset({"offset": 0}, ReadMaxRows(1500))["offset"] == offsets[1]
+        assert reader.latestOffset({"offset": 0}, ReadMaxRows(2000))["offset"] == offsets[2]
+        assert reader.latestOffset({"offset": 0}, ReadMaxRows(10))["offset"] == offsets[1]
+        assert reader.latestOffset({"offset": end}, ReadMaxRows(10))["offset"] == end
         parts = reader.partitions({"offset": 0}, {"offset": offsets[2]})
         assert sum(p.rows for p in parts) == 2000
         assert reader.partitions({"offset": 5}, {"offset": 5}) == []
@@ -68,7 +70,7 @@ def test_offsets_limits_and_frontier_without_a_query(spark, log_path):
         with Ledger(log_path) as ledger:
             ledger.register_writer("w-running", "job-running", end, identify())
         stage(spark.range(3000, 4000, numPartitions=1), log_path)
-        assert reader.latestOffset({"offset": 0}, ReadAllAvailable()) == {"offset": end}
+        assert reader.latestOffset({"offset": 0}, ReadAllAvailable())["offset"] == end
         with Ledger(log_path) as ledger:
             ledger.kill_writer("w-running")
         assert reader.latestOffset({"offset": 0}, ReadAllAvailable())["offset"] > end
@@ -80,8 +82,8 @@ def test_offsets_limits_and_frontier_without_a_query(spark, log_path):
         # Progress goes to the group's committed offset in the log's consumer state.
         reader.commit({"offset": offsets[1]})
         assert _committed(log_path, "etl") == offsets[1]
-        assert _reader(log_path, group="etl").initialOffset() == {"offset": offsets[1]}
-        assert _reader(log_path, group="other").initialOffset() == {"offset": 0}
+        assert _reader(log_path, group="etl").initialOffset()["offset"] == offsets[1]
+        assert _reader(log_path, group="other").initialOffset()["offset"] == 0
         latest = _reader(log_path, startingOffset="latest").initialOffset()["offset"]
         assert latest == CommitLog.open(log_path, readonly=True).end_offset
     finally:

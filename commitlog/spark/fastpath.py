@@ -18,6 +18,7 @@ them: the first sets them, the last to finish restores the values it found. Thre
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 
@@ -39,6 +40,8 @@ _conf_users: dict[int, tuple[int, dict[str, str | None]]] = {}   # session -> (w
 
 
 def _options(path: str, options: dict) -> dict[str, str]:
+    # Resolved here, in the driver's Python: Spark's Python workers run in the JVM's directory.
+    path = os.path.abspath(os.path.expanduser(str(path)))
     return {"path": path, **{str(k): str(v) for k, v in options.items()}}
 
 

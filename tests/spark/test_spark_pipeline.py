@@ -1,12 +1,16 @@
-"""The README's pipeline, run as written (its `staging.yaml` and `pipeline.py`, in processes of
-their own): after `consume`, retention keeps nothing as `unconsumed:etl`, and `clean` deletes every
-consumed segment."""
+"""The README's pipeline, run as written (its `staging.yaml` and `pipeline.py`): after `consume`,
+retention keeps nothing as `unconsumed:etl`, and `clean` deletes every consumed segment.
+
+`stage` runs in this process, on the tests' Spark session (its paths are resolved in Python, so
+changing directory is enough; a second JVM would cost the suite a minute on a busy machine);
+`consume` and the retention CLI run in processes of their own, as a user runs them."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import runpy
 import subprocess
 import sys
 import time
@@ -39,12 +43,17 @@ def _retention(cwd, command: str) -> list[dict]:
     return json.loads(out)["logs"][0]["files"]
 
 
-def test_the_readme_pipeline_releases_everything_it_consumed(tmp_path):
+def test_the_readme_pipeline_releases_everything_it_consumed(spark, tmp_path, monkeypatch,
+                                                             capsys):
     with open(README) as f:
         text = f.read()
     (tmp_path / "staging.yaml").write_text(_block(text, "staging.yaml", "yaml"))
     (tmp_path / "pipeline.py").write_text(_block(text, "pipeline.py", "python"))
-    assert "100000 rows staged" in _run(tmp_path, "pipeline.py", "stage", "0", "100000")
+    with monkeypatch.context() as patch:
+        patch.chdir(tmp_path)
+        patch.setattr(sys, "argv", ["pipeline.py", "stage", "0", "100000"])
+        runpy.run_path("pipeline.py", run_name="__main__")
+    assert "100000 rows staged" in capsys.readouterr().out
     assert "100000 rows consumed by etl" in _run(tmp_path, "pipeline.py", "consume")
     log_path = str(tmp_path / "data" / "events")
     with CommitLog.open(log_path, readonly=True) as log:

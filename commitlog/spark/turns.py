@@ -24,25 +24,32 @@ from .options import Options
 TURN_FILE = ".spark-append.lock"
 
 
+def _attempts(timeout: float, first: float, cap: float) -> Iterator[bool]:
+    """Yield before each attempt whether it is the last (`timeout` seconds have passed), sleeping
+    between attempts with pauses doubling from `first` up to `cap`."""
+    deadline = time.monotonic() + timeout
+    pause = first
+    while True:
+        yield time.monotonic() >= deadline
+        time.sleep(pause)
+        pause = min(pause * 2, cap)
+
+
 @contextlib.contextmanager
 def append_turn(path: str, timeout: float) -> Iterator[None]:
     """Hold the Spark append turn of the log at `path` (an exclusive flock), waiting up to
     `timeout` seconds for it."""
     fd = os.open(os.path.join(path, TURN_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        deadline = time.monotonic() + timeout
-        pause = 0.001
-        while True:
+        for last in _attempts(timeout, 0.001, 0.02):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
+                if last:
                     raise WriterTurnTimeout(
                         f"waited {timeout:g}s for a turn to append to commit log {path}: other "
                         f"tasks kept it (raise option lockTimeout)") from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.02)
         yield
     finally:
         os.close(fd)
@@ -51,9 +58,7 @@ def append_turn(path: str, timeout: float) -> Iterator[None]:
 def open_for_append(options: Options, segment_size: int | None, timeout: float) -> CommitLog:
     """Open the log for writing, waiting up to `timeout` seconds while another process (not a
     Spark task of ours: they take turns) is its writer."""
-    deadline = time.monotonic() + timeout
-    pause = 0.005
-    while True:
+    for last in _attempts(timeout, 0.005, 0.1):
         try:
             return CommitLog.open(
                 options.path, segment_size, flush="none",   # tasks sync after their turn
@@ -61,12 +66,11 @@ def open_for_append(options: Options, segment_size: int | None, timeout: float) 
                 resume_ratio=min(0.85, options.refuse_writes_ratio or 0.85),
                 on_full=options.on_full, block_timeout=options.block_timeout)
         except LogLockedError as exc:
-            if time.monotonic() >= deadline:
+            if last:
                 raise WriterTurnTimeout(
                     f"waited {timeout:g}s to open commit log {options.path} for writing: {exc} "
                     f"(raise option lockTimeout, or stop that writer)") from exc
-            time.sleep(pause)
-            pause = min(pause * 2, 0.1)
+    raise AssertionError("unreachable: _attempts never ends")
 
 
 def sync_segments(path: str, first: int, last: int) -> None:

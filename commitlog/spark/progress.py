@@ -7,7 +7,8 @@ a run (`availableNow`, `once`, a stopped query) would never be committed. But Sp
 offset, which for this source names its log and group (see `stream.position`). `ProgressListener`
 commits exactly that offset: what the sink has committed, never more. A driver killed between the
 sink's commit and the listener's leaves the group behind (retention keeps more, never less); the
-restarted query commits it on its first progress event.
+restarted query catches it up (its source commits the start of the first batch it plans, see
+`stream`), even with nothing new to read.
 
 The listener runs in the driver's Python process on Spark's single listener-bus thread (through
 Py4J), shared by every listener of the application: it does one small commit per changed offset and

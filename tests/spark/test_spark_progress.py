@@ -74,6 +74,16 @@ def test_multi_batch_runs_commit_every_batch_end_never_ahead(spark, log_path, tm
     assert len(batches) >= 6                                     # 12 records, 2 a batch
 
 
+def test_single_batch_available_now_runs_commit_their_only_batch(spark, log_path, tmp_path):
+    checkpoint = str(tmp_path / "checkpoint")
+    for run in range(2):                          # a daily job: one batch a run, twice
+        stage(spark.range(run * 1000, run * 1000 + 1000, numPartitions=2), log_path)
+        _finish(_stream(spark, log_path, checkpoint, group="etl"))
+        batches = _sink_committed(checkpoint)
+        assert len(batches) == run + 1
+        assert _committed(log_path) == batches[run][0]["offset"] == _end(log_path) == 2 * run + 2
+
+
 def test_a_running_query_commits_each_batch_within_a_second_never_ahead(spark, log_path, tmp_path):
     checkpoint = str(tmp_path / "checkpoint")
     stage(spark.range(0, 1000, numPartitions=1), log_path)

@@ -47,7 +47,9 @@ def _options(path: str, options: dict) -> dict[str, str]:
 
 def read(spark, path: str, **options):
     """The committed rows of the log at `path` as a DataFrame, as
-    `spark.read.format("commitlog").option("path", path)` with `options` would return them."""
+    `spark.read.format("commitlog").option("path", path)` with `options` would return them.
+    Partitions are planned now, on the driver: however often the DataFrame is computed, it reads
+    the records committed at this call (the data source plans at each action instead)."""
     opts = Options.parse(_options(path, options))
     struct = stored_schema(opts.path)
     if struct is None:

@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 from itertools import chain
 from operator import and_, lt
 
+from .layout import TMP_SUFFIX, index_path
 from .reserve import allocate_file
+
+__all__ = ["INDEX_INTERVAL", "IndexWriter", "SegmentSummary", "index_file_size", "index_path",
+           "read_checkpoints", "read_sealed", "write_sealed"]
 
 INDEX_INTERVAL = 4096
 HEADER = struct.Struct("<4sHHQQqqqII")
@@ -32,10 +36,6 @@ ENTRY = struct.Struct("<II")
 MAGIC = b"CLIX"
 VERSION = 1
 FLAG_SEALED = 1
-
-
-def index_path(segment_path: str) -> str:
-    return segment_path[: -len(".log")] + ".index"
 
 
 def index_file_size(segment_size: int) -> int:
@@ -135,7 +135,7 @@ def _pack_sealed(summary: SegmentSummary) -> bytes:
 
 def write_sealed(path: str, summary: SegmentSummary) -> None:
     """Write a sealed index atomically (temporary file, then rename)."""
-    tmp = path + ".tmp"
+    tmp = path + TMP_SUFFIX
     with open(tmp, "wb") as f:
         f.write(_pack_sealed(summary))
         f.flush()

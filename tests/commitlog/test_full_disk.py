@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-import commitlog.log as log_module
+import commitlog.guard as guard_module
 from commitlog import CommitLog, StoreFullError, disk_usage
 
 from cl_helpers import check_record, spawn, wait_for_line
@@ -132,7 +132,7 @@ def _settle(log: CommitLog) -> None:
 
 
 def _after_disk_check() -> None:
-    time.sleep(log_module._DISK_CHECK_EVERY + 0.02)
+    time.sleep(guard_module.CHECK_EVERY + 0.02)
 
 
 @ROOMY
@@ -164,7 +164,7 @@ def test_guard_refuses_above_the_ratio_and_resumes_below_resume_ratio(small_fs):
 
 @ROOMY
 def test_guard_checks_at_each_roll(small_fs, monkeypatch):
-    monkeypatch.setattr(log_module, "_DISK_CHECK_EVERY", 3600.0)  # only the roll checks
+    monkeypatch.setattr(guard_module, "CHECK_EVERY", 3600.0)  # only the roll checks
     ratio = Ratio(small_fs)
     with _guarded(os.path.join(small_fs, "log")) as log:
         log.append(b"x" * 500_000)

@@ -8,27 +8,21 @@ Process-safe: one writer process at a time (`<log>/.lock`), any number of reader
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import os
-import struct
 import threading
 import time
-from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import accumulate, repeat
-from operator import add as _add
 
 from . import reading, record as rec, removal
-from .active import UNIFORM_CRCS, ActiveSegment
-from .arguments import check_batch, check_commit, check_offset, check_record, check_scan_range
-from .errors import InvalidArgumentError, LogClosedError, NotALogError, ReadOnlyLogError, \
-    RecordTooLargeError
+from .arguments import check_commit, check_offset, check_record, check_scan_range
+from .errors import InvalidArgumentError, LogClosedError, NotALogError, ReadOnlyLogError
 from .guard import DiskGuard, Flusher
 from .layout import is_log_directory, state_path
 from .locks import WriterLock
 from .options import DEFAULT_SEGMENT_SIZE, LogOptions
 from .prealloc import SegmentPreallocator
+from .writer import BAD_RECORD, Writer
 from .record import Record
 from .recovery import load_meta, recover
 from .removal import RemovalResult
@@ -39,9 +33,6 @@ from .state import LogState
 __all__ = ["DEFAULT_SEGMENT_SIZE", "CommitLog", "RemovalResult"]
 
 _time_ns = time.time_ns
-_crc32 = rec.crc32
-_BATCH_CHUNK = 1 << 20                # bytes framed in memory before one copy into the mapping
-_BAD_RECORD = (TypeError, struct.error, OverflowError)  # what a record of the wrong type raises
 
 
 class CommitLog:
@@ -76,11 +67,11 @@ class CommitLog:
         self.readonly = readonly = options.readonly
         self.flush_mode = options.flush
         self._sync = options.flush == "sync"
-        self._durable = options.flush != "none"  # rolls msync and fsync only when flushing is asked
         self._closed = False
         self._writable = False  # open and not read-only: checked first on every append
         self._writer_lock: WriterLock | None = None
         self._preallocator: SegmentPreallocator | None = None
+        self._writer: Writer | None = None
         self._state: LogState | None = None
         self._segs: SegmentList | None = None
         self._flusher: Flusher | None = None
@@ -107,6 +98,9 @@ class CommitLog:
                 self._preallocator = SegmentPreallocator(self.path, self.segment_size,
                                                          self._guard.may_reserve)
                 self._preallocator.discard_leftover()  # a crash's leftover is not trusted
+                self._writer = Writer(self.path, self.segment_size, segs, self._state, self._guard,
+                                      self._preallocator, durable=options.flush != "none",
+                                      sync=options.flush == "sync")
             segs.bases = list(segs.list(validate=True).bases)
             if not readonly:
                 segs.active = recover(segs)
@@ -159,9 +153,9 @@ class CommitLog:
             try:
                 offset = -1 if seg is None else seg.append(value, key, timestamp_ms, attributes, now_ns)
                 if offset < 0:
-                    seg = self._roll(rec.HEADER_SIZE + len(value) + (0 if key is None else len(key)))
+                    seg = self._writer.roll(rec.HEADER_SIZE + len(value) + (0 if key is None else len(key)))
                     offset = seg.append(value, key, timestamp_ms, attributes, now_ns)
-            except _BAD_RECORD:
+            except BAD_RECORD:
                 check_record(value, key, timestamp_ms, attributes)  # names the bad argument
                 raise
             if self._sync:
@@ -196,112 +190,13 @@ class CommitLog:
                 for i, (value, key) in enumerate(zip(values, keys)):
                     check_record(value, key, ts, attributes, f" [{i}] of the batch")
                 for value, key in zip(values, keys):
-                    self._append_locked(value, key, ts, attributes, now_ns)
+                    self._writer.append_locked(value, key, ts, attributes, now_ns)
                 return first
-            if not values:
-                return first
-            try:  # every value's type is checked here, before anything is written
-                head = rec.BODY_HEAD.pack(attributes, ts, -1)
-                head_crc = _crc32(head)
-                sizes = list(map(len, values))
-                crcs = array("I", map(_crc32, values, repeat(head_crc)))
-            except _BAD_RECORD:
-                check_batch(values, timestamp_ms, attributes)
-                raise
-            if UNIFORM_CRCS and sizes.count(sizes[0]) == len(sizes):
-                self._append_uniform(values, sizes[0], crcs, head, ts, now_ns)
-                return first
-            guard = self._guard
-            # cum[k]: bytes before record k in this batch, so record k spans cum[k]..cum[k+1].
-            cum = [0]
-            cum += accumulate(map(_add, sizes, repeat(rec.HEADER_SIZE)))
-            i, n = 0, len(values)
-            while i < n:
-                if guard.refusing or not guard.checked_ns <= _time_ns() < guard.due_ns:
-                    guard.check()
-                seg = segs.active
-                room = 0 if seg is None else seg.size - seg.position
-                j = bisect.bisect_right(cum, cum[i] + min(room, _BATCH_CHUNK), lo=i) - 1
-                if j <= i:
-                    if seg is not None and room >= cum[i + 1] - cum[i]:
-                        j = i + 1  # one record bigger than a chunk still fits
-                    else:
-                        self._roll(cum[i + 1] - cum[i])
-                        continue
-                seg.write_chunk(values, sizes, crcs, cum, i, j, head, ts, now_ns)
-                i = j
-            if self._sync:
-                segs.active.flush()
-            return first
-
-    def _append_locked(self, value, key, ts: int, attributes: int, now_ns: int) -> int:
-        """One record with `_lock` held (keyed batches); append() inlines the same steps."""
-        guard = self._guard
-        if guard.refusing or not guard.checked_ns <= _time_ns() < guard.due_ns:
-            guard.check()
-        seg = self._segs.active
-        offset = -1 if seg is None else seg.append(value, key, ts, attributes, now_ns)
-        if offset < 0:
-            seg = self._roll(rec.HEADER_SIZE + len(value) + (0 if key is None else len(key)))
-            offset = seg.append(value, key, ts, attributes, now_ns)
-        if self._sync:
-            seg.flush()
-        return offset
-
-    def _append_uniform(self, values: list, size: int, crcs: array, head: bytes, ts: int,
-                        now_ns: int) -> None:
-        """append_batch for records of one value size (the common case), a chunk at a time."""
-        segs, guard = self._segs, self._guard
-        rsize = rec.HEADER_SIZE + size
-        sep = bytearray(rec.FRAME.pack(rec.BODY_HEAD_SIZE + size, 0) + head)
-        i, n = 0, len(values)
-        while i < n:
-            if guard.refusing or not guard.checked_ns <= _time_ns() < guard.due_ns:
-                guard.check()
-            seg = segs.active
-            room = 0 if seg is None else seg.size - seg.position
-            k = min(room, _BATCH_CHUNK) // rsize
-            if k == 0:
-                if room < rsize:
-                    self._roll(rsize)
-                    continue
-                k = 1  # one record bigger than a chunk still fits
-            k = min(k, n - i)
-            seg.write_uniform(values[i:i + k], crcs[i:i + k].tobytes(), rsize, sep, ts, now_ns)
-            i += k
-        if self._sync:
-            segs.active.flush()
-
-    def _roll(self, need: int) -> ActiveSegment:
-        """Seal the active segment and start the next, from a prepared one when ready."""
-        if need > self.segment_size:
-            raise RecordTooLargeError(
-                f"a record of {need} bytes (with its {rec.HEADER_SIZE}-byte header) cannot fit in "
-                f"a segment of {self.segment_size} bytes in {self.path}")
-        segs = self._segs
-        old = segs.active
-        if old is not None:
-            with segs.meta_lock:
-                segs.active = None
-                segs.tail_end = old.end_offset
-            segs.sealed(old.base_offset, old.seal(durable=self._durable, close_mapping=False))
-            self._preallocator.retire(old.mm)
-        # What other processes removed from the head goes from memory here, once per segment.
-        segs.forget_below(self._state.start_offset())
-        self._guard.check()
-        prepared = self._preallocator.take()
-        seg = ActiveSegment.create(self.path, segs.tail_end, self.segment_size, prepared,
-                                   durable=self._durable)
-        with segs.meta_lock:
-            segs.active = seg
-        segs.add(seg.base_offset)
-        self._preallocator.request()
-        return seg
+            return self._writer.append_batch(values, ts, attributes, now_ns, first)
 
     def _release_prepared(self) -> None:
-        # Writes are refused: segments prepared ahead hold disk the writer may not use now.
-        if self._preallocator is not None and self._preallocator.release_ready():
-            self._guard.due_ns = 0  # re-read the disk at the next append
+        if self._writer is not None:
+            self._writer.release_prepared()
 
     # ------------------------------------------------------------------ flushing
     def flush(self) -> None:
@@ -345,33 +240,7 @@ class CommitLog:
     def segments(self) -> list[SegmentInfo]:
         """Every segment, oldest first; the last is the active one."""
         self._check_open()
-        segs = self._segs
-        segs.refresh()
-        with segs.meta_lock:
-            bases = list(segs.bases)
-            active = segs.active
-        start = self._state.start_offset()
-        out = []
-        for i, base in enumerate(bases):
-            nxt = bases[i + 1] if i + 1 < len(bases) else None
-            if nxt is not None and nxt <= start:
-                continue  # logically removed, its files not yet gone
-            path = segs.segment_path(base)
-            try:
-                st = os.stat(path)
-                if active is not None and active.base_offset == base:
-                    s = active.summary()
-                elif nxt is None:
-                    s = segs.live_summary(base)
-                else:
-                    s = segs.summary(base)
-            except (FileNotFoundError, reading.OffsetOutOfRangeError):
-                continue  # removed by another process while we looked
-            out.append(SegmentInfo(base, path, st.st_size, s.used_bytes,
-                                   s.first_timestamp_ms if s.record_count else None,
-                                   s.last_timestamp_ms if s.record_count else None,
-                                   st.st_mtime, nxt is None, s.record_count))
-        return out
+        return self._segs.infos()
 
     def segment_end_offset(self, base: int) -> int:
         """The offset after the last record of segment `base`; for the last segment, as far as

@@ -23,6 +23,7 @@ from .index import SegmentSummary, read_checkpoints, read_sealed, write_sealed
 from .layout import SegmentListing, index_path, list_segments, segment_path
 from .locks import SegmentHolds
 from .sealed import live_summary, rebuilt_summary
+from .segment import SegmentInfo
 from .state import LogState
 
 log = logging.getLogger("commitlog")
@@ -217,6 +218,35 @@ class SegmentList:
         with self.hold(base) as mm:
             rels, positions = read_checkpoints(ipath)
             return live_summary(mm, len(mm) if mm is not None else 0, rels, positions)
+
+    def infos(self) -> list[SegmentInfo]:
+        """Every segment not logically removed, oldest first, as CommitLog.segments() gives them."""
+        self.refresh()
+        with self.meta_lock:
+            bases = list(self.bases)
+            active = self.active
+        start = self.state.start_offset()
+        out = []
+        for i, base in enumerate(bases):
+            nxt = bases[i + 1] if i + 1 < len(bases) else None
+            if nxt is not None and nxt <= start:
+                continue  # logically removed, its files not yet gone
+            path = self.segment_path(base)
+            try:
+                st = os.stat(path)
+                if active is not None and active.base_offset == base:
+                    s = active.summary()
+                elif nxt is None:
+                    s = self.live_summary(base)
+                else:
+                    s = self.summary(base)
+            except (FileNotFoundError, OffsetOutOfRangeError):
+                continue  # removed by another process while we looked
+            out.append(SegmentInfo(base, path, st.st_size, s.used_bytes,
+                                   s.first_timestamp_ms if s.record_count else None,
+                                   s.last_timestamp_ms if s.record_count else None,
+                                   st.st_mtime, nxt is None, s.record_count))
+        return out
 
     def close(self) -> None:
         self.holds.close_all()

@@ -90,9 +90,13 @@ class NotALogError(CommitLogError, FileNotFoundError):
     """The path is not a log directory (no meta.json), or is a plain file."""
 
     def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path} is not a commit log: {reason}")
+        self.message = f"{path} is not a commit log: {reason}"
+        super().__init__(self.message)
         self.path = path
-        self.filename = path
+        self.reason = reason
+
+    def __str__(self) -> str:  # OSError's would print "[Errno None] None"
+        return self.message
 
 
 class InvalidArgumentError(CommitLogError, ValueError, TypeError):

@@ -152,7 +152,8 @@ class CommitLog:
             seg = self._segs.active
             try:
                 offset = -1 if seg is None else seg.append(value, key, timestamp_ms, attributes, now_ns)
-                if offset < 0:
+                if offset < 0:  # a roll: checked first, so a bad record cannot cause one
+                    check_record(value, key, timestamp_ms, attributes)
                     seg = self._writer.roll(rec.HEADER_SIZE + len(value) + (0 if key is None else len(key)))
                     offset = seg.append(value, key, timestamp_ms, attributes, now_ns)
             except BAD_RECORD:

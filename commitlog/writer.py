@@ -92,7 +92,7 @@ class Writer:
             guard.check()
         seg = self._segs.active
         offset = -1 if seg is None else seg.append(value, key, ts, attributes, now_ns)
-        if offset < 0:
+        if offset < 0:  # keyed batches were checked before the first record
             seg = self.roll(rec.HEADER_SIZE + len(value) + (0 if key is None else len(key)))
             offset = seg.append(value, key, ts, attributes, now_ns)
         if self._sync:

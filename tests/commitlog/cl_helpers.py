@@ -338,3 +338,40 @@ def head_remover(path: str) -> None:
             else:
                 time.sleep(0.002)
     report({"removed": removed, "rss0": rss0, "rss1": _rss_bytes()})
+
+
+def guarded_fast_writer(path: str, segment_size: int, seconds: float, refuse: float) -> None:
+    """Append 64 KiB records as fast as the disk guard lets it for `seconds`, retrying a refused
+    append after a short pause; report appended and refused counts."""
+    from commitlog import CommitLog, StoreFullError
+    value = b"f" * (64 * 1024 - 64)
+    appended = refused = 0
+    with CommitLog.open(path, segment_size=segment_size, flush="none",
+                        refuse_writes_ratio=refuse, resume_ratio=refuse - 0.05) as log:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                log.append(value)
+                appended += 1
+            except StoreFullError:
+                refused += 1
+                time.sleep(0.005)
+    report({"appended": appended, "refused": refused})
+
+
+def pressure_remover(path: str, above: float, pause: float) -> None:
+    """A slow cleaner: while the disk is above `above`, remove the head, one segment per
+    `pause` seconds, from a read-only open; until SIGTERM. Reports how many it removed."""
+    import signal
+    from commitlog import CommitLog, disk_usage
+    while not os.path.exists(os.path.join(path, "meta.json")):
+        time.sleep(0.01)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    removed = 0
+    with CommitLog.open(path, readonly=True) as log:
+        while not stop:
+            if disk_usage(path).used_ratio > above and log.remove_head().status == "removed":
+                removed += 1
+            time.sleep(pause)
+    report({"removed": removed})

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 SEGMENT_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -98,10 +99,9 @@ def _index_temporary(name: str) -> bool:
         parse_segment_name(name[: -len(INDEX_TMP_SUFFIX)] + SEGMENT_SUFFIX) is not None
 
 
-@dataclass(frozen=True)
-class SegmentFile:
+class SegmentFile(NamedTuple):
     """One segment file of a listing. `size` and `mtime` are filled only for the segments the
-    caller asked to stat (None otherwise). Immutable."""
+    caller asked to stat (None otherwise). Immutable (a tuple: 100,000 of them are cheap)."""
 
     base_offset: int
     path: str
@@ -116,13 +116,22 @@ class SegmentListing:
     segments: regular files named like segments (symlinks and directories are never segments).
     foreign: segment-named entries that are not regular files: reported, never read or deleted.
     deleted: `.deleted` leftovers of a removal a crash interrupted.
-    temporaries: `<base>.index.tmp` of an interrupted index rebuild."""
+    temporaries: `<base>.index.tmp` of an interrupted index rebuild.
+    below_start: with a start offset given, the segments logically removed already (their
+    successor starts at or below it) whose files a removal has not unlinked yet; never statted.
+
+    `interrupted` says whether a removal is left to finish (`.deleted` files or below_start)."""
 
     path: str
     segments: tuple[SegmentFile, ...]
     foreign: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
     temporaries: tuple[str, ...] = ()
+    below_start: tuple[SegmentFile, ...] = ()
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.deleted or self.below_start)
 
     @property
     def bases(self) -> tuple[int, ...]:
@@ -138,19 +147,24 @@ class SegmentListing:
         return segs[i:]
 
 
+_new = tuple.__new__
+
+
 def _base_of(item: tuple) -> int:
     return item[0]
 
 
 def list_segments(path: str | os.PathLike, *, stat_head: int | None = None,
-                  stat_last: bool = False) -> SegmentListing:
+                  stat_last: bool = False, start_offset: int | None = None) -> SegmentListing:
     """List the log directory `path` in one scandir, statting only what the caller needs.
 
     stat_head: stat the oldest `stat_head` segments (None: every segment); stat_last: stat the
     last (active) one as well. A pass that can delete at most N files asks for stat_head=N,
-    stat_last=True: N+1 stats whatever the log's length, as Kafka's walker does. A segment
-    removed by another process between the scan and its stat is left out of the listing.
-    FileNotFoundError when `path` does not exist."""
+    stat_last=True: N+1 stats whatever the log's length, as Kafka's walker does. start_offset
+    (the log's, from its state): segments logically removed already go to `below_start`, and the
+    head counted by stat_head starts after them. A segment removed by another process between
+    the scan and its stat is left out of the listing. FileNotFoundError when `path` does not
+    exist."""
     directory = os.fspath(path)
     found: list[tuple[int, os.DirEntry]] = []
     foreign: list[str] = []
@@ -167,25 +181,37 @@ def list_segments(path: str | os.PathLike, *, stat_head: int | None = None,
                 elif _index_temporary(name) and entry.is_file(follow_symlinks=False):
                     temporaries.append(entry.path)
                 continue
-            if entry.is_symlink() or not entry.is_file(follow_symlinks=False):
+            if entry.is_file(follow_symlinks=False):  # False for a symlink too
+                found.append((base, entry))
+            else:
                 foreign.append(entry.path)  # reported and left alone, never read or deleted
-                continue
-            found.append((base, entry))
     found.sort(key=_base_of)
+    below: list[SegmentFile] = []
+    if start_offset is not None:
+        i = 0
+        while i + 1 < len(found) and found[i + 1][0] <= start_offset:
+            i += 1
+        below = [_new(SegmentFile, (base, entry.path, None, None)) for base, entry in found[:i]]
+        del found[:i]
     n = len(found)
-    head = n if stat_head is None else max(0, stat_head)
-    segments: list[SegmentFile] = []
-    for i, (base, entry) in enumerate(found):
-        if i < head or (stat_last and i == n - 1):
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue  # removed by another process since the scan
-            segments.append(SegmentFile(base, entry.path, st.st_size, st.st_mtime))
-        else:
-            segments.append(SegmentFile(base, entry.path))
+    head = n if stat_head is None else min(n, max(0, stat_head))
+    statted = list(range(head))
+    if stat_last and n and head < n:
+        statted.append(n - 1)
+    gone = []
+    segments = [_new(SegmentFile, (base, entry.path, None, None)) for base, entry in found]
+    for i in statted:  # only these: a listing of 100,000 segments stats a handful
+        base, entry = found[i]
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            gone.append(i)  # removed by another process since the scan
+            continue
+        segments[i] = _new(SegmentFile, (base, entry.path, st.st_size, st.st_mtime))
+    for i in reversed(gone):
+        del segments[i]
     return SegmentListing(directory, tuple(segments), tuple(foreign), tuple(deleted),
-                          tuple(temporaries))
+                          tuple(temporaries), tuple(below))
 
 
 def fsync_directory(directory: str) -> None:

@@ -20,7 +20,9 @@ from .errors import InvalidArgumentError, LogClosedError, NotALogError, ReadOnly
 from .guard import DiskGuard, Flusher
 from .layout import is_log_directory, state_path
 from .locks import WriterLock
-from .options import DEFAULT_SEGMENT_SIZE, LogOptions
+from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERVAL, DEFAULT_ON_FULL,
+                      DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
+                      LogOptions)
 from .prealloc import SegmentPreallocator
 from .writer import BAD_RECORD, Writer
 from .record import Record
@@ -44,9 +46,11 @@ class CommitLog:
 
     @classmethod
     def open(cls, path: str | os.PathLike, segment_size: int | None = None, *,
-             readonly: bool = False, flush: str = "async", flush_interval: float = 0.5,
-             refuse_writes_ratio: float | None = 0.90, resume_ratio: float = 0.85,
-             on_full: str = "raise", block_timeout: float = 30.0) -> "CommitLog":
+             readonly: bool = False, flush: str = DEFAULT_FLUSH,
+             flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+             refuse_writes_ratio: float | None = DEFAULT_REFUSE_WRITES_RATIO,
+             resume_ratio: float = DEFAULT_RESUME_RATIO, on_full: str = DEFAULT_ON_FULL,
+             block_timeout: float = DEFAULT_BLOCK_TIMEOUT) -> "CommitLog":
         """Open (and, unless `readonly`, create) the log in directory `path`; the settings are
         documented, with their units and defaults, in commitlog.options.LogOptions.
 

@@ -77,3 +77,22 @@ def test_live_leaves_out_segments_below_the_start_offset(tmp_log_dir):
 def test_listing_of_a_missing_directory_raises():
     with pytest.raises(FileNotFoundError):
         list_segments("/nonexistent/log")
+
+
+def test_listing_with_the_start_offset_sets_logically_removed_segments_apart(tmp_log_dir):
+    """What retention's pass needs: the live segments, the head it may delete statted, and
+    whether a removal a crash interrupted is left to finish."""
+    bases = _log_with_segments(tmp_log_dir, 6)
+    with CommitLog.open(tmp_log_dir, readonly=True) as log:
+        log._state.advance_start_offset(bases[2])  # a remover that crashed before its rename
+    listing = list_segments(tmp_log_dir, stat_head=2, stat_last=True, start_offset=bases[2])
+    assert [s.base_offset for s in listing.below_start] == bases[:2]
+    assert all(s.size is None for s in listing.below_start)
+    assert listing.bases == tuple(bases[2:])
+    assert [s.size for s in listing.segments] == [SEG, SEG, None, SEG]
+    assert listing.interrupted
+    with CommitLog.open(tmp_log_dir, readonly=True) as log:
+        log.finish_removals()
+    listing = list_segments(tmp_log_dir, stat_head=2, start_offset=bases[2])
+    assert listing.below_start == () and not listing.interrupted
+    assert listing.bases == tuple(bases[2:])

@@ -54,6 +54,11 @@ class SegmentSummary:
     rels: tuple[int, ...] = field(default=(), repr=False)
     positions: tuple[int, ...] = field(default=(), repr=False)
 
+    def end_offset(self, base: int) -> int:
+        """The offset after the segment's last record, the one place that derives it: offsets
+        are dense today (base + record_count); a compacted segment will record its own."""
+        return base + self.record_count
+
     def floor(self, rel: int) -> tuple[int, int]:
         """The entry (relative offset, position) at or below `rel`; (0, 0) if none."""
         i = bisect.bisect_right(self.rels, rel) - 1

@@ -254,7 +254,7 @@ class CommitLog:
         active = self._segs.active
         if active is not None and active.base_offset == base:
             return active.end_offset
-        return base + self._segs.live_summary(base).record_count
+        return self._segs.live_summary(base).end_offset(base)
 
     def foreign_files(self) -> list[str]:
         """Segment-named entries that are not regular files (symlinks, directories): never touched."""

@@ -1,6 +1,12 @@
 """The ordered segment list of an open log: base offsets oldest first, what each sealed segment's
 index says about it (cached), the segment this process writes, and the holds readers take.
 
+A segment's end offset comes from its summary (`SegmentSummary.end_offset`), never from the next
+base: compaction (its own issue) leaves gaps. Its swap of a rewritten segment belongs here and in
+commitlog.removal: write the new segment and sealed index under hidden names (commitlog.layout),
+rename them over the old pair under the removal lock, then replace `summaries[base]`; a reader
+holding the old file keeps its descriptor and mapping until it lets go.
+
 State kept per segment lives only here, and goes when its segment goes: `forget_below` drops the
 bases and summaries of segments another process removed from the head (a long-running writer
 whose head a sidecar removes would otherwise keep both forever).
@@ -118,7 +124,7 @@ class SegmentList:
         if not self.bases:
             return self.state.start_offset()
         base = self.bases[-1]
-        return base + self.live_summary(base).record_count
+        return self.live_summary(base).end_offset(base)
 
     def out_of_range(self, offset: int) -> OffsetOutOfRangeError:
         return OffsetOutOfRangeError(offset, self.start(), self.end())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import NamedTuple
 
 SEGMENT_SUFFIX = ".log"
@@ -135,7 +136,7 @@ class SegmentListing:
 
     @property
     def bases(self) -> tuple[int, ...]:
-        return tuple(s.base_offset for s in self.segments)
+        return tuple(map(_first, self.segments))
 
     def live(self, start_offset: int) -> tuple[SegmentFile, ...]:
         """The segments not yet logically removed: a segment whose successor starts at or below
@@ -148,10 +149,7 @@ class SegmentListing:
 
 
 _new = tuple.__new__
-
-
-def _base_of(item: tuple) -> int:
-    return item[0]
+_first = itemgetter(0)
 
 
 def list_segments(path: str | os.PathLike, *, stat_head: int | None = None,
@@ -174,18 +172,19 @@ def list_segments(path: str | os.PathLike, *, stat_head: int | None = None,
         for entry in it:
             name = entry.name
             base = parse_segment_name(name)
-            if base is None:
-                if _deleted_leftover(name):
-                    if entry.is_file(follow_symlinks=False):
+            if base is None:  # endswith first: every segment's index passes here
+                if name.endswith(DELETED_SUFFIX):
+                    if _deleted_leftover(name) and entry.is_file(follow_symlinks=False):
                         deleted.append(entry.path)
-                elif _index_temporary(name) and entry.is_file(follow_symlinks=False):
+                elif name.endswith(INDEX_TMP_SUFFIX) and _index_temporary(name) and \
+                        entry.is_file(follow_symlinks=False):
                     temporaries.append(entry.path)
                 continue
             if entry.is_file(follow_symlinks=False):  # False for a symlink too
                 found.append((base, entry))
             else:
                 foreign.append(entry.path)  # reported and left alone, never read or deleted
-    found.sort(key=_base_of)
+    found.sort(key=_first)
     below: list[SegmentFile] = []
     if start_offset is not None:
         i = 0
@@ -195,23 +194,24 @@ def list_segments(path: str | os.PathLike, *, stat_head: int | None = None,
         del found[:i]
     n = len(found)
     head = n if stat_head is None else min(n, max(0, stat_head))
-    statted = list(range(head))
-    if stat_last and n and head < n:
-        statted.append(n - 1)
-    gone = []
-    segments = [_new(SegmentFile, (base, entry.path, None, None)) for base, entry in found]
-    for i in statted:  # only these: a listing of 100,000 segments stats a handful
-        base, entry = found[i]
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            gone.append(i)  # removed by another process since the scan
-            continue
-        segments[i] = _new(SegmentFile, (base, entry.path, st.st_size, st.st_mtime))
-    for i in reversed(gone):
-        del segments[i]
+    last = stat_last and n > head  # the last one is statted after the unstatted middle
+    segments: list[SegmentFile] = []
+    for base, entry in found[:head]:
+        _append_statted(segments, base, entry)
+    segments += [_new(SegmentFile, (base, entry.path, None, None))
+                 for base, entry in found[head:n - 1 if last else n]]
+    if last:
+        _append_statted(segments, *found[-1])
     return SegmentListing(directory, tuple(segments), tuple(foreign), tuple(deleted),
                           tuple(temporaries), tuple(below))
+
+
+def _append_statted(segments: list, base: int, entry: os.DirEntry) -> None:
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return  # removed by another process since the scan
+    segments.append(_new(SegmentFile, (base, entry.path, st.st_size, st.st_mtime)))
 
 
 def fsync_directory(directory: str) -> None:

@@ -18,7 +18,7 @@ from . import reading, record as rec, removal
 from .arguments import check_commit, check_offset, check_record, check_scan_range
 from .errors import InvalidArgumentError, LogClosedError, NotALogError, ReadOnlyLogError
 from .guard import DiskGuard, Flusher
-from .layout import is_log_directory, state_path
+from .layout import META_FILE, is_log_directory, state_path
 from .locks import WriterLock
 from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERVAL, DEFAULT_ON_FULL,
                       DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
@@ -87,7 +87,7 @@ class CommitLog:
                 raise NotALogError(self.path, "it is a file, not a directory")
             if readonly:
                 if not is_log_directory(self.path):
-                    what = "no such directory" if not os.path.exists(self.path) else "no meta.json"
+                    what = "no such directory" if not os.path.exists(self.path) else f"no {META_FILE}"
                     raise NotALogError(self.path, what)
             else:
                 os.makedirs(self.path, exist_ok=True)

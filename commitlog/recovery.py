@@ -18,7 +18,7 @@ from . import record as rec
 from .active import ActiveSegment
 from .errors import CorruptLogError, NotALogError, SegmentSizeMismatchError
 from .index import IndexWriter, read_checkpoints, read_sealed
-from .layout import TMP_SUFFIX, fsync_directory, index_path, meta_path
+from .layout import META_FILE, TMP_SUFFIX, fsync_directory, index_path, meta_path
 from .options import DEFAULT_SEGMENT_SIZE
 from .sealed import scan_segment
 from .segments import SegmentList
@@ -39,7 +39,7 @@ def load_meta(directory: str, requested: int | None, *, create: bool) -> int:
         size = int(meta["segment_size"])
     except FileNotFoundError:
         if not create:
-            raise NotALogError(directory, "no meta.json") from None
+            raise NotALogError(directory, f"no {META_FILE}") from None
         size = requested or DEFAULT_SEGMENT_SIZE
         tmp = path + TMP_SUFFIX
         with open(tmp, "w") as f:

@@ -59,6 +59,10 @@ def test_writer_memory_stays_flat_while_another_process_removes_the_head(tmp_log
     _check(*_run(tmp_log_dir, warmup_rolls=300, seconds=15))
 
 
+SOAK_SECONDS = float(os.environ.get("SOAK_SECONDS", 300))
+
+
 @pytest.mark.soak
+@pytest.mark.timeout(SOAK_SECONDS + 600)
 def test_writer_memory_soak(tmp_log_dir):
-    _check(*_run(tmp_log_dir, warmup_rolls=2000, seconds=float(os.environ.get("SOAK_SECONDS", 300))))
+    _check(*_run(tmp_log_dir, warmup_rolls=2000, seconds=SOAK_SECONDS))

@@ -20,7 +20,8 @@ module opens nothing but the directory it lists. Thread- and process-safe (no st
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -114,7 +115,10 @@ class SegmentFile(NamedTuple):
 class SegmentListing:
     """One scan of a log directory, oldest segment first. Immutable.
 
-    segments: regular files named like segments (symlinks and directories are never segments).
+    bases: the base offsets of the regular files named like segments (symlinks and directories
+    are never segments). statted: the segments the caller asked to stat (the head, the last), with
+    size and mtime. segments: every segment as a SegmentFile, built on first use (a pass over
+    100,000 segments needs only `bases` and `statted`).
     foreign: segment-named entries that are not regular files: reported, never read or deleted.
     deleted: `.deleted` leftovers of a removal a crash interrupted.
     temporaries: `<base>.index.tmp` of an interrupted index rebuild.
@@ -124,7 +128,8 @@ class SegmentListing:
     `interrupted` says whether a removal is left to finish (`.deleted` files or below_start)."""
 
     path: str
-    segments: tuple[SegmentFile, ...]
+    found: tuple = field(repr=False, compare=False)  # (base, os.DirEntry), oldest first
+    statted: tuple[SegmentFile, ...] = ()
     foreign: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
     temporaries: tuple[str, ...] = ()
@@ -134,18 +139,24 @@ class SegmentListing:
     def interrupted(self) -> bool:
         return bool(self.deleted or self.below_start)
 
-    @property
+    @cached_property
     def bases(self) -> tuple[int, ...]:
-        return tuple(map(_first, self.segments))
+        return tuple(map(_first, self.found))
+
+    @cached_property
+    def segments(self) -> tuple[SegmentFile, ...]:
+        known = {s.base_offset: s for s in self.statted}
+        return tuple(known.get(base) or _new(SegmentFile, (base, entry.path, None, None))
+                     for base, entry in self.found)
 
     def live(self, start_offset: int) -> tuple[SegmentFile, ...]:
         """The segments not yet logically removed: a segment whose successor starts at or below
         `start_offset` holds nothing the log still keeps (its files are about to go)."""
-        segs = self.segments
+        bases = self.bases
         i = 0
-        while i + 1 < len(segs) and segs[i + 1].base_offset <= start_offset:
+        while i + 1 < len(bases) and bases[i + 1] <= start_offset:
             i += 1
-        return segs[i:]
+        return self.segments[i:]
 
 
 _new = tuple.__new__
@@ -194,24 +205,23 @@ def list_segments(path: str | os.PathLike, *, stat_head: int | None = None,
         del found[:i]
     n = len(found)
     head = n if stat_head is None else min(n, max(0, stat_head))
-    last = stat_last and n > head  # the last one is statted after the unstatted middle
-    segments: list[SegmentFile] = []
-    for base, entry in found[:head]:
-        _append_statted(segments, base, entry)
-    segments += [_new(SegmentFile, (base, entry.path, None, None))
-                 for base, entry in found[head:n - 1 if last else n]]
-    if last:
-        _append_statted(segments, *found[-1])
-    return SegmentListing(directory, tuple(segments), tuple(foreign), tuple(deleted),
+    wanted = list(range(head))
+    if stat_last and n > head:
+        wanted.append(n - 1)
+    statted: list[SegmentFile] = []
+    gone: list[int] = []
+    for i in wanted:  # only these: a listing of 100,000 segments stats a handful
+        base, entry = found[i]
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            gone.append(i)  # removed by another process since the scan
+            continue
+        statted.append(_new(SegmentFile, (base, entry.path, st.st_size, st.st_mtime)))
+    for i in reversed(gone):
+        del found[i]
+    return SegmentListing(directory, tuple(found), tuple(statted), tuple(foreign), tuple(deleted),
                           tuple(temporaries), tuple(below))
-
-
-def _append_statted(segments: list, base: int, entry: os.DirEntry) -> None:
-    try:
-        st = entry.stat(follow_symlinks=False)
-    except FileNotFoundError:
-        return  # removed by another process since the scan
-    segments.append(_new(SegmentFile, (base, entry.path, st.st_size, st.st_mtime)))
 
 
 def fsync_directory(directory: str) -> None:

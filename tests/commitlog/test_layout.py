@@ -63,6 +63,8 @@ def test_listing_stats_only_the_head_asked_for_and_the_last(tmp_log_dir):
     sizes = [s.size for s in listing.segments]
     assert sizes[:2] == [SEG, SEG] and sizes[-1] == SEG
     assert sizes[2:-1] == [None] * (len(bases) - 3)  # never statted
+    assert [(s.base_offset, s.size) for s in listing.statted] == [
+        (bases[0], SEG), (bases[1], SEG), (bases[-1], SEG)]
     assert [s.size for s in list_segments(tmp_log_dir, stat_head=0).segments] == [None] * len(bases)
 
 

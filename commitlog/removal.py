@@ -15,6 +15,7 @@ Removers of any process serialise on `<log>/.remove.lock`. Functions over a Segm
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -81,6 +82,15 @@ def unlink_segment(directory: str, path: str) -> None:
             os.rename(p, doomed)
         except FileNotFoundError:
             continue
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # No directory block for the longer name (ext4, full disk): unlink in place, index
+            # first: a crash between leaves a head without its index (rebuilt), or one finished.
+            for q in (index_path(path), path):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(q)
+            break
         with contextlib.suppress(FileNotFoundError):
             os.unlink(doomed)
     fsync_directory(directory)

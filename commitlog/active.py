@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import mmap
 import os
 import sys
@@ -19,6 +20,7 @@ from itertools import chain, repeat
 from operator import add as _add
 
 from . import record as rec
+from .errors import StoreFullError
 from .index import INDEX_INTERVAL, IndexWriter, SegmentSummary
 from .layout import fsync_directory, index_path, segment_name
 from .prealloc import PreparedSegment
@@ -83,12 +85,15 @@ class ActiveSegment:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(ipath)  # a crash's leftover: the writer below starts from zeros
                 index = IndexWriter(ipath, size, [], [])
-        except BaseException:
+        except BaseException as exc:
             if prepared is not None:
                 prepared.close()
             else:
                 os.close(fd)
             os.unlink(path)
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                # ext4 needs a new directory block for the name when the directory's are full.
+                raise StoreFullError(f"no space left to name the index {ipath}: {exc}") from exc
             raise
         if durable:
             fsync_directory(directory)

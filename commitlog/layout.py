@@ -2,7 +2,9 @@
 
     <log>/
         meta.json                       format and segment_size (a directory is a log if it has one)
-        state.db (-wal, -shm)           start offset and consumer commits (commitlog.state)
+        start.offset                    the start offset, two slots written in place (commitlog.startoffset)
+        start.offset.tmp                start.offset being created
+        state.db (-wal, -shm)           consumer commits; a log's start offset before start.offset
         .lock                           the writer's flock, naming its pid (commitlog.locks)
         .remove.lock                    serialises head removers of any process
         00000000000000000000.log        a segment, named by the 20-digit offset of its first record
@@ -34,6 +36,7 @@ STALE_SUFFIX = ".stale"
 TMP_SUFFIX = ".tmp"
 META_FILE = "meta.json"
 STATE_FILE = "state.db"
+START_OFFSET_FILE = "start.offset"
 LOCK_FILE = ".lock"
 REMOVE_LOCK_FILE = ".remove.lock"
 _NAME_DIGITS = 20
@@ -71,6 +74,10 @@ def meta_path(directory: str) -> str:
 
 def state_path(directory: str) -> str:
     return os.path.join(directory, STATE_FILE)
+
+
+def start_offset_path(directory: str) -> str:
+    return os.path.join(directory, START_OFFSET_FILE)
 
 
 def lock_path(directory: str) -> str:

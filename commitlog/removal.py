@@ -1,7 +1,13 @@
-"""Head removal, crash-safe and from any process: the start offset advances in `state.db` first,
-then the segment and its index are renamed to `.deleted`, unlinked, and the directory fsynced.
-A crash anywhere leaves either a segment below the start offset or a `.deleted` leftover, both
-finished by `finish_removals` (the writer at open, a cleaner at its next pass).
+"""Head removal, crash-safe and from any process: the start offset advances first (in place in
+`start.offset`, commitlog.startoffset, so a disk with no free block can still be cleaned), then
+the segment and its index are renamed to `.deleted`, unlinked, and the directory fsynced. A crash
+anywhere leaves either a segment below the start offset or a `.deleted` leftover, both finished
+by `finish_removals` (the writer at open, a cleaner at its next pass).
+
+A log from before `start.offset`, on a disk with no room even to create that file, cannot record
+the advance first: its head is unlinked first and the advance recorded after, once the freed
+space allows. That order is crash-safe too, since the start offset is never below the first
+segment's base (a crash in between leaves a `.deleted` leftover or nothing to finish).
 
 Removers of any process serialise on `<log>/.remove.lock`. Functions over a SegmentList.
 """
@@ -9,12 +15,14 @@ Removers of any process serialise on `<log>/.remove.lock`. Functions over a Segm
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .errors import StoreFullError
 from .layout import DELETED_SUFFIX, fsync_directory, index_path, remove_lock_path
 from .locks import try_exclusive
 from .segments import SegmentList
@@ -51,8 +59,14 @@ def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) ->
             free = try_exclusive(fd)
             if not free and not force:
                 return RemovalResult("held", base, path, size)
-            segs.state.advance_start_offset(new_start)
-            unlink_segment(segs.path, path)
+            try:
+                segs.state.advance_start_offset(new_start)
+            except StoreFullError:
+                unlink_segment(segs.path, path)  # see the module docstring
+                with contextlib.suppress(StoreFullError):
+                    segs.state.advance_start_offset(new_start)
+            else:
+                unlink_segment(segs.path, path)
         finally:
             os.close(fd)
         segs.forget(base)
@@ -68,6 +82,15 @@ def unlink_segment(directory: str, path: str) -> None:
             os.rename(p, doomed)
         except FileNotFoundError:
             continue
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # No directory block for the longer name (ext4, full disk): unlink in place, index
+            # first: a crash between leaves a head without its index (rebuilt), or one finished.
+            for q in (index_path(path), path):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(q)
+            break
         with contextlib.suppress(FileNotFoundError):
             os.unlink(doomed)
     fsync_directory(directory)
@@ -78,6 +101,7 @@ def finish_removals(segs: SegmentList, *, temporaries: bool = False) -> list[str
     leftovers, and segments below the start offset never renamed; with `temporaries` (the
     writer at open only: a rebuild in progress writes them) also `<base>.index.tmp` files."""
     done: list[str] = []
+    segs.state.ensure_start_file()
     start = segs.state.start_offset()
     listing = segs.list()
     for p in listing.deleted:

@@ -1,17 +1,31 @@
-"""Consumer progress and the log's start offset, in SQLite beside the log (`state.db`, WAL mode).
+"""Consumer progress in SQLite beside the log (`state.db`, WAL mode), and the log's start offset
+(commitlog.startoffset's `start.offset`; `state.db` held it before, and is still read for it).
 
-SQLite gives the crash-safe, multi-process B-tree with a journal that KahaDB wrote by hand. One
-`LogState` is safe to share between threads of a process (a lock serialises its connection); any
-number of processes may open the same database.
+SQLite gives the crash-safe, multi-process B-tree with a journal that KahaDB wrote by hand. On a
+filesystem with no free block, opening a WAL database fails ("disk I/O error",
+SQLITE_IOERR_SHMSIZE) when no other connection has its `-shm` wal-index sized already: SQLite
+grows that file before the first read. Reads then go through a short-lived connection in
+`locking_mode=EXCLUSIVE`, whose wal-index lives in heap memory, so nothing is allocated and a
+crashed writer's committed WAL frames are still read (`immutable=1` would skip them). Writes
+(consumer commits) on a full disk raise StoreFullError and change nothing.
+
+One `LogState` is safe to share between threads of a process (a lock serialises its
+connection); any number of processes may open the same database.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
 import threading
 import time
 
 from .errors import CorruptLogError, StoreFullError
+from .layout import start_offset_path
+from .startoffset import StartOffsetFile
+
+log = logging.getLogger("commitlog")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS log_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -21,48 +35,123 @@ CREATE TABLE IF NOT EXISTS consumer_groups (
     committed_at REAL NOT NULL
 );
 """
+_NO_ROOM = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)  # primary codes worth a read without room
+_FULL = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR_SHMSIZE)  # a write's "no space left"
+_START_SQL = "SELECT value FROM log_meta WHERE key = 'start_offset'"
 
 
 class LogState:
-    """Thread-safe handle on a log's `state.db`; process-safe through SQLite's own locking."""
+    """Thread-safe handle on a log's `state.db` and `start.offset`; process-safe through
+    SQLite's locking and the start offset file's flock."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._start_lock = threading.Lock()  # opening or creating start.offset
+        self._db: sqlite3.Connection | None = None
+        self._start_path = start_offset_path(os.path.dirname(path))
+        self._start_file: StartOffsetFile | None = None
+        self._legacy_start: int | None = None  # state.db's row, read once the file exists
         try:
-            self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None,
-                                       check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
+            self._connect()
         except sqlite3.DatabaseError as exc:
-            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            if _primary(exc) not in _NO_ROOM:
+                raise CorruptLogError(path, None, f"consumer state database is unreadable ({exc})") from exc
+            if os.path.getsize(path) == 0:  # a new log on a full disk: nothing to read
                 raise _translate(path, exc) from exc
-            raise CorruptLogError(path, None, f"consumer state database is unreadable ({exc})") from exc
+            self._query("SELECT count(*) FROM consumer_groups")  # readable without room?
+        self._start_file = StartOffsetFile.open(self._start_path)
 
-    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+    # ------------------------------------------------------------------ SQLite
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=FULL")
+                db.executescript(_SCHEMA)
+            except BaseException:
+                db.close()  # its shared lock would block the exclusive reader below
+                raise
+            self._db = db
+        return self._db
+
+    def _query(self, sql: str, args: tuple = (), *, write: bool = False) -> list[tuple]:
         with self._lock:
             try:
-                return self._db.execute(sql, args).fetchall()
+                return self._connect().execute(sql, args).fetchall()
             except sqlite3.DatabaseError as exc:
-                raise _translate(self.path, exc) from exc
+                if write or _primary(exc) not in _NO_ROOM:
+                    raise _translate(self.path, exc) from exc
+                self._drop()
+                try:
+                    return self._read_without_room(sql, args)
+                except sqlite3.DatabaseError as exc2:
+                    raise _translate(self.path, exc2) from exc2
 
+    def _read_without_room(self, sql: str, args: tuple) -> list[tuple]:
+        # Heap-memory wal-index (see the module docstring): no -shm to grow on a full disk.
+        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        try:
+            db.execute("PRAGMA locking_mode=EXCLUSIVE")
+            return db.execute(sql, args).fetchall()
+        finally:
+            db.close()
+
+    def _drop(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # ------------------------------------------------------------------ the start offset
     def start_offset(self) -> int:
-        rows = self._query("SELECT value FROM log_meta WHERE key = 'start_offset'")
+        f = self._start_file
+        if f is None:
+            with self._start_lock:
+                f = self._start_file = self._start_file or StartOffsetFile.open(self._start_path)
+            if f is None:
+                return self._db_start()  # a log from before start.offset
+        legacy = self._legacy_start
+        if legacy is None:
+            legacy = self._legacy_start = self._db_start()
+        return max(f.value(), legacy)
+
+    def _db_start(self) -> int:
+        rows = self._query(_START_SQL)
         return rows[0][0] if rows else 0
 
-    def advance_start_offset(self, offset: int) -> None:
-        """Move the start offset forward (never back): the first step of removing a head segment."""
-        self._query(
-            "INSERT INTO log_meta(key, value) VALUES ('start_offset', ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (offset,))
+    def ensure_start_file(self) -> bool:
+        """Create `start.offset` if missing, from `state.db`'s start offset (call with the
+        removal lock held). False when the disk has no room for it yet."""
+        with self._start_lock:
+            if self._start_file is None:
+                self._start_file = StartOffsetFile.open(self._start_path)
+            if self._start_file is None:
+                self._start_file = StartOffsetFile.create(self._start_path, self._db_start())
+                if self._start_file is None:
+                    log.warning("no room to create %s yet; the start offset stays in %s",
+                                self._start_path, self.path)
+            return self._start_file is not None
 
+    def advance_start_offset(self, offset: int) -> None:
+        """Move the start offset forward (never back): the first step of removing a head
+        segment. In place in `start.offset`, so it needs no free block; StoreFullError only for
+        a log from before that file, on a disk with no room to create it."""
+        if self._start_file is None and not self.ensure_start_file():
+            self._query(
+                "INSERT INTO log_meta(key, value) VALUES ('start_offset', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (offset,),
+                write=True)
+            return
+        self._start_file.advance(offset)
+
+    # ------------------------------------------------------------------ consumer groups
     def commit(self, group: str, offset: int, at: float | None = None) -> None:
         self._query(
             "INSERT INTO consumer_groups(name, committed_offset, committed_at) VALUES (?, ?, ?) "
             "ON CONFLICT(name) DO UPDATE SET committed_offset = excluded.committed_offset, "
             "committed_at = excluded.committed_at",
-            (group, offset, time.time() if at is None else at))
+            (group, offset, time.time() if at is None else at), write=True)
 
     def committed(self) -> dict[str, int]:
         return {name: off for name, off in
@@ -73,15 +162,22 @@ class LogState:
                 self._query("SELECT name, committed_at FROM consumer_groups ORDER BY name")}
 
     def delete_group(self, group: str) -> None:
-        self._query("DELETE FROM consumer_groups WHERE name = ?", (group,))
+        self._query("DELETE FROM consumer_groups WHERE name = ?", (group,), write=True)
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            self._drop()
+            if self._start_file is not None:
+                self._start_file.close()
+
+
+def _primary(exc: sqlite3.DatabaseError) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
 
 
 def _translate(path: str, exc: sqlite3.DatabaseError) -> Exception:
     # A full disk is not a damaged database: callers treat the two very differently.
-    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+    if getattr(exc, "sqlite_errorcode", None) in _FULL:
         return StoreFullError(f"no space left to update the consumer state {path}: {exc}")
     return CorruptLogError(path, None, f"consumer state database failed: {exc}")

@@ -1,0 +1,159 @@
+"""The log's start offset in a small file written in place: head removal works on a full disk.
+
+Why not `state.db`: advancing a value in SQLite appends to its WAL (or a rollback journal), which
+needs a free block; on a filesystem filled to the last block (by another program, or by the
+store's own preallocated segments) head removal then fails with "database or disk is full" and the
+disk can never be cleaned. A preallocated spare file that removal releases first (the other
+candidate) is weaker: any writer racing the remover can take the freed space before SQLite does.
+
+`<log>/start.offset` is 8 KiB of real (written, not fallocated) zeros holding two slots, one per
+4 KiB page: magic, sequence number, offset, CRC32 of the three. An advance writes the slot with the
+older sequence number (pwrite) and fdatasyncs. Overwriting written blocks in place allocates
+nothing on ext4, xfs or tmpfs (fallocated blocks would: ext4 converts an unwritten extent at the
+first write); a copy-on-write filesystem (btrfs, zfs) allocates on every write, so there this
+only moves the problem. A torn slot fails its CRC and the other slot, the previous value, wins:
+the advance did not happen, and since the segment is renamed only after the fdatasync, the files
+still agree with it. The newer valid slot wins.
+
+Logs created before this file: `state.db`'s `start_offset` row is read (the start offset is the
+max of both) and copies into the file when it is created (by the writer at open or the first
+removal, with the removal lock held). From then on the file is authoritative and the row is
+never written again.
+
+Thread- and process-safe: advances serialise on an flock of the file; a reader that meets a slot
+being written sees a CRC failure there and takes the other, older slot, and a process never sees
+its value go back (it keeps the highest it read).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import struct
+import threading
+import zlib
+
+from .errors import CorruptLogError
+from .layout import TMP_SUFFIX, fsync_directory
+
+_SLOT = struct.Struct(">4sQQI")          # magic, sequence number, offset, CRC32 of the first three
+_MAGIC = b"CLSO"
+_SLOT_SPACING = 4096                      # one slot per page: a torn page write spoils one slot only
+FILE_SIZE = 2 * _SLOT_SPACING
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _slot_position(seq: int) -> int:
+    return (seq % 2) * _SLOT_SPACING  # alternate: the slot written last is never overwritten
+
+
+def encode_slot(seq: int, offset: int) -> bytes:
+    head = _SLOT.pack(_MAGIC, seq, offset, 0)[:-4]
+    return head + struct.pack(">I", zlib.crc32(head))
+
+
+def decode_slot(raw: bytes) -> tuple[int, int] | None:
+    """(sequence, offset) of a valid slot; None for a torn, zeroed or foreign one."""
+    if len(raw) != _SLOT.size:
+        return None
+    magic, seq, offset, crc = _SLOT.unpack(raw)
+    if magic != _MAGIC or crc != zlib.crc32(raw[:-4]):
+        return None
+    return seq, offset
+
+
+class StartOffsetFile:
+    """An open `start.offset` (see the module docstring). `open` returns None when the file does
+    not exist; `create` writes one. Thread-safe; process-safe."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+        self._lock = threading.Lock()
+        self._raw: tuple[bytes, bytes] | None = None
+        self._seq = 0
+        self._offset = 0
+        self._read()  # a damaged file is reported at open, not at the first removal
+
+    @classmethod
+    def open(cls, path: str) -> "StartOffsetFile | None":
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except PermissionError:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+            if size != FILE_SIZE:
+                raise CorruptLogError(path, None, f"start offset file is {size} bytes, expected {FILE_SIZE}")
+            return cls(path, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
+    def create(cls, path: str, offset: int) -> "StartOffsetFile | None":
+        """Write the file holding `offset` (temporary, fsync, rename, fsync the directory); None
+        when the disk has no room for its 8 KiB (the caller keeps the previous way)."""
+        tmp = path + TMP_SUFFIX
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                data = bytearray(FILE_SIZE)
+                pos = _slot_position(1)
+                data[pos:pos + _SLOT.size] = encode_slot(1, offset)
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, path)
+            fsync_directory(os.path.dirname(path))
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if exc.errno in _FULL:
+                return None
+            raise
+        return cls.open(path)
+
+    def _read(self) -> int:
+        fd = self._fd
+        raw = (os.pread(fd, _SLOT.size, 0), os.pread(fd, _SLOT.size, _SLOT_SPACING))
+        if raw == self._raw:
+            return self._offset
+        slots = [s for s in map(decode_slot, raw) if s is not None]
+        if not slots:
+            raise CorruptLogError(self.path, None, "start offset file has no valid slot "
+                                  "(both fail their checksum)")
+        seq, offset = max(slots)
+        with self._lock:
+            if seq >= self._seq:
+                self._raw, self._seq = raw, seq
+                self._offset = max(self._offset, offset)
+            return self._offset
+
+    def value(self) -> int:
+        return self._read()
+
+    def advance(self, offset: int) -> None:
+        """Move the start offset forward to `offset` (never back), durably, allocating nothing."""
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            current = self._read()
+            if offset <= current:
+                return
+            seq = self._seq + 1
+            os.pwrite(self._fd, encode_slot(seq, offset), _slot_position(seq))
+            os.fdatasync(self._fd)
+            self._read()
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1

@@ -52,6 +52,7 @@ from policies.planner import (
     UnconsumedRange,
     plan,
 )
+from policies.pressure import LEVEL_CLEAN, LEVEL_FORCE, LEVEL_NAMES, LEVEL_OK, LEVEL_REFUSE, Pressure, pressure
 from policies.reasons import (
     ACTIVE,
     BATCH_LIMIT,
@@ -78,6 +79,7 @@ from policies.triggers import (
     active_triggers,
     disk_forces,
     disk_triggers,
+    force_continues,
     in_delete_window,
 )
 from policies.units import (
@@ -129,7 +131,16 @@ __all__ = [
     "active_triggers",
     "disk_forces",
     "disk_triggers",
+    "force_continues",
     "in_delete_window",
+    # pressure levels (the scheduler's)
+    "LEVEL_CLEAN",
+    "LEVEL_FORCE",
+    "LEVEL_NAMES",
+    "LEVEL_OK",
+    "LEVEL_REFUSE",
+    "Pressure",
+    "pressure",
     # reasons
     "ACTIVE",
     "BATCH_LIMIT",

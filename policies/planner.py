@@ -281,7 +281,7 @@ class _LogWalk:
         self.policy = policy
         self.now = now.timestamp()
         self.manual = manual
-        self.triggers = active_triggers(policy, log.disk.used_ratio, now, manual)
+        self.triggers = active_triggers(policy, log.disk.used_ratio, now, manual, log.disk.forcing)
         # refuse-writes forces even with disk.force off: writers are already being turned away.
         self.forcing_trigger = (DISK_FORCE if DISK_FORCE in self.triggers
                                 else REFUSE_WRITES if REFUSE_WRITES in self.triggers else None)

@@ -165,7 +165,7 @@ class Cleaner:
         return PassResult(at, results, executed=False)
 
     def _plan(self, at: datetime, names: Iterable[str] | None, *,
-              finish_interrupted: bool = False, examine_only: bool = False
+              finish_interrupted: bool = False, examine_only: bool = False, forcing: bool = False
               ) -> tuple[list[LogPassResult], Plan]:
         watched = [self.logs[n] for n in (names if names is not None else self.logs)]
         snapshots = []
@@ -177,7 +177,7 @@ class Cleaner:
                 if not w.exists():
                     errors[w.name] = f"{w.path} is not a commit log yet (no meta.json): nothing to do"
                     continue
-                disk = disk_snapshot(w.path)
+                disk = disk_snapshot(w.path, forcing=forcing)
                 disk = disks.setdefault(disk.filesystem_id, disk)  # one reading per filesystem
                 examine = None
                 if examine_only:
@@ -219,15 +219,16 @@ class Cleaner:
 
     # ------------------------------------------------------------------ doing
     def run_pass(self, now: datetime | None = None, *, names: Iterable[str] | None = None,
-                 sleep: Callable[[float], object] | None = None) -> PassResult:
+                 sleep: Callable[[float], object] | None = None, forcing: bool = False) -> PassResult:
         """Plan and execute one pass. `sleep` waits between files (default: an interruptible wait
-        that `stop()` ends early)."""
+        that `stop()` ends early); `forcing`: a disk force is under way (`policies.pressure`)."""
         wait = sleep or self._stop.wait
         with self._pass_lock:
             started = time.monotonic()
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
             self._settle_intents(names)
-            results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True)
+            results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True,
+                                           forcing=forcing)
             self._consume_manual(the_plan)
             interrupted = self._execute(results, wait)
             self._attach_pins(results)

@@ -20,10 +20,16 @@ def _base_of(item: tuple[int, os.DirEntry]) -> int:
     return item[0]
 
 
-def disk_snapshot(path: str) -> DiskSnapshot:
-    """Usage of the filesystem holding `path`, as df shows it (psutil reads statvfs)."""
+def disk_snapshot(path: str, *, forcing: bool = False) -> DiskSnapshot:
+    """Usage of the filesystem holding `path`, as df shows it (psutil reads statvfs); `forcing`: a
+    disk force is under way there."""
     usage = psutil.disk_usage(path)
-    return DiskSnapshot(os.stat(path).st_dev, usage.total, usage.used, usage.free)
+    return DiskSnapshot(os.stat(path).st_dev, usage.total, usage.used, usage.free, forcing)
+
+
+def log_exists(path: str) -> bool:
+    """True when `path` holds a commit log (its metadata file exists)."""
+    return os.path.isfile(os.path.join(path, "meta.json"))
 
 
 class WatchedLog:
@@ -38,7 +44,7 @@ class WatchedLog:
         self._hung: HungRegistry | None = None
 
     def exists(self) -> bool:
-        return os.path.isfile(os.path.join(self.path, "meta.json"))
+        return log_exists(self.path)
 
     @property
     def log(self) -> CommitLog:

@@ -35,8 +35,6 @@ from policies.config import (
     PolicyConfig,
     RetentionConfig,
     ServiceConfig,
-    load_config,
-    parse_config,
 )
 from policies.liveness import CAUSES, DEAD, SUPERSEDED, TOMBSTONE, KeyIndex, LivenessRule, PendingRanges, count_dropped
 from policies.planner import (
@@ -52,6 +50,7 @@ from policies.planner import (
     UnconsumedRange,
     plan,
 )
+from policies.loading import load_config, parse_config
 from policies.pressure import LEVEL_CLEAN, LEVEL_FORCE, LEVEL_NAMES, LEVEL_OK, LEVEL_REFUSE, Pressure, pressure
 from policies.reasons import (
     ACTIVE,

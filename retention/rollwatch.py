@@ -24,7 +24,7 @@ import select
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from loguru import logger
 
@@ -97,6 +97,7 @@ class RollWatch:
             for path, dev in paths.items():
                 self._add(path, dev)
             if self._thread is None and not self._stop.is_set():
+                logger.info("watching {} log directories for segment rolls (inotify)", len(self._watched))
                 self._thread = threading.Thread(target=self._run, name="retention-rollwatch", daemon=True)
                 self._thread.start()
 

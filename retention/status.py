@@ -9,9 +9,9 @@ import urllib.error
 import urllib.request
 from datetime import datetime
 
+from .embedded import EXIT_FAILED, EXIT_OK
 from .report import format_size
 
-EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def fetch_status(url: str, timeout: float = 10.0) -> dict:

@@ -215,6 +215,13 @@ class ServiceConfig(_Strict):
         "A reload applies it to the next connection accepted.",
     )
 
+    watch_rolls: bool = Field(
+        default=True,
+        description="Check a log's disk the moment a writer prepares or rolls a segment in it (Linux "
+        "inotify), so pressure is acted on within milliseconds; off (or without inotify), at the next "
+        "disk check. A reload applies it.",
+    )
+
     @field_validator("http_timeout")
     @classmethod
     def _check_http_timeout(cls, value: float) -> float:

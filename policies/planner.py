@@ -28,6 +28,7 @@ deterministic, and its results are immutable, so it is thread-safe.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
@@ -97,15 +98,20 @@ def _walk_filesystem(walks: list[_LogWalk]) -> None:
     disk = walks[0].log.disk
     capacity = disk.used_bytes + disk.free_bytes
     planned_bytes = 0
-    pending = [walk for walk in walks if walk.has_next()]
+    # A heap of each walk's next segment: a pass over N logs costs N log N, not N squared. Keys are
+    # unique (the walk's order is in them), so the walks are never compared.
+    pending = [(walk.next_sort_key(), walk) for walk in walks if walk.has_next()]
+    heapq.heapify(pending)
     while pending:
-        walk = min(pending, key=lambda candidate: candidate.next_sort_key())
+        _, walk = pending[0]
         projected_ratio = (disk.used_bytes - planned_bytes) / capacity if capacity > 0 else 0.0
         decision = walk.decide_next(projected_ratio)
         if decision.action == DELETE:
             planned_bytes += decision.bytes
-        if not walk.has_next():
-            pending.remove(walk)
+        if walk.has_next():
+            heapq.heapreplace(pending, (walk.next_sort_key(), walk))
+        else:
+            heapq.heappop(pending)
 
 
 class _LogWalk:

@@ -88,7 +88,8 @@ class RetentionScheduler:
     on_pass: called as `on_pass(kind, result)` after every pass (`kind` one of interval, pressure,
       hung-retry, manual; `result` a `PassResult`), from the thread that ran it.
     max_workers: threads for passes (created only as passes run concurrently).
-    watch_rolls: check a filesystem when a segment is prepared or rolled there (inotify).
+    watch_rolls: check a filesystem when a segment is prepared or rolled there (inotify); default
+      `service.watch_rolls` of the configuration, followed on reload.
 
     Thread-safe: `clean()`, `plan()`, `status()`, `health()` and `reload()` may be called from any
     thread while it runs.
@@ -97,7 +98,7 @@ class RetentionScheduler:
     def __init__(self, config: RetentionConfig, *, metrics: RetentionMetrics | None = None,
                  clock: Callable[[], float] = time.time,
                  on_pass: Callable[[str, PassResult], object] | None = None,
-                 max_workers: int = DEFAULT_POOL, watch_rolls: bool = True) -> None:
+                 max_workers: int = DEFAULT_POOL, watch_rolls: bool | None = None) -> None:
         self.metrics = metrics if metrics is not None else RetentionMetrics()
         self.history = StatusHistory()                  # for the status page (retention/page.py)
         self._clock = clock
@@ -152,9 +153,7 @@ class RetentionScheduler:
             self.metrics.last_reload.set(self.loaded_at)
             self._scheduler.start()
             self._sync_jobs(self._config, first=True)
-            if self._watch_rolls:
-                self._rolls = RollWatch(self.pressure.check)
-                self._watch_logs()
+            self._watch_logs()
         logger.info("retention scheduler started: {}", ", ".join(
             f"{j['id']} every {seconds(j['interval_seconds'])}s" for j in self.jobs()))
 
@@ -169,8 +168,9 @@ class RetentionScheduler:
         with self._apply_lock:
             filesystems = list(self._filesystems.values())
             retired = list(self._retired)
-        if self._rolls is not None:
-            self._rolls.close()
+            rolls, self._rolls = self._rolls, None
+        if rolls is not None:
+            rolls.close()
         for cleaner in [fs.cleaner for fs in filesystems] + retired:
             cleaner.stop()
         if self._scheduler.state != STATE_STOPPED:
@@ -226,6 +226,13 @@ class RetentionScheduler:
                          daemon=True).start()
 
     def _watch_logs(self) -> None:
+        wanted = self._watch_rolls if self._watch_rolls is not None else self._config.service.watch_rolls
+        if wanted and self._rolls is None:
+            self._rolls = RollWatch(self.pressure.check)
+        elif not wanted and self._rolls is not None:
+            self._rolls.close()
+            self._rolls = None
+            logger.info("no longer watching log directories for segment rolls")
         if self._rolls is not None:
             self._rolls.sync({str(self._config.logs[n].path): fs.dev
                               for fs in self._filesystems.values() for n in fs.logs})
@@ -300,8 +307,9 @@ class RetentionScheduler:
         if devs != self._log_devs and not self._stopping.is_set():
             logger.info("a log directory moved to another filesystem; regrouping the logs")
             self._apply(self._config)
-        if self._rolls is not None and self._rolls.unwatched():
-            self._rolls.retry()       # a log directory the writer has created since
+        rolls = self._rolls
+        if rolls is not None and rolls.unwatched():
+            rolls.retry()       # a log directory the writer has created since
         for dev in list(self._filesystems):
             self.pressure.check(dev)
 

@@ -31,8 +31,9 @@ from datetime import datetime, timezone
 from loguru import logger
 
 from commitlog import CommitLogError
-from policies import (DELETE, DELETED, FAILED, HELD, HUNG, KEEP, NOT_ATTEMPTED, LogPlan, ManualTrigger,
-                      Plan, RetentionConfig, SegmentDecision, plan)
+from policies import (DELETE, DELETED, FAILED, HELD, HUNG, KEEP, NOT_ATTEMPTED, LogPlan, LogSnapshot,
+                      ManualTrigger, NO_MANUAL_TRIGGER, Plan, RetentionConfig, SegmentDecision, active_triggers,
+                      plan)
 
 from .audit import ABORTED, AuditTrail, aborted_entry, audit_time, deletion_entry, recovered_deletion
 from .pinned import PinnedFile, find_pinned, pinned_bytes
@@ -54,6 +55,8 @@ class LogPassResult:
     deleted_bytes: int = 0
     error: str | None = None                                  # the log could not be planned at all
     left_out: int = 0                                         # segments a pass did not examine
+    snapshot: LogSnapshot | None = None                       # what the plan was made from
+    start_offset: int | None = None                           # the log's start offset then
     pinned: list[PinnedFile] = field(default_factory=list)
 
     @property
@@ -168,10 +171,12 @@ class Cleaner:
               finish_interrupted: bool = False, examine_only: bool = False, forcing: bool = False
               ) -> tuple[list[LogPassResult], Plan]:
         watched = [self.logs[n] for n in (names if names is not None else self.logs)]
-        snapshots = []
+        snapshots = {}
         errors: dict[str, str] = {}
         left_out: dict[str, int] = {}
         disks: dict[int, object] = {}
+        with self._manual_lock:
+            manual = dict(self.manual)
         for w in watched:
             try:
                 if not w.exists():
@@ -182,20 +187,23 @@ class Cleaner:
                 examine = None
                 if examine_only:
                     policy = self.config.policies[w.config.policy]
-                    examine = policy.files_per_pass + 1
+                    # A pass deletes at most files_per_pass and nothing without a trigger: with none
+                    # active, the head stands for the log (a thousand idle logs stay cheap).
+                    triggered = active_triggers(policy, disk.used_ratio, at, manual.get(w.config.policy,
+                                                NO_MANUAL_TRIGGER), disk.forcing)
+                    examine = policy.files_per_pass + 1 if triggered else 1
                 snap, left_out[w.name] = self._snapshot(w, disk, finish_interrupted, examine)
-                snapshots.append(snap)
+                snapshots[w.name] = snap
             except (CommitLogError, OSError) as exc:
                 errors[w.name] = str(exc)
-        with self._manual_lock:
-            manual = dict(self.manual)
-        the_plan = plan(snapshots, self.config.policies, at, manual)
+        the_plan = plan(list(snapshots.values()), self.config.policies, at, manual)
         by_name = {lp.name: lp for lp in the_plan.logs}
         results = []
         for w in watched:
             lp = by_name.get(w.name)
             results.append(LogPassResult(w.name, w.path, lp, error=errors.get(w.name),
-                                         left_out=left_out.get(w.name, 0)))
+                                         left_out=left_out.get(w.name, 0), snapshot=snapshots.get(w.name),
+                                         start_offset=w.start_seen if w.name in snapshots else None))
             if lp is not None:
                 # One line per decision, built only when TRACE is on (lazy).
                 logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)

@@ -70,6 +70,8 @@ from .pressure import PressureWatch
 from .rollwatch import RollWatch
 from .statusview import LAG_NOTE, build_status, primary_trigger
 
+_REGROUP_EVERY = 10.0     # seconds between two looks for a log directory moved to another filesystem
+
 __all__ = ["RetentionScheduler", "PassRunningError", "LEVEL_OK", "LEVEL_CLEAN", "LEVEL_FORCE", "LEVEL_REFUSE",
            "LAG_NOTE", "primary_trigger"]
 
@@ -127,6 +129,7 @@ class RetentionScheduler:
             schedule=lambda func, args, job_id: add_once(self._scheduler, func, args, job_id),
             stopping=self._stopping)
         self._watch_rolls = watch_rolls
+        self._regrouped = time.monotonic()
         self._rolls: RollWatch | None = None
 
     def _new_cleaner(self, config: RetentionConfig) -> Cleaner:
@@ -298,15 +301,18 @@ class RetentionScheduler:
                 self._run_pass(dev, kind="hung-retry", policy=policy, only=hung)
 
     def _disk_check_job(self) -> None:
-        self._heartbeat = time.monotonic()
-        try:
-            devs = log_devs(self._config)
-        except OSError as exc:
-            logger.warning("disk check: {}", exc)
-            devs = self._log_devs
-        if devs != self._log_devs and not self._stopping.is_set():
-            logger.info("a log directory moved to another filesystem; regrouping the logs")
-            self._apply(self._config)
+        now = self._heartbeat = time.monotonic()
+        if now - self._regrouped >= _REGROUP_EVERY:
+            # A stat per log: with a thousand logs, once a second would cost more than the check.
+            self._regrouped = now
+            try:
+                devs = log_devs(self._config)
+            except OSError as exc:
+                logger.warning("disk check: {}", exc)
+                devs = self._log_devs
+            if devs != self._log_devs and not self._stopping.is_set():
+                logger.info("a log directory moved to another filesystem; regrouping the logs")
+                self._apply(self._config)
         rolls = self._rolls
         if rolls is not None and rolls.unwatched():
             rolls.retry()       # a log directory the writer has created since

@@ -42,6 +42,7 @@ class WatchedLog:
         self.path = str(config.path)
         self._log: CommitLog | None = None
         self._hung: HungRegistry | None = None
+        self.start_seen: int | None = None    # the start offset the last snapshot saw
 
     def exists(self) -> bool:
         return log_exists(self.path)
@@ -106,6 +107,7 @@ class WatchedLog:
         groups = tuple(GroupSnapshot(g, off, times.get(g, 0.0)) for g, off in log.committed().items())
         hung = self.hung
         hung.forget_below(start)
+        self.start_seen = start
         snap = LogSnapshot(self.name, self.path, self.config.policy, tuple(segments), groups,
                            disk or disk_snapshot(self.path), hung.snapshot())
         return snap, left_out

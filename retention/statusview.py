@@ -136,11 +136,18 @@ def describe_log(watched, r: LogPassResult) -> dict:
     state["stale_groups"] = list(plan.stale_groups)
     end = plan.decisions[-1].end_offset if plan.decisions else None
     state["end_offset"] = end
+    snap = r.snapshot
     try:
-        log = watched.log
-        start = log.start_offset
-        committed = log.committed()
-        times = log.commit_times()
+        if snap is not None and r.start_offset is not None and not r.deleted and not r.elsewhere:
+            # Nothing went from the head: what the pass read of the log still stands.
+            start = r.start_offset
+            committed = {g.name: g.committed_offset for g in snap.groups}
+            times = {g.name: g.last_commit_at for g in snap.groups if g.last_commit_at}
+        else:
+            log = watched.log
+            start = log.start_offset
+            committed = log.committed()
+            times = log.commit_times()
         hung = watched.hung.snapshot()
     except Exception as exc:  # noqa: BLE001 (the status is best effort)
         state["error"] = state["error"] or str(exc)

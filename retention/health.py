@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 from policies import DELETED, FAILED, HUNG, RetentionConfig
 
-from .cleaner import LogPassResult, PassResult
+from .results import LogPassResult, PassResult
 from .history import StatusHistory
 from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, RetentionMetrics
 from .statusview import describe_log, iso, primary_trigger

@@ -17,15 +17,11 @@ Jobs (APScheduler 3.x `BackgroundScheduler`, UTC inside, every job `max_instance
 - `hung:POLICY` every `hung.retry_every`: a pass over the logs of POLICY that have hung segments, so
   a held segment is retried on time even when `interval` is longer.
 - `disk-check` every `disk_check_interval` (the smallest of the policies in use; a statvfs per
-  filesystem, microseconds): crossing `clean_ratio` or `force_ratio` upwards starts a pass over every
-  log on that filesystem at once (`pressure:MOUNTPOINT`), and while the disk forces (above
-  `force_ratio` with `disk.force`, or above `refuse_writes_ratio`), passes run back to back (each
-  still `files_per_pass` per log, still pausing `pause_between_files`) until the ratio is at or
-  below `force_target`; for a second after that the filesystem is checked every 50 ms, so a writer
-  that resumes and pushes it straight back above gets the next pass at once (`retention.pressure`).
-- the roll watch (`retention.rollwatch`, Linux inotify): a writer preparing or rolling a segment in
-  a log directory gets its filesystem checked at once, so pressure is acted on within milliseconds of
-  the disk jumping, not at the next disk check.
+  filesystem): crossing `clean_ratio` or `force_ratio` upwards starts a pass over every log on that
+  filesystem at once, and while the disk forces, passes run back to back down to `force_target`
+  (`retention.pressure`).
+- the roll watch (`retention.rollwatch`, Linux inotify): a writer preparing or rolling a segment
+  gets its filesystem checked at once, so pressure is acted on within milliseconds.
 
 Passes are per filesystem: logs are grouped by the filesystem holding them, each group has its own
 `Cleaner` and lock, so at most one pass runs per filesystem at a time while different disks are
@@ -54,17 +50,18 @@ from collections.abc import Callable
 from apscheduler.schedulers.base import STATE_RUNNING, STATE_STOPPED
 from loguru import logger
 
-from commitlog.errors import CommitLogError
 from policies import LEVEL_CLEAN, LEVEL_FORCE, LEVEL_OK, LEVEL_REFUSE, ManualTrigger, RetentionConfig
 
 from .audit import AuditTrail
-from .cleaner import Cleaner, PassResult
+from .cleaner import Cleaner
+from .results import PassResult
 from .filesystems import Filesystem, build_filesystems, log_devs
-from .health import PassLedger, merge_results
+from .health import PassLedger
 from .history import StatusHistory
 from .hung import HUNG_FILE
 from .jobs import (DEFAULT_POOL, JOB_DISK, add_once, desired_jobs, list_jobs, new_scheduler, seconds,
                    sync_jobs)
+from .manual import ManualPasses, PassRunningError, open_triggers
 from .metrics import OK, RetentionMetrics
 from .pressure import PressureWatch
 from .rollwatch import RollWatch
@@ -74,10 +71,6 @@ _REGROUP_EVERY = 10.0     # seconds between two looks for a log directory moved 
 
 __all__ = ["RetentionScheduler", "PassRunningError", "LEVEL_OK", "LEVEL_CLEAN", "LEVEL_FORCE", "LEVEL_REFUSE",
            "LAG_NOTE", "primary_trigger"]
-
-
-class PassRunningError(CommitLogError, RuntimeError):
-    """`clean()` while a manual pass already runs: the message names it. Passes are not queued."""
 
 
 class RetentionScheduler:
@@ -109,8 +102,7 @@ class RetentionScheduler:
         self._apply_lock = threading.RLock()
         self._locks_lock = threading.Lock()
         self._fs_locks: dict[int, threading.Lock] = {}
-        self._manual_lock = threading.Lock()            # one manual pass at a time, never a queue
-        self._manual_running: tuple[float, bool] | None = None   # (monotonic start, force)
+        self._manual = ManualPasses()
         self._stopping = threading.Event()
         self._started = False
         self._stopped = False
@@ -241,14 +233,7 @@ class RetentionScheduler:
                               for fs in self._filesystems.values() for n in fs.logs})
 
     def _open_manual(self, config: RetentionConfig) -> dict[str, ManualTrigger]:
-        """Manual triggers still open in the running cleaners, for the policies `config` keeps."""
-        merged: dict[str, ManualTrigger] = {}
-        for fs in self._filesystems.values():
-            for policy, trigger in dict(fs.cleaner.manual).items():
-                if policy in config.policies and trigger.active:
-                    if policy not in merged or trigger.remaining > merged[policy].remaining:
-                        merged[policy] = trigger
-        return merged
+        return open_triggers(self._filesystems.values(), config)
 
     def _close_retired(self, old: dict[int, Filesystem]) -> None:
         for fs in old.values():
@@ -360,28 +345,8 @@ class RetentionScheduler:
         `force`, the reserve) for every policy, and run the first one now over every log. Returns
         that pass (one result across all filesystems). A manual pass covers every filesystem, so at
         most one runs at a time: a call while one runs raises `PassRunningError` naming it."""
-        if not self._manual_lock.acquire(blocking=False):
-            raise PassRunningError(self._describe_manual())
-        try:
-            self._manual_running = (time.monotonic(), force)
-            filesystems = list(self._filesystems.values())
-            for fs in filesystems:
-                fs.cleaner.trigger_manual(force=force)
-            logger.info("manual trigger{}: a pass runs now", " (force)" if force else "")
-            results = [r for r in (self._run_pass(fs.dev, kind="manual") for fs in filesystems) if r is not None]
-            return merge_results(results, executed=True, clock=self._clock)
-        finally:
-            self._manual_running = None
-            self._manual_lock.release()
-
-    def _describe_manual(self) -> str:
-        running = self._manual_running
-        if running is None:   # it ended between the refusal and this line
-            return "a manual pass was running; try again"
-        started, force = running
-        mounts = ", ".join(sorted(fs.mountpoint for fs in self._filesystems.values()))
-        return (f"a manual{' (force)' if force else ''} pass over every log is running on {mounts} "
-                f"(for {time.monotonic() - started:.1f}s); try again when it ends")
+        return self._manual.run(list(self._filesystems.values()),
+                                lambda dev: self._run_pass(dev, kind="manual"), force=force, clock=self._clock)
 
     def plan(self, *, manual: bool = False, force: bool = False) -> PassResult:
         """What a pass would do now, for every log (the object `retention plan --json` prints).

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from policies import (DELETED, DISK_CLEAN, DISK_FORCE, LEVEL_NAMES, MANUAL, REFUSE_WRITES, TIME_WINDOW,
                       ManualTrigger, RetentionConfig, SegmentDecision)
 
-from .cleaner import LogPassResult
+from .results import LogPassResult
 from .pinned import pinned_bytes
 from .snapshot import log_exists
 

@@ -100,8 +100,10 @@ class Cleaner:
                 if not w.exists():
                     errors[w.name] = f"{w.path} is not a commit log yet (no meta.json): nothing to do"
                     continue
-                disk = disk_snapshot(w.path, forcing=forcing)
-                disk = disks.setdefault(disk.filesystem_id, disk)  # one reading per filesystem
+                disk = disks.get(os.stat(w.path).st_dev)            # one reading per filesystem
+                if disk is None:
+                    disk = disk_snapshot(w.path, forcing=forcing)
+                    disks[disk.filesystem_id] = disk
                 examine = None
                 if examine_only:
                     policy = self.config.policies[w.config.policy]

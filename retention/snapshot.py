@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import os
 
-import psutil
-
-from commitlog import DELETED_SUFFIX, CommitLog, CorruptLogError, parse_segment_name
+from commitlog import DELETED_SUFFIX, CommitLog, CorruptLogError, disk_usage, parse_segment_name
 from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
 
 from .hung import HungRegistry
@@ -21,10 +19,10 @@ def _base_of(item: tuple[int, os.DirEntry]) -> int:
 
 
 def disk_snapshot(path: str, *, forcing: bool = False) -> DiskSnapshot:
-    """Usage of the filesystem holding `path`, as df shows it (psutil reads statvfs); `forcing`: a
-    disk force is under way there."""
-    usage = psutil.disk_usage(path)
-    return DiskSnapshot(os.stat(path).st_dev, usage.total, usage.used, usage.free, forcing)
+    """Usage of the filesystem holding `path`, as df shows it (the store's statvfs reader, the one
+    the writers' disk guard uses); `forcing`: a disk force is under way there."""
+    usage = disk_usage(path)
+    return DiskSnapshot(usage.filesystem_id, usage.total_bytes, usage.used_bytes, usage.free_bytes, forcing)
 
 
 def log_exists(path: str) -> bool:

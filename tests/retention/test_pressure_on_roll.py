@@ -155,3 +155,24 @@ def test_the_roll_watch_says_when_a_directory_cannot_be_watched_and_retries_it(t
         assert 7 in seen
     finally:
         watch.close()
+
+
+def test_without_inotify_one_warning_says_the_disk_check_alone_acts(monkeypatch, tmp_path):
+    from loguru import logger
+
+    import retention.rollwatch as rollwatch
+
+    def no_libc():
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(rollwatch, "_libc", no_libc)
+    lines = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        watch = RollWatch(lambda dev: None)
+        watch.sync({str(tmp_path): 1})          # does nothing, raises nothing
+        assert not watch.available and watch.unwatched() == []
+        watch.close()
+    finally:
+        logger.remove(sink)
+    assert len(lines) == 1 and "inotify is unavailable" in lines[0] and "periodic disk check" in lines[0]

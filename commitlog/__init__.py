@@ -4,21 +4,35 @@ Public API::
 
     from commitlog import CommitLog, Record, SegmentInfo, StoreFullError, OffsetOutOfRangeError, CorruptLogError
 
-Importing this package never imports pyspark; `commitlog.spark` does, on demand.
+The layout of a log directory (`list_segments`, `is_log_directory`, the file suffixes) and the
+defaults of `CommitLog.open()` (`DEFAULT_SEGMENT_SIZE`, `DEFAULT_REFUSE_WRITES_RATIO`, ...) are
+exported for the layers above. Importing this package never imports pyspark; `commitlog.spark`
+does, on demand.
 """
 
 from .diskusage import DiskUsage, disk_usage
-from .errors import (CommitLogError, CorruptLogError, InvalidCommitError, LogClosedError,
-                     LogLockedError, OffsetOutOfRangeError, ReadOnlyLogError, RecordTooLargeError,
-                     SegmentSizeMismatchError, StoreFullError)
-from .log import DEFAULT_SEGMENT_SIZE, CommitLog, RemovalResult
+from .errors import (CommitLogError, CorruptLogError, InvalidArgumentError, InvalidCommitError,
+                     LogClosedError, LogLockedError, NotALogError, OffsetOutOfRangeError,
+                     ReadOnlyLogError, RecordTooLargeError, SegmentSizeMismatchError,
+                     StoreFullError)
+from .layout import (DELETED_SUFFIX, META_FILE, SegmentFile, SegmentListing, is_log_directory,
+                     list_segments, parse_segment_name, segment_name)
+from .log import CommitLog
+from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERVAL, DEFAULT_ON_FULL,
+                      DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
+                      FLUSH_MODES, ON_FULL_MODES, LogOptions)
 from .record import ATTR_CONTROL, ATTR_DEAD, Record
-from .segment import DELETED_SUFFIX, SegmentInfo, parse_segment_name, segment_name
+from .removal import RemovalResult
+from .segment import SegmentInfo
 
 __all__ = [
-    "ATTR_CONTROL", "ATTR_DEAD", "DEFAULT_SEGMENT_SIZE", "DELETED_SUFFIX",
-    "CommitLog", "CommitLogError", "CorruptLogError", "DiskUsage", "InvalidCommitError",
-    "LogClosedError", "LogLockedError", "OffsetOutOfRangeError", "ReadOnlyLogError", "Record",
-    "RecordTooLargeError", "RemovalResult", "SegmentInfo", "SegmentSizeMismatchError",
-    "StoreFullError", "disk_usage", "parse_segment_name", "segment_name",
+    "ATTR_CONTROL", "ATTR_DEAD", "DEFAULT_BLOCK_TIMEOUT", "DEFAULT_FLUSH", "DEFAULT_FLUSH_INTERVAL",
+    "DEFAULT_ON_FULL", "DEFAULT_REFUSE_WRITES_RATIO", "DEFAULT_RESUME_RATIO",
+    "DEFAULT_SEGMENT_SIZE", "DELETED_SUFFIX", "FLUSH_MODES", "META_FILE", "ON_FULL_MODES",
+    "CommitLog", "CommitLogError", "CorruptLogError", "DiskUsage", "InvalidArgumentError",
+    "InvalidCommitError", "LogClosedError", "LogLockedError", "LogOptions", "NotALogError",
+    "OffsetOutOfRangeError", "ReadOnlyLogError", "Record", "RecordTooLargeError",
+    "RemovalResult", "SegmentFile", "SegmentInfo", "SegmentListing", "SegmentSizeMismatchError",
+    "StoreFullError", "disk_usage", "is_log_directory", "list_segments", "parse_segment_name",
+    "segment_name",
 ]

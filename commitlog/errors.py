@@ -1,24 +1,39 @@
-"""The error tree of the whole project, documented in one place.
+"""The error tree of the whole project, drawn in one place.
 
-    CommitLogError                      base of every error this project raises on purpose
-    ├── StoreFullError                  the disk has no room: allocation failed (ENOSPC) or the writer
-    │                                   refused the append because the disk is above refuse_writes_ratio
-    ├── OffsetOutOfRangeError           the offset is below the log's start (removed by retention) or
-    │                                   at/after its end; carries start_offset and end_offset
-    ├── CorruptLogError                 a record or file failed validation; names the file and position
-    ├── LogLockedError                  another process holds the writer lock; names its pid
-    ├── SegmentSizeMismatchError        reopened with a segment_size other than the one it was created with
-    ├── RecordTooLargeError             a record larger than a whole segment
-    ├── ReadOnlyLogError                a write through a log opened with readonly=True
-    ├── LogClosedError                  an operation on a closed log
-    ├── InvalidCommitError              a consumer commit below zero or beyond end_offset
-    ├── (retention) PassRunningError    lives in retention.scheduler: a manual pass asked for while one
-    │                                   runs (POST /clean answers 409); names the running pass
-    └── (policies) ConfigError          lives in policies.config: a bad configuration file
-                                        (a ValueError; one line naming file, line, key path, reason)
+    Exception
+    ├── CommitLogError                  base of every error the store and the Spark layer raise on purpose
+    │   ├── StoreFullError              the disk has no room: allocation failed (ENOSPC) or the writer
+    │   │                               refused the append because the disk is above refuse_writes_ratio
+    │   ├── OffsetOutOfRangeError       (also IndexError) the offset is below the log's start (removed
+    │   │                               by retention) or at/after its end; carries start_offset, end_offset
+    │   ├── CorruptLogError             a record or file failed validation; names the file and position
+    │   ├── LogLockedError              another process holds the writer lock; names its pid
+    │   ├── NotALogError                (also FileNotFoundError) the path is not a log directory: a
+    │   │                               read-only open of a directory without meta.json, or a plain file
+    │   ├── ReadOnlyLogError            a write through a log opened with readonly=True
+    │   ├── LogClosedError              an operation on a closed log
+    │   ├── InvalidArgumentError        (also ValueError and TypeError) an argument of the Python API of
+    │   │   │                           the wrong type or value; names the argument and what it got
+    │   │   ├── SegmentSizeMismatchError  reopened with a segment_size other than the one it was created with
+    │   │   ├── RecordTooLargeError     a record larger than a whole segment
+    │   │   └── InvalidCommitError      a consumer commit below zero, beyond end_offset, or a bad group name
+    │   ├── StagingError                commitlog.spark.errors: base of the Spark staging layer's errors
+    │   │   ├── SchemaMismatchError     (also ValueError) a DataFrame whose schema does not match the log's
+    │   │   ├── NoSchemaError           nothing was ever staged through Spark into this log
+    │   │   ├── OverwriteNotSupportedError  (also ValueError) mode("overwrite") on an append-only log
+    │   │   ├── OptionError             (also ValueError) a missing or malformed data source option
+    │   │   ├── JobStateError           a job or writer not in the state an operation needs
+    │   │   ├── WriterTurnTimeout       a task waited longer than lockTimeout for its turn to append
+    │   │   ├── DataLossError           offsets a stream still needed were removed by retention
+    │   │   └── WrongHostError          a task on another host than the driver that planned the job
+    │   └── PassRunningError            (also RuntimeError) retention.scheduler: a manual pass asked for
+    │                                   while one runs (POST /clean answers 409); names the running pass
+    └── ValueError
+        └── ConfigError                 policies.config, not a CommitLogError: a bad configuration file
+                                        (one line naming file, line, key path, reason)
 
-All are subclasses of CommitLogError so callers can catch the family; the ones that are about a
-bad argument are also ValueError.
+Catch CommitLogError for the whole family of the store and the Spark layer; the errors about a bad
+argument are also ValueError, so code written against Python's conventions catches them too.
 """
 
 from __future__ import annotations
@@ -40,7 +55,9 @@ class OffsetOutOfRangeError(CommitLogError, IndexError):
     """The offset is not in the log: removed by retention (below start) or not written yet."""
 
     def __init__(self, offset: int, start_offset: int, end_offset: int | None = None) -> None:
-        if offset < start_offset:
+        if offset < 0:
+            msg = f"offset {offset} is negative: offsets start at 0 (the log holds [{start_offset}, {end_offset}))"
+        elif offset < start_offset:
             msg = (f"offset {offset} was removed by retention; the log now starts at "
                    f"offset {start_offset}")
         else:
@@ -72,11 +89,28 @@ class LogLockedError(CommitLogError):
         self.holder_pid = holder_pid
 
 
-class SegmentSizeMismatchError(CommitLogError, ValueError):
+class NotALogError(CommitLogError, FileNotFoundError):
+    """The path is not a log directory (no meta.json), or is a plain file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.message = f"{path} is not a commit log: {reason}"
+        super().__init__(self.message)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:  # OSError's would print "[Errno None] None"
+        return self.message
+
+
+class InvalidArgumentError(CommitLogError, ValueError, TypeError):
+    """An argument of the Python API of the wrong type or value; the message names it."""
+
+
+class SegmentSizeMismatchError(InvalidArgumentError):
     """The log was created with another segment size."""
 
 
-class RecordTooLargeError(CommitLogError, ValueError):
+class RecordTooLargeError(InvalidArgumentError):
     """A record that cannot fit in an empty segment."""
 
 
@@ -88,5 +122,5 @@ class LogClosedError(CommitLogError):
     """An operation on a closed log."""
 
 
-class InvalidCommitError(CommitLogError, ValueError):
+class InvalidCommitError(InvalidArgumentError):
     """A consumer commit outside [0, end_offset]."""

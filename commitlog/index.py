@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 from itertools import chain
 from operator import and_, lt
 
+from .layout import TMP_SUFFIX, index_path
 from .reserve import allocate_file
+
+__all__ = ["INDEX_INTERVAL", "IndexWriter", "SegmentSummary", "index_file_size", "index_path",
+           "read_checkpoints", "read_sealed", "write_sealed"]
 
 INDEX_INTERVAL = 4096
 HEADER = struct.Struct("<4sHHQQqqqII")
@@ -32,10 +36,6 @@ ENTRY = struct.Struct("<II")
 MAGIC = b"CLIX"
 VERSION = 1
 FLAG_SEALED = 1
-
-
-def index_path(segment_path: str) -> str:
-    return segment_path[: -len(".log")] + ".index"
 
 
 def index_file_size(segment_size: int) -> int:
@@ -53,6 +53,11 @@ class SegmentSummary:
     last_write_ns: int
     rels: tuple[int, ...] = field(default=(), repr=False)
     positions: tuple[int, ...] = field(default=(), repr=False)
+
+    def end_offset(self, base: int) -> int:
+        """The offset after the segment's last record, the one place that derives it: offsets
+        are dense today (base + record_count); a compacted segment will record its own."""
+        return base + self.record_count
 
     def floor(self, rel: int) -> tuple[int, int]:
         """The entry (relative offset, position) at or below `rel`; (0, 0) if none."""
@@ -135,7 +140,7 @@ def _pack_sealed(summary: SegmentSummary) -> bytes:
 
 def write_sealed(path: str, summary: SegmentSummary) -> None:
     """Write a sealed index atomically (temporary file, then rename)."""
-    tmp = path + ".tmp"
+    tmp = path + TMP_SUFFIX
     with open(tmp, "wb") as f:
         f.write(_pack_sealed(summary))
         f.flush()

@@ -15,13 +15,14 @@ import threading
 from dataclasses import dataclass
 
 from .errors import LogLockedError
+from .layout import lock_path
 
 
 class WriterLock:
     """The exclusive lock on `<log>/.lock` that makes a process the log's only writer."""
 
     def __init__(self, directory: str) -> None:
-        self.path = os.path.join(directory, ".lock")
+        self.path = lock_path(directory)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

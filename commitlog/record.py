@@ -12,7 +12,8 @@
 Small records are copied in whole, frame first (one memcpy); large ones body first, frame last.
 Either way a reader trusts no length without the CRC over the bytes it covers: a record still
 in flight reads as EMPTY or BAD, never as data. Readers verify the CRC of every record they
-return.
+return. This module is the only home of these numbers; other modules name them (FRAME_SIZE,
+BODY_HEAD_SIZE, HEADER_SIZE, END_MARKER), hot loops bind them to locals.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from typing import NamedTuple
 FRAME = struct.Struct("<II")
 BODY_HEAD = struct.Struct("<Bqi")
 HEADER = struct.Struct("<IIBqi")
-HEADER_SIZE = HEADER.size            # 21
-BODY_HEAD_SIZE = BODY_HEAD.size      # 13
+HEADER_SIZE = HEADER.size            # 21: where the key (or the value, without a key) starts
+BODY_HEAD_SIZE = BODY_HEAD.size      # 13: the smallest body (no key, empty value)
+FRAME_SIZE = FRAME.size              # 8: length and CRC, before the body the CRC covers
+LENGTH = struct.Struct("<I")         # the length field alone; END_MARKER written in it ends a
+LENGTH_SIZE = LENGTH.size            # sealed segment after its last record
 END_MARKER = 0xFFFFFFFF
 MAX_BODY = 0xFFFFFFFE
 
@@ -47,6 +51,11 @@ class Record(NamedTuple):
     key: bytes | None
     value: bytes
     attributes: int = 0
+
+
+def body_length(record_size: int) -> int:
+    """The length field of a record `record_size` bytes long in all."""
+    return record_size - FRAME_SIZE
 
 
 def encoded_size(value_len: int, key_len: int) -> int:
@@ -87,11 +96,10 @@ def decode_at(buf, position: int, limit: int) -> DecodeResult:
 
     EMPTY: no record written there; END: the sealed segment's end marker; BAD: a torn or corrupt
     record (length out of bounds, bad key length, or CRC mismatch)."""
-    if position + 4 > limit:
+    if position + LENGTH_SIZE > limit:
         return _EMPTY
     if position + HEADER_SIZE > limit:
-        length = FRAME.unpack_from(buf, position)[0] if position + 8 <= limit else \
-            struct.unpack_from("<I", buf, position)[0]
+        length = LENGTH.unpack_from(buf, position)[0]
         if length == 0:
             return _EMPTY
         if length == END_MARKER:
@@ -102,10 +110,10 @@ def decode_at(buf, position: int, limit: int) -> DecodeResult:
         return _EMPTY
     if length == END_MARKER:
         return _END
-    end = position + 8 + length
+    end = position + FRAME_SIZE + length
     if length < BODY_HEAD_SIZE or end > limit or klen < -1 or klen > length - BODY_HEAD_SIZE:
         return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
-    if crc32(memoryview(buf)[position + 8:end]) != crc:
+    if crc32(memoryview(buf)[position + FRAME_SIZE:end]) != crc:
         return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
     key_start = position + HEADER_SIZE
     if klen < 0:

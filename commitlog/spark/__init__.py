@@ -1,50 +1,48 @@
-"""commitlog.spark: the commit log as a PySpark 4 data source named `commitlog`.
+"""commitlog.spark: the commit log as a PySpark 4 data source named `commitlog`, and helpers.
 
     import commitlog.spark
-    commitlog.spark.register(spark)
-    df.write.format("commitlog").option("path", p).mode("append").save()
-    spark.read.format("commitlog").option("path", p).load()
+    commitlog.spark.register(spark)              # the data source and the progress listener
+    commitlog.spark.write(df, p)                 # fast path: one atomic append job
+    commitlog.spark.read(spark, p)               # fast path: the committed rows
     spark.readStream.format("commitlog").option("path", p).option("group", "etl").load()
     df.writeStream.format("commitlog").option("path", p).option("checkpointLocation", c).start()
+    commitlog.spark.await_termination(query)     # and its group committed up to its last batch
+    df.write.format("commitlog").option("path", p).mode("append").save()    # same as write
+    spark.read.format("commitlog").option("path", p).load()                  # same rows as read
 
 Importing this package imports pyspark and pyarrow; importing `commitlog` alone never does.
-Spark's python workers must run this environment's interpreter (PYSPARK_PYTHON). For staging
-throughput, start the session with RECOMMENDED_SPARK_CONF (see below).
+Spark's python workers must run this environment's interpreter (PYSPARK_PYTHON). A log lives on
+one host: tasks on another host than the planning driver fail (WrongHostError).
 
 Modules: options (parsing), schema (the log's schema, the record payload), ledger (which records
-are visible: jobs, writers, sink batches, in <log>/spark.db), liveness (abandoned jobs),
-appender (task-side appends in turns), target (driver-side preparation of a write), writer
-(batch writes), reader (batch reads), stream (the streaming source), sink (the streaming sink),
-source (the DataSource Spark instantiates).
+are visible: jobs, writers, sink batches, in <log>/spark.db), liveness (abandoned jobs), host
+(the one-host check), turns (the writer lock taken in turns), appender (task-side appends),
+target (driver-side preparation of a write), writer (batch writes), reader (batch reads), stream
+(the streaming source), sink (the streaming sink), source (the DataSource Spark instantiates),
+progress (the listener committing groups exactly), fastpath (read and write helpers).
 """
 
 from __future__ import annotations
 
 from .errors import (DataLossError, JobStateError, NoSchemaError, OptionError,
                      OverwriteNotSupportedError, SchemaMismatchError, StagingError,
-                     WriterTurnTimeout)
+                     WriterTurnTimeout, WrongHostError)
+from .fastpath import FAST_WRITE_CONF, read, write
 from .ledger import JobInfo, Ledger
-from .source import CommitLogDataSource, stored_schema
+from .progress import await_termination
+from .source import CommitLogDataSource, register, stored_schema
 
-# Session settings recommended for staging through this source (apply them with
-# SparkSession.builder.config(map=RECOMMENDED_SPARK_CONF) or spark.conf.set). Spark 4.3 measures
-# the Arrow batch it sends to a Python writer after every row unless maxBytesPerBatch is exactly
-# 2147483647 (no limit); that check costs about half of the JVM's CPU in a write. Batches stay
-# bounded by spark.sql.execution.arrow.maxRecordsPerBatch (10,000 rows by default).
-RECOMMENDED_SPARK_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": "2147483647"}
+# The settings `write` applies for its job alone; setting them on a whole session (as before the
+# helpers existed) makes `df.write.format("commitlog")` as fast, and lifts the Arrow byte bound
+# for every Python path of that session.
+RECOMMENDED_SPARK_CONF = FAST_WRITE_CONF
 
 __all__ = [
-    "RECOMMENDED_SPARK_CONF", "CommitLogDataSource", "DataLossError", "JobInfo", "JobStateError",
-    "Ledger", "NoSchemaError", "OptionError", "OverwriteNotSupportedError", "SchemaMismatchError",
-    "StagingError", "WriterTurnTimeout", "abort_job", "dead_offsets", "jobs", "register",
-    "stored_schema",
+    "FAST_WRITE_CONF", "RECOMMENDED_SPARK_CONF", "CommitLogDataSource", "DataLossError", "JobInfo",
+    "JobStateError", "Ledger", "NoSchemaError", "OptionError", "OverwriteNotSupportedError",
+    "SchemaMismatchError", "StagingError", "WriterTurnTimeout", "WrongHostError", "abort_job",
+    "await_termination", "dead_offsets", "jobs", "read", "register", "stored_schema", "write",
 ]
-
-
-def register(spark) -> type[CommitLogDataSource]:
-    """Register the `commitlog` data source on the SparkSession `spark`; returns its class."""
-    spark.dataSource.register(CommitLogDataSource)
-    return CommitLogDataSource
 
 
 def jobs(path: str) -> list[JobInfo]:

@@ -1,11 +1,4 @@
-"""Appending from Spark tasks: many python worker processes, one writer process at a time.
-
-The store admits one writer process (`CommitLog.open` takes `<log>/.lock`; a second open gets
-`LogLockedError`), and Spark runs tasks in separate python worker processes. So a task appends in
-*turns*: it takes the Spark append turn (an exclusive `flock` on `<log>/.spark-append.lock`),
-opens the log for writing (waiting out any other writer, such as an application appending
-directly, up to `lockTimeout`), appends what it has buffered, closes the log, releases the turn,
-and only then makes its records durable (fdatasync), while the next task appends.
+"""Appending from Spark tasks: each task appends what it buffered in turns (see `turns`).
 
 A background thread in each task takes the turns, so the task keeps receiving and encoding
 batches from the JVM meanwhile; across tasks only the copy into the mapping is serialised. Two
@@ -20,76 +13,18 @@ unresolved.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import logging
-import os
 import queue
 import threading
-import time
 import uuid
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
 import pyarrow as pa
 
-from commitlog import CommitLog, LogLockedError, parse_segment_name, segment_name
-
-from .errors import WriterTurnTimeout
+from .host import check_host
 from .ledger import Ledger
-from .options import Options
 from .schema import conform, encode_bounded, record_key
-
-if TYPE_CHECKING:
-    from .target import WriteTarget
-
-log = logging.getLogger("commitlog.spark")
-
-TURN_FILE = ".spark-append.lock"
-
-
-@contextlib.contextmanager
-def append_turn(path: str, timeout: float) -> Iterator[None]:
-    """Hold the Spark append turn of the log at `path` (an exclusive flock), waiting up to
-    `timeout` seconds for it."""
-    fd = os.open(os.path.join(path, TURN_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        deadline = time.monotonic() + timeout
-        pause = 0.001
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise WriterTurnTimeout(
-                        f"waited {timeout:g}s for a turn to append to commit log {path}: other "
-                        f"tasks kept it (raise option lockTimeout)") from None
-                time.sleep(pause)
-                pause = min(pause * 2, 0.02)
-        yield
-    finally:
-        os.close(fd)
-
-
-def open_for_append(options: Options, segment_size: int | None, timeout: float) -> CommitLog:
-    """Open the log for writing, waiting up to `timeout` seconds while another process (not a
-    Spark task of ours: they take turns) is its writer."""
-    deadline = time.monotonic() + timeout
-    pause = 0.005
-    while True:
-        try:
-            return CommitLog.open(
-                options.path, segment_size, flush="none",   # tasks sync after their turn
-                refuse_writes_ratio=options.refuse_writes_ratio,
-                resume_ratio=min(0.85, options.refuse_writes_ratio or 0.85),
-                on_full=options.on_full, block_timeout=options.block_timeout)
-        except LogLockedError as exc:
-            if time.monotonic() >= deadline:
-                raise WriterTurnTimeout(
-                    f"waited {timeout:g}s to open commit log {options.path} for writing: {exc} "
-                    f"(raise option lockTimeout, or stop that writer)") from exc
-            time.sleep(pause)
-            pause = min(pause * 2, 0.1)
+from .target import WriteTarget
+from .turns import append_turn, open_for_append, sync_segments
 
 
 class Appender:
@@ -118,6 +53,7 @@ class Appender:
         record_bytes = min(self.target.options.record_bytes, self.target.segment_size // 8)
         group: list[pa.RecordBatch] = []
         group_bytes = 0
+        check_host(self.target.host, self.target.options.path, "write")
         try:
             for batch in batches:
                 if batch.num_rows == 0:
@@ -238,23 +174,3 @@ class Appender:
                     ledger.add_records(self.writer_id, added)
         if opts.durable and added:
             sync_segments(opts.path, added[0][0], added[-1][0])
-
-
-def sync_segments(path: str, first: int, last: int) -> None:
-    """fdatasync the segment files holding offsets first..last. The log is opened with
-    flush="none" (no msync under the turn); syncing the file afterwards writes back the pages
-    dirtied through the mapping just the same, while the next task already appends. The records
-    are on disk before the task reports them, so a committed job never names a lost record."""
-    bases = sorted(b for b in map(parse_segment_name, os.listdir(path)) if b is not None)
-    for i, base in enumerate(bases):
-        nxt = bases[i + 1] if i + 1 < len(bases) else None
-        if base > last or (nxt is not None and nxt <= first):
-            continue
-        try:
-            fd = os.open(os.path.join(path, segment_name(base)), os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            continue     # removed by retention meanwhile: nothing left to make durable
-        try:
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)

@@ -47,3 +47,17 @@ class DataLossError(StagingError):
         self.lost_from = lost_from
         self.lost_to = lost_to
         self.group = group
+
+
+class WrongHostError(StagingError):
+    """A Spark task runs on another host than the driver that planned the read or write: the log
+    lives on one host's disk, and a second log at the same path elsewhere would split it."""
+
+    def __init__(self, path: str, planned_on: str, running_on: str, what: str) -> None:
+        super().__init__(
+            f"commit log {path} is on host {planned_on!r}, where this {what} was planned, but "
+            f"this Spark task runs on host {running_on!r}: a log is read and written on its own "
+            f"host only (use Spark in local mode, or a cluster whose single worker is that host)")
+        self.path = path
+        self.planned_on = planned_on
+        self.running_on = running_on

@@ -28,6 +28,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from commitlog import ATTR_CONTROL, ATTR_DEAD, CommitLog, OffsetOutOfRangeError
 
 from .errors import DataLossError, StagingError
+from .host import check_host, this_host
 from .ledger import Ledger, VisibleRecord
 from .options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_MIN_PARTITION_BYTES, Options
 from .schema import conform, decode
@@ -39,11 +40,13 @@ _SKIP = ATTR_DEAD | ATTR_CONTROL
 
 @dataclass(frozen=True)
 class LogPartition(InputPartition):
-    """Runs [start, end) of consecutive visible offsets, read in this order by one task."""
+    """Runs [start, end) of consecutive visible offsets, read in this order by one task, on the
+    host that planned it."""
 
     runs: tuple[tuple[int, int], ...]
     rows: int
     bytes: int
+    host: str
 
 
 def partition_target(total_bytes: int, explicit: int | None) -> int:
@@ -62,6 +65,7 @@ def plan_partitions(records: list[VisibleRecord], max_bytes: int | None) -> list
     n partitions of total/n bytes each, so that the last is not a small straggler."""
     if not records:
         return []
+    host = this_host()
     total = sum(r.bytes for r in records)
     count = max(1, round(total / partition_target(total, max_bytes)))
     share = total / count
@@ -70,7 +74,7 @@ def plan_partitions(records: list[VisibleRecord], max_bytes: int | None) -> list
     rows = size = done = 0
     for r in records:
         if runs and done + size + r.bytes / 2 > share * (len(parts) + 1):
-            parts.append(LogPartition(tuple(runs), rows, size))
+            parts.append(LogPartition(tuple(runs), rows, size, host))
             done += size
             runs, rows, size = [], 0, 0
         if runs and runs[-1][1] == r.offset:
@@ -79,7 +83,7 @@ def plan_partitions(records: list[VisibleRecord], max_bytes: int | None) -> list
             runs.append((r.offset, r.offset + 1))
         rows += r.rows
         size += r.bytes
-    parts.append(LogPartition(tuple(runs), rows, size))
+    parts.append(LogPartition(tuple(runs), rows, size, host))
     return parts
 
 
@@ -87,6 +91,7 @@ def read_partition(options: Options, schema: pa.Schema, partition: LogPartition,
                    group: str | None = None) -> Iterator[pa.RecordBatch]:
     """Yield the partition's batches, conformed to `schema`. A run removed by retention meanwhile
     fails (DataLossError naming the lost range) or, with failOnDataLoss=false, is skipped."""
+    check_host(partition.host, options.path, "read")
     clog = CommitLog.open(options.path, readonly=True)
     try:
         for start, end in partition.runs:

@@ -10,6 +10,7 @@ from pyspark.sql.types import StructType
 from .errors import NoSchemaError, OptionError, OverwriteNotSupportedError
 from .ledger import Ledger
 from .options import Options
+from .progress import install as install_progress
 from .reader import CommitLogBatchReader
 from .schema import arrow_schema, check_readable, schema_from_json
 from .sink import CommitLogStreamWriter
@@ -83,3 +84,12 @@ def stored_schema(path: str) -> StructType | None:
     with Ledger(path) as ledger:
         text = ledger.schema_json()
     return None if text is None else schema_from_json(text)
+
+
+def register(spark) -> type[CommitLogDataSource]:
+    """Register the `commitlog` data source on the SparkSession `spark`, and the listener that
+    commits a stream's consumer group once its sink committed a batch (once per session);
+    returns the source's class."""
+    spark.dataSource.register(CommitLogDataSource)
+    install_progress(spark)
+    return CommitLogDataSource

@@ -1,18 +1,23 @@
 """Streaming reads: `spark.readStream.format("commitlog").option("path", p).option("group", g)`.
 
-Offsets are log offsets, `{"offset": n}`: a micro-batch (start, end] reads the visible records in
-[start, end). The end of a micro-batch never passes the *frontier*: the log's end offset, or the
+Offsets are log offsets, `{"offset": n, "commitlog": path, "group": g}` (no "group" without one): a
+micro-batch (start, end] reads the visible records in [start, end). The log and group in the offset
+let `progress`'s listener, which sees only Spark's progress events, commit the group. A checkpoint
+written before they were added (`{"offset": n}`) still resumes: only "offset" is read back.
+
+The end of a micro-batch never passes the *frontier*: the log's end offset, or the
 first offset an unresolved writer may have appended at, whichever is lower, so records of a job
 that commits later are never skipped; records of dead writers inside a range are simply not read.
 
 - `maxRowsPerTrigger` is the default read limit (`ReadMaxRows`); a micro-batch takes whole
   records, at least one, so it may exceed the limit by less than one record.
 - `Trigger.AvailableNow`: `prepareForTriggerAvailableNow` pins the frontier of that moment.
-- Progress: Spark calls `commit(end)` once a micro-batch is done (in practice when it plans the
-  next one, so progress lags one batch) and may never call `stop()`. `commit` records `end` as
-  the consumer group's offset in the log's own consumer state (`CommitLog.commit`, through a
-  read-only open), which is what retention protects (`unconsumed:GROUP`). Conservative: retention
-  may keep a little more, never less.
+- Progress: the group's offset in the log's own consumer state (`CommitLog.commit`, through a
+  read-only open) is what retention protects (`unconsumed:GROUP`). `progress.ProgressListener`
+  commits each batch's end once the sink has committed it. Spark plans a batch only once the one
+  before is in its commit log, so `latestOffset(start)` commits `start`: a restarted query thus
+  catches up a group its killed driver left behind, even with nothing new to read. Spark's own
+  `commit(end)`, which comes only when it plans the next batch, commits too.
 - `failOnDataLoss` (default true): a start below the log's start offset (retention removed it)
   fails the query with a DataLossError naming the lost range; false skips it with a warning.
 - `startingOffset` for a new query (no checkpoint yet): `group` (default: the group's committed
@@ -42,6 +47,14 @@ def _offset(value: dict) -> int:
     return int(value["offset"])
 
 
+def position(offset: int, path: str, group: str | None) -> dict:
+    """The stream offset of log offset `offset`: it names the log and the group for `progress`."""
+    value = {"offset": offset, "commitlog": path}
+    if group:
+        value["group"] = group
+    return value
+
+
 class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Lives in Spark's long-running source process on the driver; `read` runs in tasks."""
 
@@ -51,6 +64,7 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._clog: CommitLog | None = None
         self._ledger: Ledger | None = None
         self._target: int | None = None       # AvailableNow's pinned frontier
+        self._committed: int | None = None    # the group's offset this reader last committed
 
     # Handles are opened lazily: the reader is pickled before it runs on the driver.
     def __getstate__(self) -> dict:
@@ -73,17 +87,20 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return end if floor is None else min(end, floor)
 
     # ------------------------------------------------------------------ offsets
+    def _at(self, offset: int) -> dict:
+        return position(offset, self.options.path, self.options.group)
+
     def initialOffset(self) -> dict:
         clog, _ = self._handles()
         how = self.options.starting_offset
         if how == "earliest":
-            return {"offset": clog.start_offset}
+            return self._at(clog.start_offset)
         if how == "latest":
-            return {"offset": self.frontier()}
+            return self._at(self.frontier())
         if how == "group":
             committed = clog.committed().get(self.options.group) if self.options.group else None
-            return {"offset": clog.start_offset if committed is None else committed}
-        return {"offset": int(how)}
+            return self._at(clog.start_offset if committed is None else committed)
+        return self._at(int(how))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_rows_per_trigger:
@@ -95,22 +112,23 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         clog, ledger = self._handles()
+        self._commit(_offset(start))     # planning the next batch: the sink committed `start`
         begin = check_lost(self.options, clog, _offset(start), self.options.group)
         top = self.frontier()
         if self._target is not None:
             top = min(top, self._target)
         if top <= begin:
-            return {"offset": max(begin, _offset(start))}
+            return self._at(max(begin, _offset(start)))
         if isinstance(limit, ReadMaxRows):
             taken = 0
             for rec in ledger.visible_iter(begin, top):
                 if taken and taken + rec.rows > limit.max_rows:
-                    return {"offset": rec.offset}
+                    return self._at(rec.offset)
                 taken += rec.rows
-        return {"offset": top}
+        return self._at(top)
 
     def reportLatestOffset(self) -> dict | None:
-        return {"offset": self.frontier()}
+        return self._at(self.frontier())
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         first, last = _offset(start), _offset(end)
@@ -128,12 +146,18 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     # ------------------------------------------------------------------ progress
     def commit(self, end: dict) -> None:
+        self._commit(_offset(end))
+
+    def _commit(self, offset: int) -> None:
+        """Commit the group at `offset` unless this reader already did (idle triggers plan again
+        and again from the same start)."""
+        if not self.options.group or offset == self._committed:
+            return
         clog, _ = self._handles()
-        offset = _offset(end)
-        if self.options.group:
-            clog.commit(self.options.group, offset)
-            log.info("consumer group %s of %s committed offset %d", self.options.group,
-                     self.options.path, offset)
+        clog.commit(self.options.group, offset)
+        self._committed = offset
+        log.info("consumer group %s of %s committed offset %d", self.options.group,
+                 self.options.path, offset)
 
     def stop(self) -> None:
         if self._clog is not None:

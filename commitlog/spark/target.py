@@ -18,10 +18,11 @@ from pyspark.sql.types import StructType
 from commitlog import CommitLog, SegmentSizeMismatchError
 
 from . import liveness
-from .appender import append_turn, open_for_append
+from .host import this_host
 from .ledger import Ledger
 from .options import Options
 from .schema import arrow_schema, merge_for_append, schema_from_json
+from .turns import append_turn, open_for_append
 
 _RECORD_OVERHEAD = 21 + 64          # a record's header and writer key, generously
 
@@ -35,6 +36,7 @@ class WriteTarget:
     segment_size: int
     job_id: str                      # the batch job, or the streaming query run
     owner: liveness.ProcessId | None  # the driver JVM: when it is gone, nobody can commit
+    host: str                        # the host that planned the write, where the log lives
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -81,5 +83,5 @@ def prepare_write(options: Options, schema: StructType, kind: str,
             job_id = "sink-" + hashlib.sha1(str(sink_id).encode()).hexdigest()[:16]
         ledger.prune(start_offset)
     return WriteTarget(options, arrow_schema(merged).serialize().to_pybytes(), segment_size,
-                       job_id, owner)
+                       job_id, owner, this_host())
 

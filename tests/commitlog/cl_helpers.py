@@ -279,3 +279,99 @@ def xp_scanner(path: str, seconds: float, max_len: int) -> None:
             log.commit("scanner", min(expected, log.end_offset))
     log.close()
     report({"scans": scans, "complete": complete, "oor": oor, "records": records, "reads": reads})
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def rolling_writer(path: str, segment_size: int, warmup_rolls: int, seconds: float,
+                   keep: int = 64) -> None:
+    """Append 1000-byte records, rolling a segment every few dozen, for `seconds` after
+    `warmup_rolls` rolls; report the RSS (after a gc) at the end of the warm-up and at the end,
+    and the rolls in between. Another process removes the head meanwhile."""
+    import gc
+    from commitlog import CommitLog
+    value = b"w" * 1000
+    per_segment = segment_size // (len(value) + 21)
+    with CommitLog.open(path, segment_size=segment_size, flush="none") as log:
+        for i in range(warmup_rolls):
+            for _ in range(per_segment):
+                log.append(value)
+            while log.end_offset - log.start_offset > keep * per_segment:
+                time.sleep(0.002)
+        gc.collect()
+        rss0, end0 = _rss_bytes(), log.end_offset
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for _ in range(per_segment * 10):
+                log.append(value)
+            # At most `keep` segments: the head remover keeps pace, as a sidecar does.
+            while log.end_offset - log.start_offset > keep * per_segment and \
+                    time.monotonic() < deadline:
+                time.sleep(0.002)
+        gc.collect()
+        rss1 = _rss_bytes()
+        rolls = (log.end_offset - end0) // per_segment
+        report({"rss0": rss0, "rss1": rss1, "rolls": rolls, "end": log.end_offset,
+                "start": log.start_offset})
+
+
+def head_remover(path: str) -> None:
+    """Remove the head of the log at `path` as fast as it rolls, from a read-only open (as the
+    sidecar does), until killed; reports its RSS at the first removal and on SIGTERM."""
+    import signal
+    from commitlog import CommitLog
+    while not os.path.exists(os.path.join(path, "meta.json")):
+        time.sleep(0.01)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    removed = 0
+    rss0 = None
+    with CommitLog.open(path, readonly=True) as log:
+        while not stop:
+            if log.remove_head().status == "removed":
+                removed += 1
+                if removed == 200:
+                    rss0 = _rss_bytes()
+            else:
+                time.sleep(0.002)
+    report({"removed": removed, "rss0": rss0, "rss1": _rss_bytes()})
+
+
+def guarded_fast_writer(path: str, segment_size: int, seconds: float, refuse: float) -> None:
+    """Append 64 KiB records as fast as the disk guard lets it for `seconds`, retrying a refused
+    append after a short pause; report appended and refused counts."""
+    from commitlog import CommitLog, StoreFullError
+    value = b"f" * (64 * 1024 - 64)
+    appended = refused = 0
+    with CommitLog.open(path, segment_size=segment_size, flush="none",
+                        refuse_writes_ratio=refuse, resume_ratio=refuse - 0.05) as log:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                log.append(value)
+                appended += 1
+            except StoreFullError:
+                refused += 1
+                time.sleep(0.005)
+    report({"appended": appended, "refused": refused})
+
+
+def pressure_remover(path: str, above: float, pause: float) -> None:
+    """A slow cleaner: while the disk is above `above`, remove the head, one segment per
+    `pause` seconds, from a read-only open; until SIGTERM. Reports how many it removed."""
+    import signal
+    from commitlog import CommitLog, disk_usage
+    while not os.path.exists(os.path.join(path, "meta.json")):
+        time.sleep(0.01)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    removed = 0
+    with CommitLog.open(path, readonly=True) as log:
+        while not stop:
+            if disk_usage(path).used_ratio > above and log.remove_head().status == "removed":
+                removed += 1
+            time.sleep(pause)
+    report({"removed": removed})

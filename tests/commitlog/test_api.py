@@ -166,7 +166,7 @@ def test_constructor_is_not_public():
 
 def _flush_calls(monkeypatch):
     """Record every flush of the active segment (the msync the flush modes decide about)."""
-    from commitlog import segment as segmod
+    from commitlog import active as segmod
     calls = []
     orig = segmod.ActiveSegment.flush
 

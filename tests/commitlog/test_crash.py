@@ -15,7 +15,7 @@ import pytest
 
 from commitlog import CommitLog
 from commitlog import record as rec
-from commitlog.segment import PREALLOC_PREFIX
+from commitlog.layout import PREALLOC_PREFIX
 
 from cl_helpers import check_record, spawn
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-import commitlog.log as log_module
+import commitlog.guard as guard_module
 from commitlog import CommitLog, StoreFullError, disk_usage
 
 from cl_helpers import check_record, spawn, wait_for_line
@@ -132,7 +132,7 @@ def _settle(log: CommitLog) -> None:
 
 
 def _after_disk_check() -> None:
-    time.sleep(log_module._DISK_CHECK_EVERY + 0.02)
+    time.sleep(guard_module.CHECK_EVERY + 0.02)
 
 
 @ROOMY
@@ -164,7 +164,7 @@ def test_guard_refuses_above_the_ratio_and_resumes_below_resume_ratio(small_fs):
 
 @ROOMY
 def test_guard_checks_at_each_roll(small_fs, monkeypatch):
-    monkeypatch.setattr(log_module, "_DISK_CHECK_EVERY", 3600.0)  # only the roll checks
+    monkeypatch.setattr(guard_module, "CHECK_EVERY", 3600.0)  # only the roll checks
     ratio = Ratio(small_fs)
     with _guarded(os.path.join(small_fs, "log")) as log:
         log.append(b"x" * 500_000)
@@ -269,3 +269,40 @@ def test_consumer_commit_on_a_full_disk_raises_store_full(small_fs):
         os.unlink(filler)
         log.commit("etl", 1)
         assert log.committed()["etl"] == 1
+
+
+@pytest.mark.parametrize("small_fs", [("tmpfs", 64 << 20), ("ext4", 64 << 20)], indirect=True,
+                         ids=["tmpfs64m", "ext4-64m"])
+def test_a_writer_never_takes_the_disk_past_the_line_by_more_than_one_segment(small_fs):
+    """A writer appending fast into 2 MiB segments on 64 MiB, refused at 0.90, races a slow
+    cleaner in another process that removes the head while the disk is above 0.80. Segments
+    prepared ahead count as used disk, so preparing one is itself refused above the line: the
+    used ratio, sampled continuously, never goes past the line by more than one segment."""
+    from commitlog.index import index_file_size
+    segment, refuse = 2 << 20, 0.90
+    path = os.path.join(small_fs, "log")
+    usage = disk_usage(small_fs)
+    share = (segment + index_file_size(segment)) / (usage.used_bytes + usage.free_bytes)
+    remover = spawn(f"pressure_remover({path!r}, 0.80, 0.05)", stdout=subprocess.PIPE, text=True)
+    writer = spawn(f"guarded_fast_writer({path!r}, {segment}, 12.0, {refuse})",
+                   stdout=subprocess.PIPE, text=True)
+    samples = []
+    try:
+        while writer.poll() is None:
+            samples.append(disk_usage(small_fs).used_ratio)
+            time.sleep(0.0005)
+        w = wait_for_line(writer, 30)
+        remover.send_signal(signal.SIGTERM)
+        r = wait_for_line(remover, 30)
+    finally:
+        for proc in (writer, remover):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    top = max(samples)
+    print(f"\nmax used ratio {top:.4f} over {len(samples)} samples; line {refuse} + one segment "
+          f"{share:.4f} = {refuse + share:.4f}; appended {w['appended']}, refused {w['refused']}, "
+          f"removed {r['removed']}")
+    assert w["refused"] > 0 and r["removed"] > 0  # the race really happened
+    assert w["appended"] > 3 * 64 * 32  # the writer really went on below the line
+    assert top <= refuse + share

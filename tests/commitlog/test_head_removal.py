@@ -10,7 +10,7 @@ import pytest
 
 from commitlog import CommitLog, OffsetOutOfRangeError, RemovalResult
 from commitlog.index import index_path
-from commitlog.segment import DELETED_SUFFIX
+from commitlog.layout import DELETED_SUFFIX
 
 from cl_helpers import spawn, wait_for_line
 

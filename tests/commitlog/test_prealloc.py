@@ -1,4 +1,4 @@
-"""Preparing segments ahead of the writer (commitlog/segment.py's SegmentPreallocator): real files
+"""Preparing segments ahead of the writer (commitlog/prealloc.py): real files
 and mappings in a temporary directory. Where a test must catch the worker mid-preparation, the
 real prefault runs behind a gate the test opens."""
 
@@ -12,9 +12,10 @@ import time
 import pytest
 
 from commitlog import CommitLog
-from commitlog import segment as segment_module
+from commitlog import prealloc as prealloc_module
 from commitlog.index import index_file_size
-from commitlog.segment import PREALLOC_PREFIX, SegmentPreallocator, segment_name
+from commitlog.layout import PREALLOC_PREFIX, segment_name
+from commitlog.prealloc import SegmentPreallocator
 
 SIZE = 1 << 20
 
@@ -28,7 +29,7 @@ def gate(monkeypatch):
     """Holds every preparation before its prefault until the test sets the event (a cancelled
     preparation is let go, as the real prefault would stop between steps)."""
     event = threading.Event()
-    real = segment_module.prefault_writable
+    real = prealloc_module.prefault_writable
 
     def gated(mapping, size, cancelled=lambda: False):
         while not event.wait(0.01):
@@ -36,7 +37,7 @@ def gate(monkeypatch):
                 return False
         return real(mapping, size, cancelled)
 
-    monkeypatch.setattr(segment_module, "prefault_writable", gated)
+    monkeypatch.setattr(prealloc_module, "prefault_writable", gated)
     return event
 
 
@@ -152,3 +153,35 @@ def test_a_crash_leftover_is_set_aside_at_open_and_removed(tmp_path):
         log._preallocator.wait_idle()
         assert not any(n.endswith(".stale") for n in os.listdir(path))
         assert log.read(0).value == b"x"
+
+
+def test_prepares_nothing_while_reserving_would_cross_the_line(tmp_path):
+    asked = []
+    allow = [False]
+
+    def may_reserve(nbytes):
+        asked.append(nbytes)
+        return allow[0]
+    pre = SegmentPreallocator(str(tmp_path), SIZE, may_reserve)
+    pre.request()
+    pre.wait_idle()
+    assert asked == [SIZE + index_file_size(SIZE)]
+    assert _prepared_files(str(tmp_path)) == []
+    assert pre.take() is None  # the roll allocates its segment itself
+    allow[0] = True
+    pre.request()
+    pre.wait_idle()
+    assert len(_prepared_files(str(tmp_path))) == 2  # a segment and its index
+    pre.discard()
+
+
+def test_release_ready_removes_what_was_prepared_but_not_taken(tmp_path):
+    pre = SegmentPreallocator(str(tmp_path), SIZE)
+    pre.request()
+    pre.wait_idle()
+    assert len(_prepared_files(str(tmp_path))) == 2
+    assert pre.release_ready() == 1
+    assert _prepared_files(str(tmp_path)) == []
+    assert pre.take() is None
+    assert pre.release_ready() == 0
+    pre.discard()

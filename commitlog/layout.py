@@ -1,0 +1,233 @@
+"""A log directory's files: every name and suffix the store writes, and the one listing of them.
+
+    <log>/
+        meta.json                       format and segment_size (a directory is a log if it has one)
+        state.db (-wal, -shm)           start offset and consumer commits (commitlog.state)
+        .lock                           the writer's flock, naming its pid (commitlog.locks)
+        .remove.lock                    serialises head removers of any process
+        00000000000000000000.log        a segment, named by the 20-digit offset of its first record
+        00000000000000000000.index      its sparse index (commitlog.index)
+        <segment>.index.tmp             an index being rebuilt (write_sealed's temporary)
+        <segment or index>.deleted      renamed by a head removal, about to be unlinked
+        .prepared-segment-N.log/.index  prepared ahead by the preallocator (hidden, counts as used)
+        .prepared-segment-N.*.stale     a crash's prepared files, set aside at open
+        meta.json.tmp                   meta.json being written
+
+Anything else in the directory is the user's and never touched. Pure names and listings: this
+module opens nothing but the directory it lists. Thread- and process-safe (no state).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from operator import itemgetter
+from typing import NamedTuple
+
+SEGMENT_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+INDEX_TMP_SUFFIX = ".index.tmp"
+DELETED_SUFFIX = ".deleted"
+PREALLOC_PREFIX = ".prepared-segment-"  # then a number and SEGMENT_SUFFIX or INDEX_SUFFIX
+STALE_SUFFIX = ".stale"
+TMP_SUFFIX = ".tmp"
+META_FILE = "meta.json"
+STATE_FILE = "state.db"
+LOCK_FILE = ".lock"
+REMOVE_LOCK_FILE = ".remove.lock"
+_NAME_DIGITS = 20
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """The base offset a segment file name encodes, or None for any other name."""
+    # Plain string checks: a directory listing of 100,000 segments parses every name each pass.
+    if len(name) == 24 and name.endswith(SEGMENT_SUFFIX) and name[:20].isdigit() and name[:20].isascii():
+        return int(name[:20])
+    return None
+
+
+def segment_path(directory: str, base_offset: int) -> str:
+    return os.path.join(directory, segment_name(base_offset))
+
+
+def index_path(segment_path: str) -> str:
+    """The index beside a segment (`<base>.index` for `<base>.log`)."""
+    return segment_path[: -len(SEGMENT_SUFFIX)] + INDEX_SUFFIX
+
+
+def prepared_stem(directory: str, slot: int) -> str:
+    """`<log>/.prepared-segment-N`; add SEGMENT_SUFFIX or INDEX_SUFFIX."""
+    return os.path.join(directory, f"{PREALLOC_PREFIX}{slot}")
+
+
+def meta_path(directory: str) -> str:
+    return os.path.join(directory, META_FILE)
+
+
+def state_path(directory: str) -> str:
+    return os.path.join(directory, STATE_FILE)
+
+
+def lock_path(directory: str) -> str:
+    return os.path.join(directory, LOCK_FILE)
+
+
+def remove_lock_path(directory: str) -> str:
+    return os.path.join(directory, REMOVE_LOCK_FILE)
+
+
+def is_log_directory(path: str | os.PathLike) -> bool:
+    """True when `path` is a directory holding a log (its meta.json)."""
+    return os.path.isfile(meta_path(os.fspath(path)))
+
+
+def _deleted_leftover(name: str) -> bool:
+    """`<base>.log.deleted` or `<base>.index.deleted`."""
+    if not name.endswith(DELETED_SUFFIX):
+        return False
+    stem = name[: -len(DELETED_SUFFIX)]
+    if stem.endswith(INDEX_SUFFIX):
+        stem = stem[: -len(INDEX_SUFFIX)] + SEGMENT_SUFFIX
+    return parse_segment_name(stem) is not None
+
+
+def _index_temporary(name: str) -> bool:
+    return name.endswith(INDEX_TMP_SUFFIX) and \
+        parse_segment_name(name[: -len(INDEX_TMP_SUFFIX)] + SEGMENT_SUFFIX) is not None
+
+
+class SegmentFile(NamedTuple):
+    """One segment file of a listing. `size` and `mtime` are filled only for the segments the
+    caller asked to stat (None otherwise). Immutable (a tuple: 100,000 of them are cheap)."""
+
+    base_offset: int
+    path: str
+    size: int | None = None
+    mtime: float | None = None
+
+
+@dataclass(frozen=True)
+class SegmentListing:
+    """One scan of a log directory, oldest segment first. Immutable.
+
+    bases: the base offsets of the regular files named like segments (symlinks and directories
+    are never segments). statted: the segments the caller asked to stat (the head, the last), with
+    size and mtime. segments: every segment as a SegmentFile, built on first use (a pass over
+    100,000 segments needs only `bases` and `statted`).
+    foreign: segment-named entries that are not regular files: reported, never read or deleted.
+    deleted: `.deleted` leftovers of a removal a crash interrupted.
+    temporaries: `<base>.index.tmp` of an interrupted index rebuild.
+    below_start: with a start offset given, the segments logically removed already (their
+    successor starts at or below it) whose files a removal has not unlinked yet; never statted.
+
+    `interrupted` says whether a removal is left to finish (`.deleted` files or below_start)."""
+
+    path: str
+    found: tuple = field(repr=False, compare=False)  # (base, os.DirEntry), oldest first
+    statted: tuple[SegmentFile, ...] = ()
+    foreign: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    temporaries: tuple[str, ...] = ()
+    below_start: tuple[SegmentFile, ...] = ()
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.deleted or self.below_start)
+
+    @cached_property
+    def bases(self) -> tuple[int, ...]:
+        return tuple(map(_first, self.found))
+
+    @cached_property
+    def segments(self) -> tuple[SegmentFile, ...]:
+        known = {s.base_offset: s for s in self.statted}
+        return tuple(known.get(base) or _new(SegmentFile, (base, entry.path, None, None))
+                     for base, entry in self.found)
+
+    def live(self, start_offset: int) -> tuple[SegmentFile, ...]:
+        """The segments not yet logically removed: a segment whose successor starts at or below
+        `start_offset` holds nothing the log still keeps (its files are about to go)."""
+        bases = self.bases
+        i = 0
+        while i + 1 < len(bases) and bases[i + 1] <= start_offset:
+            i += 1
+        return self.segments[i:]
+
+
+_new = tuple.__new__
+_first = itemgetter(0)
+
+
+def list_segments(path: str | os.PathLike, *, stat_head: int | None = None,
+                  stat_last: bool = False, start_offset: int | None = None) -> SegmentListing:
+    """List the log directory `path` in one scandir, statting only what the caller needs.
+
+    stat_head: stat the oldest `stat_head` segments (None: every segment); stat_last: stat the
+    last (active) one as well. A pass that can delete at most N files asks for stat_head=N,
+    stat_last=True: N+1 stats whatever the log's length, as Kafka's walker does. start_offset
+    (the log's, from its state): segments logically removed already go to `below_start`, and the
+    head counted by stat_head starts after them. A segment removed by another process between
+    the scan and its stat is left out of the listing. FileNotFoundError when `path` does not
+    exist."""
+    directory = os.fspath(path)
+    found: list[tuple[int, os.DirEntry]] = []
+    foreign: list[str] = []
+    deleted: list[str] = []
+    temporaries: list[str] = []
+    with os.scandir(directory) as it:
+        for entry in it:
+            name = entry.name
+            base = parse_segment_name(name)
+            if base is None:  # endswith first: every segment's index passes here
+                if name.endswith(DELETED_SUFFIX):
+                    if _deleted_leftover(name) and entry.is_file(follow_symlinks=False):
+                        deleted.append(entry.path)
+                elif name.endswith(INDEX_TMP_SUFFIX) and _index_temporary(name) and \
+                        entry.is_file(follow_symlinks=False):
+                    temporaries.append(entry.path)
+                continue
+            if entry.is_file(follow_symlinks=False):  # False for a symlink too
+                found.append((base, entry))
+            else:
+                foreign.append(entry.path)  # reported and left alone, never read or deleted
+    found.sort(key=_first)
+    below: list[SegmentFile] = []
+    if start_offset is not None:
+        i = 0
+        while i + 1 < len(found) and found[i + 1][0] <= start_offset:
+            i += 1
+        below = [_new(SegmentFile, (base, entry.path, None, None)) for base, entry in found[:i]]
+        del found[:i]
+    n = len(found)
+    head = n if stat_head is None else min(n, max(0, stat_head))
+    wanted = list(range(head))
+    if stat_last and n > head:
+        wanted.append(n - 1)
+    statted: list[SegmentFile] = []
+    gone: list[int] = []
+    for i in wanted:  # only these: a listing of 100,000 segments stats a handful
+        base, entry = found[i]
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            gone.append(i)  # removed by another process since the scan
+            continue
+        statted.append(_new(SegmentFile, (base, entry.path, st.st_size, st.st_mtime)))
+    for i in reversed(gone):
+        del found[i]
+    return SegmentListing(directory, tuple(found), tuple(statted), tuple(foreign), tuple(deleted),
+                          tuple(temporaries), tuple(below))
+
+
+def fsync_directory(directory: str) -> None:
+    """Make the directory's entries (a rename, a new name, an unlink) survive a power loss."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

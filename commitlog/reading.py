@@ -1,0 +1,168 @@
+"""Reading and scanning: a record by offset (index floor, then a short scan) and the chunked scan
+whose inner loop decodes records with the frame's numbers bound to locals.
+
+Functions over a SegmentList; thread-safe as it is (a scan iterator has one consumer at a time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import chain
+
+from . import record as rec
+from .errors import CorruptLogError, OffsetOutOfRangeError
+from .record import Record
+from .segments import ACTIVE, LIVE, SegmentList
+
+SCAN_CHUNK = 1 << 18                 # bytes a scan reads ahead into one list of records
+_HEADER_UNPACK_FROM = rec.HEADER.unpack_from
+_NO_END = 1 << 63
+
+
+def read(segs: SegmentList, offset: int) -> Record:
+    """The record at `offset` (a non-negative int, checked by the caller)."""
+    base = segs.locate(offset)
+    path = segs.segment_path(base)
+    with segs.hold(base) as mm:
+        limit, kind, floor = segs.view_limits(base, mm)
+        rel, pos = floor(offset - base)
+        current = base + rel
+        while True:
+            r = rec.decode_at(mm, pos, limit)
+            if r.status != rec.OK:
+                if r.status == rec.BAD and kind != LIVE:
+                    raise CorruptLogError(path, pos, "record checksum or length does not verify")
+                if segs.readonly:
+                    segs.refresh()
+                    segs.tail_end = segs.compute_tail_end()
+                raise segs.out_of_range(offset)
+            if current == offset:
+                return _record(mm, current, r)
+            current += 1
+            pos = r.next_position
+
+
+def scan(segs: SegmentList, offset: int, end: int | None, zero_copy: bool) -> "Scan":
+    return Scan(_scan(segs, offset, end, zero_copy))
+
+
+def _scan(segs: SegmentList, offset: int, end: int | None,
+          zero_copy: bool) -> Iterator[list[Record]]:
+    stop = end if end is not None else _NO_END
+    while offset < stop:
+        if segs.readonly or offset >= segs.end():
+            segs.refresh()
+        if not segs.bases or offset > (_NO_END if segs.readonly else segs.end()):
+            return
+        try:
+            base = segs.locate(offset)
+        except OffsetOutOfRangeError:
+            if offset >= segs.start():
+                return
+            raise
+        with segs.hold(base) as mm:
+            limit, kind, floor = segs.view_limits(base, mm)
+            rel, pos = floor(offset - base)
+            current = base + rel
+            while current < offset:  # from the index entry to the first wanted record
+                r = rec.decode_at(mm, pos, limit)
+                if r.status != rec.OK:
+                    break
+                current += 1
+                pos = r.next_position
+            if current == offset:
+                while True:
+                    records, pos, current = _read_records(mm, pos, limit, current, stop, zero_copy)
+                    if not records:
+                        break
+                    yield records
+            status = rec.decode_at(mm, pos, limit).status if current < stop else rec.OK
+            if status == rec.EMPTY and kind != LIVE and pos >= limit:
+                status = rec.END  # read up to its sealed length, or the writer's position
+        if current >= stop:
+            return
+        if status == rec.OK:
+            offset = current  # the writer added a record after our read stopped: go on reading
+            continue
+        path = segs.segment_path(base)
+        if status == rec.BAD:
+            if kind == LIVE:
+                return  # the writer's record in flight, or a torn tail recovery will cut
+            raise CorruptLogError(path, pos, "record checksum or length does not verify")
+        if status == rec.EMPTY:
+            if kind == LIVE:
+                return  # the end of what is written so far
+            raise CorruptLogError(path, pos, "unwritten bytes where a record should be")
+        # The end of this segment: go on in the next one, if there is one.
+        if kind == ACTIVE:
+            active = segs.active
+            if active is not None and active.base_offset == base:
+                return  # the end of the log as of this step
+            offset = current  # rolled meanwhile: read the rest of it as a sealed segment
+            continue
+        if segs.readonly:
+            segs.refresh()
+        nxt = next((b for b in segs.bases if b > base), None)
+        if nxt is None:
+            return  # sealed and nothing after it yet (a crash or a full disk at the roll)
+        if current != nxt:
+            raise CorruptLogError(path, pos, f"segment ends at offset {current} but the next "
+                                  f"segment starts at offset {nxt}")
+        offset = current
+
+
+def _read_records(mm, pos: int, limit: int, current: int, stop: int, zero_copy: bool):
+    """Verified records from `pos` until `stop`, about SCAN_CHUNK bytes, or the first position
+    without one; returns (records, position, offset) where it stopped. The hot loop of scan."""
+    unpack = _HEADER_UNPACK_FROM
+    crc32 = rec.crc32
+    frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
+    new = tuple.__new__
+    out: list[Record] = []
+    add = out.append
+    view = memoryview(mm) if zero_copy and mm is not None else mm  # view[a:b]: a copy or a view
+    bound = min(limit - key_at + 1, pos + SCAN_CHUNK)  # a header fits, and the chunk
+    while pos < bound and current < stop:
+        length, crc, attrs, ts, klen = unpack(mm, pos)
+        nxt = pos + frame + length
+        if length < min_body or nxt > limit or crc32(mm[pos + frame:nxt]) != crc \
+                or klen > length - min_body:
+            break
+        ks = pos + key_at
+        if klen > 0:
+            key = mm[ks:ks + klen]
+            ks += klen
+        else:
+            if klen < -1:
+                break
+            key = None if klen else b""
+        add(new(Record, (current, ts, key, view[ks:nxt], attrs)))
+        current += 1
+        pos = nxt
+    return out, pos, current
+
+
+class Scan:
+    """The iterator `scan` returns. A for-loop over it runs C-level (itertools.chain over lists
+    of records read a chunk at a time), not one generator resumption per record; `close()`
+    releases the held segment at once. One consumer at a time (not thread-safe)."""
+
+    __slots__ = ("_chunks", "_records")
+
+    def __init__(self, chunks: Iterator[list[Record]]) -> None:
+        self._chunks = chunks
+        self._records = chain.from_iterable(chunks)
+
+    def __iter__(self) -> Iterator[Record]:
+        return self._records
+
+    def __next__(self) -> Record:
+        return next(self._records)
+
+    def close(self) -> None:
+        self._chunks.close()
+
+
+def _record(mm, offset: int, r: rec.DecodeResult) -> Record:
+    key = None if r.key_start < 0 else bytes(mm[r.key_start:r.key_end])
+    return Record(offset, r.timestamp_ms, key, bytes(mm[r.value_start:r.value_end]), r.attributes)

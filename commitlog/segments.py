@@ -1,0 +1,265 @@
+"""The ordered segment list of an open log: base offsets oldest first, what each sealed segment's
+index says about it (cached), the segment this process writes, and the holds readers take.
+
+A segment's end offset comes from its summary (`SegmentSummary.end_offset`), never from the next
+base: compaction (its own issue) leaves gaps. Its swap of a rewritten segment belongs here and in
+commitlog.removal: write the new segment and sealed index under hidden names (commitlog.layout),
+rename them over the old pair under the removal lock, then replace `summaries[base]`; a reader
+holding the old file keeps its descriptor and mapping until it lets go.
+
+State kept per segment lives only here, and goes when its segment goes: `forget_below` drops the
+bases and summaries of segments another process removed from the head (a long-running writer
+whose head a sidecar removes would otherwise keep both forever).
+
+Thread-safe: the list changes under `meta_lock`; readers take a snapshot of `bases`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Iterator
+
+from .active import ActiveSegment
+from .errors import CorruptLogError, OffsetOutOfRangeError
+from .index import SegmentSummary, read_checkpoints, read_sealed, write_sealed
+from .layout import SegmentListing, index_path, list_segments, segment_path
+from .locks import SegmentHolds
+from .sealed import live_summary, rebuilt_summary
+from .segment import SegmentInfo
+from .state import LogState
+
+log = logging.getLogger("commitlog")
+
+SEALED, ACTIVE, LIVE = 0, 1, 2       # how a reader sees a segment (see view_limits)
+
+
+class SegmentList:
+    """See the module docstring."""
+
+    def __init__(self, directory: str, segment_size: int, state: LogState, readonly: bool) -> None:
+        self.path = directory
+        self.segment_size = segment_size
+        self.state = state
+        self.readonly = readonly
+        self.meta_lock = threading.Lock()
+        self.holds = SegmentHolds()
+        self.bases: list[int] = []
+        self.summaries: dict[int, SegmentSummary] = {}
+        self.active: ActiveSegment | None = None  # set by the writer only
+        self.tail_end = 0  # the end offset while there is no active segment
+
+    # ------------------------------------------------------------------ listing
+    def segment_path(self, base: int) -> str:
+        return segment_path(self.path, base)
+
+    def list(self, *, validate: bool = False) -> SegmentListing:
+        """One scan of the directory; with `validate`, every segment's size is checked too."""
+        listing = list_segments(self.path, stat_head=None if validate else 0)
+        if validate:
+            segs = listing.segments
+            for i, seg in enumerate(segs):
+                if seg.size == self.segment_size or (i == len(segs) - 1 and seg.size == 0):
+                    continue
+                what = "zero-length" if seg.size == 0 else f"{seg.size} bytes"
+                raise CorruptLogError(seg.path, None,
+                                      f"segment is {what}, expected {self.segment_size}")
+        return listing
+
+    def refresh(self) -> None:
+        """Re-read the list from the directory (other processes add and remove segments)."""
+        bases = list(self.list().bases)
+        with self.meta_lock:
+            active = self.active
+            if active is not None and active.base_offset not in bases:
+                bases.append(active.base_offset)
+                bases.sort()
+            self.bases = bases
+            self._drop_summaries_below(bases[0] if bases else None)
+
+    def add(self, base: int) -> None:
+        with self.meta_lock:
+            if not self.bases or self.bases[-1] < base:
+                self.bases.append(base)
+
+    def forget(self, base: int) -> None:
+        """Segment `base` is gone: drop what is kept about it."""
+        with self.meta_lock:
+            if base in self.bases:
+                self.bases.remove(base)
+            self.summaries.pop(base, None)
+
+    def forget_below(self, start_offset: int) -> None:
+        """Drop the segments logically removed (their successor starts at or below
+        `start_offset`), wherever the removal ran. Called by the writer at each roll."""
+        with self.meta_lock:
+            bases = self.bases
+            i = 0
+            while i + 1 < len(bases) and bases[i + 1] <= start_offset:
+                i += 1
+            if i:
+                del bases[:i]
+            self._drop_summaries_below(bases[0] if bases else None)
+
+    def _drop_summaries_below(self, first: int | None) -> None:
+        summaries = self.summaries
+        if summaries and (first is None or min(summaries) < first):
+            for base in [b for b in summaries if first is None or b < first]:
+                del summaries[base]
+
+    # ------------------------------------------------------------------ offsets
+    def end(self) -> int:
+        active = self.active
+        return active.end_offset if active is not None else self.tail_end
+
+    def start(self) -> int:
+        state_start = self.state.start_offset()
+        bases = self.bases
+        return max(state_start, bases[0]) if bases else max(state_start, self.end())
+
+    def compute_tail_end(self) -> int:
+        if not self.bases:
+            return self.state.start_offset()
+        base = self.bases[-1]
+        return self.live_summary(base).end_offset(base)
+
+    def out_of_range(self, offset: int) -> OffsetOutOfRangeError:
+        return OffsetOutOfRangeError(offset, self.start(), self.end())
+
+    def locate(self, offset: int) -> int:
+        """The base offset of the segment holding `offset`; OffsetOutOfRangeError if none does."""
+        start = self.state.start_offset()
+        bases = self.bases
+        if offset < start or not bases or offset < bases[0]:
+            self.refresh()
+            raise self.out_of_range(offset)
+        i = bisect.bisect_right(bases, offset) - 1
+        if i == len(bases) - 1 and self.readonly:
+            self.refresh()
+            bases = self.bases
+            i = bisect.bisect_right(bases, offset) - 1
+        return bases[i]
+
+    # ------------------------------------------------------------------ holding and viewing
+    @contextlib.contextmanager
+    def hold(self, base: int) -> Iterator:
+        path = self.segment_path(base)
+        try:
+            _, mm = self.holds.acquire(path)
+        except FileNotFoundError:
+            self.refresh()
+            raise self.out_of_range(base) from None
+        try:
+            if base < self.state.start_offset():
+                # Logically removed already (the remover advanced the start offset first).
+                raise self.out_of_range(base)
+            yield mm
+        finally:
+            self.holds.release(path)
+
+    def view_limits(self, base: int, mm) -> tuple[int, int, object]:
+        """(readable byte limit, view kind, floor function) of a segment held as `mm`.
+
+        ACTIVE: this process writes it, the limit is exact (a bad record below it is
+        corruption). LIVE: the last segment, written by another process: its limit is unknown,
+        so a bad record may be one in flight. SEALED: the limit is the sealed length."""
+        active = self.active
+        if active is not None and active.base_offset == base:
+            return active.position, ACTIVE, active.index.floor
+        # A reader may meet a segment still zero-length (being created, or left by a crash).
+        size = len(mm) if mm is not None else 0
+        if base == (self.bases[-1] if self.bases else None):
+            ipath = index_path(self.segment_path(base))
+            summary = read_sealed(ipath)
+            if summary is None:
+                rels, positions = read_checkpoints(ipath)
+                return size, LIVE, _make_floor(rels, positions)
+        else:
+            summary = self.summary(base)
+        return min(summary.used_bytes, size), SEALED, summary.floor
+
+    # ------------------------------------------------------------------ summaries
+    def summary(self, base: int) -> SegmentSummary:
+        """The sealed summary of a non-active segment, rebuilt from the data if its index is
+        missing or damaged."""
+        cached = self.summaries.get(base)
+        if cached is not None:
+            return cached
+        summary = read_sealed(index_path(self.segment_path(base)))
+        if summary is None:
+            summary = self._rebuild_summary(base)
+        with self.meta_lock:
+            if not self.bases or base >= self.bases[0]:  # not removed meanwhile
+                self.summaries[base] = summary
+        return summary
+
+    def sealed(self, base: int, summary: SegmentSummary) -> None:
+        """The writer sealed segment `base`: keep its summary for readers."""
+        self.summaries[base] = summary
+
+    def _rebuild_summary(self, base: int) -> SegmentSummary:
+        path = self.segment_path(base)
+        with self.hold(base) as mm:
+            summary = rebuilt_summary(mm, len(mm) if mm is not None else 0,
+                                      os.stat(path).st_mtime_ns, path)
+        st = os.stat(path)
+        log.warning("rebuilt the index of %s (%d records)", path, summary.record_count)
+        if not self.readonly:
+            try:
+                write_sealed(index_path(path), summary)
+                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            except OSError as exc:  # a full disk, say: the summary in memory is still right
+                log.warning("could not write the rebuilt index of %s: %s", path, exc)
+        return summary
+
+    def live_summary(self, base: int) -> SegmentSummary:
+        """Summary of the last segment written by another process: sealed index, or a scan."""
+        ipath = index_path(self.segment_path(base))
+        summary = read_sealed(ipath)
+        if summary is not None:
+            return summary
+        with self.hold(base) as mm:
+            rels, positions = read_checkpoints(ipath)
+            return live_summary(mm, len(mm) if mm is not None else 0, rels, positions)
+
+    def infos(self) -> list[SegmentInfo]:
+        """Every segment not logically removed, oldest first, as CommitLog.segments() gives them."""
+        self.refresh()
+        with self.meta_lock:
+            bases = list(self.bases)
+            active = self.active
+        start = self.state.start_offset()
+        out = []
+        for i, base in enumerate(bases):
+            nxt = bases[i + 1] if i + 1 < len(bases) else None
+            if nxt is not None and nxt <= start:
+                continue  # logically removed, its files not yet gone
+            path = self.segment_path(base)
+            try:
+                st = os.stat(path)
+                if active is not None and active.base_offset == base:
+                    s = active.summary()
+                elif nxt is None:
+                    s = self.live_summary(base)
+                else:
+                    s = self.summary(base)
+            except (FileNotFoundError, OffsetOutOfRangeError):
+                continue  # removed by another process while we looked
+            out.append(SegmentInfo(base, path, st.st_size, s.used_bytes,
+                                   s.first_timestamp_ms if s.record_count else None,
+                                   s.last_timestamp_ms if s.record_count else None,
+                                   st.st_mtime, nxt is None, s.record_count))
+        return out
+
+    def close(self) -> None:
+        self.holds.close_all()
+
+
+def _make_floor(rels: list[int], positions: list[int]):
+    def floor(rel: int) -> tuple[int, int]:
+        i = bisect.bisect_right(rels, rel) - 1
+        return (rels[i], positions[i]) if i >= 0 else (0, 0)
+    return floor

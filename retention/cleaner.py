@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 
 from loguru import logger
 
-from commitlog import CommitLogError
+from commitlog import META_FILE, CommitLogError
 from policies import (DELETE, DELETED, FAILED, HUNG, NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig,
                       SegmentDecision, active_triggers, plan)
 from policies import KEEP  # noqa: F401 (re-exported: the one vocabulary, policies.outcomes)
@@ -98,7 +98,7 @@ class Cleaner:
         for w in watched:
             try:
                 if not w.exists():
-                    errors[w.name] = f"{w.path} is not a commit log yet (no meta.json): nothing to do"
+                    errors[w.name] = f"{w.path} is not a commit log yet (no {META_FILE}): nothing to do"
                     continue
                 disk = disks.get(os.stat(w.path).st_dev)            # one reading per filesystem
                 if disk is None:

@@ -13,12 +13,12 @@ import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 
+from commitlog import is_log_directory
 from policies import (DELETED, DISK_CLEAN, DISK_FORCE, LEVEL_NAMES, MANUAL, REFUSE_WRITES, TIME_WINDOW,
                       ManualTrigger, RetentionConfig, SegmentDecision)
 
-from .results import LogPassResult
 from .pinned import pinned_bytes
-from .snapshot import log_exists
+from .results import LogPassResult
 
 __all__ = ["LAG_NOTE", "build_status", "describe_log", "empty_state", "iso", "primary_trigger"]
 
@@ -87,7 +87,7 @@ def build_status(*, config: RetentionConfig, healthy: bool, problems: list[str],
                      "total_bytes": fs.total_bytes if fs else None,
                      "free_bytes": fs.free_bytes if fs else None,
                      "pressure": LEVEL_NAMES[fs.level] if fs else None},
-            **(state or empty_state(log_exists(str(log.path)))),
+            **(state or empty_state(is_log_directory(str(log.path)))),
             "manual_passes_left": trigger.remaining if trigger else 0,
             "last_pass": last,
         })

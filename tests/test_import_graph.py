@@ -23,8 +23,9 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _imports(name: str, path: Path) -> set[str]:
-    """Every module name `name` imports (absolute, after resolving relative imports)."""
+def _imports(name: str, path: Path, modules: set[str]) -> set[str]:
+    """Every module name `name` imports (absolute, after resolving relative imports). `from pkg
+    import sub` depends on `pkg.sub` alone when `sub` is a module of ours, else on `pkg` itself."""
     is_package = path.name == "__init__.py"
     out = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -37,15 +38,18 @@ def _imports(name: str, path: Path) -> set[str]:
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            out.add(module)
-            out.update(f"{module}.{alias.name}" for alias in node.names)   # `from pkg import submodule`
+            subs = {f"{module}.{alias.name}" for alias in node.names}
+            out.update(subs & modules)
+            if subs - modules:
+                out.add(module)
+                out.update(subs)      # names outside our packages (pyspark.sql...) kept for the rules
     return out
 
 
 def _graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """(edges between our modules, every imported name per module)."""
     modules = _modules()
-    raw = {name: _imports(name, path) for name, path in modules.items()}
+    raw = {name: _imports(name, path, set(modules)) for name, path in modules.items()}
     edges = {name: {m for m in imported if m in modules and m != name} for name, imported in raw.items()}
     return edges, raw
 
@@ -97,6 +101,17 @@ def test_the_graph_is_read_from_every_package():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_imports_resolve_relative_names_and_submodules(tmp_path):
+    source = tmp_path / "demo.py"
+    source.write_text("from . import record as rec\n"
+                      "def late():\n    from .cli import default_config_text\n"
+                      "from pyspark.sql import SparkSession\n")
+    ours = {"retention", "retention.cli", "retention.record", "retention.demo"}
+    found = _imports("retention.demo", source, ours)
+    assert {"retention.record", "retention.cli", "pyspark.sql"} <= found
+    assert "retention" not in found        # `from . import record` needs the submodule only
 
 
 def test_no_import_cycles_in_commitlog_policies_retention():

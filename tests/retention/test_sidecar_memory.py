@@ -90,7 +90,7 @@ def _churn(small_fs: str, tmp_path, warm_up: int, deletions: int, timeout: float
 
 @pytest.mark.parametrize("small_fs", [("tmpfs", 64 << 20)], indirect=True)
 def test_sidecar_memory_stays_flat_over_thousands_of_deletions(small_fs, tmp_path):
-    warm, end, count = _churn(small_fs, tmp_path, warm_up=1000, deletions=3000, timeout=120)
+    warm, end, count = _churn(small_fs, tmp_path, warm_up=2000, deletions=6000, timeout=180)
     assert (end - warm) * 1e6 / count < 250       # a leak of a few hundred bytes a segment shows here
 
 

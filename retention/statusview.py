@@ -110,7 +110,7 @@ def empty_state(exists: bool) -> dict:
 
 def describe_log(watched, r: LogPassResult) -> dict:
     """What the pass saw of one log, for /status and the gauges (read under the filesystem lock)."""
-    exists = watched.exists()
+    exists = r.snapshot is not None or watched.exists()     # the pass read it: no second stat
     state = empty_state(exists)
     state["error"] = r.error
     state["pinned"] = [{"pid": p.pid, "command": p.command, "path": p.path, "bytes": p.bytes, "how": p.how}

@@ -23,8 +23,7 @@ from policies import RetentionConfig
 from .metrics import RetentionMetrics
 
 __all__ = ["DEFAULT_POOL", "JOB_DISK", "PRESSURE_PREFIX", "JobSpec", "add_once", "desired_jobs", "list_jobs",
-           "new_scheduler", "seconds",
-           "sync_jobs"]
+           "new_scheduler", "seconds", "sync_jobs"]
 
 DEFAULT_POOL = 16          # threads are created lazily, only as jobs run concurrently
 JOB_DISK = "disk-check"

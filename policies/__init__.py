@@ -35,8 +35,6 @@ from policies.config import (
     PolicyConfig,
     RetentionConfig,
     ServiceConfig,
-    load_config,
-    parse_config,
 )
 from policies.liveness import CAUSES, DEAD, SUPERSEDED, TOMBSTONE, KeyIndex, LivenessRule, PendingRanges, count_dropped
 from policies.planner import (
@@ -52,6 +50,8 @@ from policies.planner import (
     UnconsumedRange,
     plan,
 )
+from policies.loading import load_config, parse_config
+from policies.pressure import LEVEL_CLEAN, LEVEL_FORCE, LEVEL_NAMES, LEVEL_OK, LEVEL_REFUSE, Pressure, pressure
 from policies.reasons import (
     ACTIVE,
     BATCH_LIMIT,
@@ -78,6 +78,7 @@ from policies.triggers import (
     active_triggers,
     disk_forces,
     disk_triggers,
+    force_continues,
     in_delete_window,
 )
 from policies.units import (
@@ -129,7 +130,16 @@ __all__ = [
     "active_triggers",
     "disk_forces",
     "disk_triggers",
+    "force_continues",
     "in_delete_window",
+    # pressure levels (the scheduler's)
+    "LEVEL_CLEAN",
+    "LEVEL_FORCE",
+    "LEVEL_NAMES",
+    "LEVEL_OK",
+    "LEVEL_REFUSE",
+    "Pressure",
+    "pressure",
     # reasons
     "ACTIVE",
     "BATCH_LIMIT",

@@ -28,18 +28,16 @@ deterministic, and its results are immutable, so it is thread-safe.
 
 from __future__ import annotations
 
-import functools
-import os
+import heapq
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, NamedTuple
 
 from policies.config import PolicyConfig
 from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
+from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange  # re-exported
 from policies.reasons import ACTIVE, BATCH_LIMIT, HELD, NO_TRIGGER, PREFIX, RESERVED, unconsumed
-from policies.snapshot import DiskSnapshot, GroupSnapshot, LogSnapshot, SegmentSnapshot
+from policies.snapshot import GroupSnapshot, LogSnapshot, SegmentSnapshot
 from policies.triggers import (
     REFUSE_WRITES,
     DISK_FORCE,
@@ -47,10 +45,9 @@ from policies.triggers import (
     NO_MANUAL_TRIGGER,
     ManualTrigger,
     active_triggers,
-    disk_forces,
     require_aware,
 )
-from policies.units import format_size, humanize_duration
+from policies.units import humanize_duration
 
 __all__ = [
     "ACTIONS",
@@ -65,166 +62,6 @@ __all__ = [
     "UnconsumedRange",
     "plan",
 ]
-
-
-_EMPTY: Mapping[str, str] = MappingProxyType({})
-
-
-class UnconsumedRange(NamedTuple):
-    """Offsets of one segment that one consumer group had not consumed. Immutable."""
-
-    group: str
-    first_offset: int
-    end_offset: int
-    """Exclusive."""
-
-
-@dataclass(frozen=True)
-class SegmentDecision:
-    """What the pass does with one segment and why. Immutable.
-
-    ``reasons`` are the codes that keep the segment (empty for a delete). For a delete,
-    ``overridden`` lists the codes that would have kept it had ``overridden_by`` (``disk-force`` or
-    ``manual``) not forced the pass, and ``unconsumed`` records, per consumer group, the offsets it had
-    not consumed, for the audit trail. ``details`` holds plain words for each code in ``reasons`` and
-    ``overridden``.
-    """
-
-    base_offset: int
-    end_offset: int
-    """Exclusive."""
-    path: str
-    bytes: int
-    action: str
-    """``delete`` or ``keep`` in a plan; an executor reports ``deleted``, ``hung`` or ``failed`` instead."""
-    reasons: tuple[str, ...] = ()
-    forced: bool = False
-    """Delete even if a reader still holds it: a held segment past ``force_after``."""
-    unconsumed: tuple[UnconsumedRange, ...] = ()
-    log: str = ""
-    """Name of the log, for :meth:`explain`."""
-    retry: bool = False
-    """A repeated delete attempt on a segment an earlier pass found held."""
-    overridden: tuple[str, ...] = ()
-    overridden_by: str | None = None
-    age_seconds: float = 0.0
-    """Seconds from the segment's last write to the plan's time."""
-    detail_facts: Mapping[str, tuple] = field(default_factory=lambda: _EMPTY, hash=False, repr=False)
-    """Per code, a formatter and its arguments; ``details`` turns them into words on first use,
-    because a pass over 100,000 segments must not format 100,000 explanations nobody reads."""
-
-    @functools.cached_property
-    def details(self) -> Mapping[str, str]:
-        """Plain words for each code in ``reasons`` and ``overridden``."""
-        return MappingProxyType({code: fact[0](*fact[1:]) for code, fact in self.detail_facts.items()})
-
-    @property
-    def segment(self) -> str:
-        """The segment's file name."""
-        return os.path.basename(self.path)
-
-    def explain(self) -> str:
-        """One line in plain words, e.g. ``staging 00000000000000000120.log keep: reserved (...), prefix``."""
-        head = f"{self.log} {self.segment} {self.action}: "
-        if self.action == KEEP:
-            return head + ", ".join(self._with_detail(code) for code in self.reasons)
-        age = humanize_duration(self.age_seconds)
-        parts = [f"{age} old" if RESERVED in self.overridden else f"expired, {age} old"]
-        if self.overridden:
-            by = self._with_detail(self.overridden_by) if self.overridden_by else "?"
-            parts.append(f"{by} overrides " + ", ".join(map(self._with_detail, self.overridden)))
-        if self.retry:
-            parts.append(("forced" if self.forced else "retried") + f" ({self.details.get(HELD, 'was held')})")
-        return head + ", ".join(parts)
-
-    def _with_detail(self, code: str) -> str:
-        detail = self.details.get(code)
-        return f"{code} ({detail})" if detail else code
-
-
-@dataclass(frozen=True)
-class LogPlan:
-    """The plan for one log: its triggers and a decision for each segment, oldest first. Immutable."""
-
-    name: str
-    path: str
-    policy: str
-    disk: DiskSnapshot
-    triggers: tuple[str, ...]
-    decisions: tuple[SegmentDecision, ...]
-    stale_groups: tuple[str, ...] = ()
-    """Consumer groups silent for longer than ``consumer_ttl``, which protect nothing."""
-
-    @property
-    def to_delete(self) -> tuple[SegmentDecision, ...]:
-        return tuple(decision for decision in self.decisions if decision.action == DELETE)
-
-    @property
-    def freed_bytes(self) -> int:
-        """Bytes the planned deletions free."""
-        return sum(decision.bytes for decision in self.to_delete)
-
-    def explain(self) -> str:
-        """A header line for the log, then one line per segment."""
-        triggers = ", ".join(self.triggers) or "none"
-        header = (
-            f"{self.name} (policy {self.policy}): disk {self.disk.used_ratio:.1%} used, triggers {triggers}, "
-            f"{len(self.to_delete)} to delete ({format_size(self.freed_bytes)})"
-        )
-        if self.stale_groups:
-            header += f"; stale consumer groups, not protecting: {', '.join(self.stale_groups)}"
-        return "\n".join([header, *(decision.explain() for decision in self.decisions)])
-
-    def _gone(self) -> tuple[SegmentDecision, ...]:
-        """Decisions planned for deletion, or already deleted once an executor rewrote the actions."""
-        return tuple(decision for decision in self.decisions if decision.action in (DELETE, DELETED))
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """This log's entry of the ``--json`` object; ``deleted`` and ``freed_bytes`` count planned or done deletions."""
-        return {
-            "name": self.name,
-            "path": self.path,
-            "disk": {
-                "used_ratio": self.disk.used_ratio,
-                "total_bytes": self.disk.total_bytes,
-                "free_bytes": self.disk.free_bytes,
-            },
-            "triggers": list(self.triggers),
-            "files": [
-                {
-                    "segment": decision.segment,
-                    "base_offset": decision.base_offset,
-                    "bytes": decision.bytes,
-                    "action": decision.action,
-                    "reasons": list(decision.reasons),
-                }
-                for decision in self.decisions
-            ],
-            "deleted": len(self._gone()),
-            "freed_bytes": sum(decision.bytes for decision in self._gone()),
-        }
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What one pass would do, for every log, at time ``at``. Immutable."""
-
-    at: datetime
-    logs: tuple[LogPlan, ...]
-
-    def log(self, name: str) -> LogPlan:
-        """The plan of the log named ``name`` (KeyError if absent)."""
-        for log_plan in self.logs:
-            if log_plan.name == name:
-                return log_plan
-        raise KeyError(name)
-
-    def explain(self) -> str:
-        return "\n".join(log_plan.explain() for log_plan in self.logs)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """The ``--json`` object; for a plan, ``deleted`` counts planned deletions and ``freed_bytes`` their bytes."""
-        return {"at": self.at.isoformat(), "logs": [log_plan.to_json_dict() for log_plan in self.logs]}
 
 
 def plan(
@@ -261,15 +98,20 @@ def _walk_filesystem(walks: list[_LogWalk]) -> None:
     disk = walks[0].log.disk
     capacity = disk.used_bytes + disk.free_bytes
     planned_bytes = 0
-    pending = [walk for walk in walks if walk.has_next()]
+    # A heap of each walk's next segment: a pass over N logs costs N log N, not N squared. Keys are
+    # unique (the walk's order is in them), so the walks are never compared.
+    pending = [(walk.next_sort_key(), walk) for walk in walks if walk.has_next()]
+    heapq.heapify(pending)
     while pending:
-        walk = min(pending, key=lambda candidate: candidate.next_sort_key())
+        _, walk = pending[0]
         projected_ratio = (disk.used_bytes - planned_bytes) / capacity if capacity > 0 else 0.0
         decision = walk.decide_next(projected_ratio)
         if decision.action == DELETE:
             planned_bytes += decision.bytes
-        if not walk.has_next():
-            pending.remove(walk)
+        if walk.has_next():
+            heapq.heapreplace(pending, (walk.next_sort_key(), walk))
+        else:
+            heapq.heappop(pending)
 
 
 class _LogWalk:
@@ -281,7 +123,7 @@ class _LogWalk:
         self.policy = policy
         self.now = now.timestamp()
         self.manual = manual
-        self.triggers = active_triggers(policy, log.disk.used_ratio, now, manual)
+        self.triggers = active_triggers(policy, log.disk.used_ratio, now, manual, log.disk.forcing)
         # refuse-writes forces even with disk.force off: writers are already being turned away.
         self.forcing_trigger = (DISK_FORCE if DISK_FORCE in self.triggers
                                 else REFUSE_WRITES if REFUSE_WRITES in self.triggers else None)

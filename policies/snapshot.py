@@ -64,6 +64,8 @@ class DiskSnapshot:
     used_bytes: int
     free_bytes: int
     """Bytes available to unprivileged users (``df``'s Avail, not counting the root reserve)."""
+    forcing: bool = False
+    """A disk force is under way (``policies.pressure``): ``disk-force`` lasts down to ``force_target``."""
 
     @property
     def used_ratio(self) -> float:

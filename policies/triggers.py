@@ -8,6 +8,8 @@
   deletion even when ``disk.force`` is off (until the projected ratio is back at ``force_target``):
   writers are already being turned away, so keeping unexpired data would stop the producers instead.
   With ``disk.force`` on, ``disk-force`` is active as well.
+- A disk force under way (the scheduler's back-to-back passes) keeps ``disk-force`` active until the
+  ratio is at or below ``force_target`` (hysteresis, as writers resume only below ``force_ratio``).
 - ``manual``: an operator asked for cleanup and passes of it remain.
 
 Every function is pure: the time and the disk usage are inputs, so they are thread-safe.
@@ -32,6 +34,7 @@ __all__ = [
     "active_triggers",
     "disk_forces",
     "disk_triggers",
+    "force_continues",
     "in_delete_window",
     "local_hour",
     "require_aware",
@@ -121,12 +124,20 @@ def disk_forces(disk: DiskConfig, used_ratio: float) -> bool:
     return disk.force and used_ratio > disk.force_ratio
 
 
-def disk_triggers(disk: DiskConfig, used_ratio: float) -> tuple[str, ...]:
-    """The disk triggers active at ``used_ratio``; each threshold is crossed strictly above it."""
+def force_continues(disk: DiskConfig, used_ratio: float) -> bool:
+    """True when a disk force already under way goes on at ``used_ratio``: above the low-water mark."""
+    return disk.force and used_ratio > disk.force_target_ratio
+
+
+def disk_triggers(disk: DiskConfig, used_ratio: float, forcing: bool = False) -> tuple[str, ...]:
+    """The disk triggers active at ``used_ratio``; each threshold is crossed strictly above it.
+
+    forcing: a disk force is under way (``policies.pressure``); ``disk-force`` then stays active
+    down to ``force_target``, so back-to-back passes do not stop between it and ``force_ratio``."""
     triggers = []
     if used_ratio > disk.clean_ratio:
         triggers.append(DISK_CLEAN)
-    if disk_forces(disk, used_ratio):
+    if disk_forces(disk, used_ratio) or (forcing and force_continues(disk, used_ratio)):
         triggers.append(DISK_FORCE)
     if used_ratio > disk.refuse_writes_ratio:
         triggers.append(REFUSE_WRITES)
@@ -134,11 +145,13 @@ def disk_triggers(disk: DiskConfig, used_ratio: float) -> tuple[str, ...]:
 
 
 def active_triggers(
-    policy: PolicyConfig, used_ratio: float, now: datetime, manual: ManualTrigger = NO_MANUAL_TRIGGER
+    policy: PolicyConfig, used_ratio: float, now: datetime, manual: ManualTrigger = NO_MANUAL_TRIGGER,
+    forcing: bool = False,
 ) -> tuple[str, ...]:
-    """Every trigger active for a log under ``policy`` at ``now``, in the order of :data:`TRIGGERS`."""
+    """Every trigger active for a log under ``policy`` at ``now``, in the order of :data:`TRIGGERS`
+    (``forcing``: see :func:`disk_triggers`)."""
     triggers = [TIME_WINDOW] if in_delete_window(policy, now) else []
-    triggers.extend(disk_triggers(policy.disk, used_ratio))
+    triggers.extend(disk_triggers(policy.disk, used_ratio, forcing))
     if manual.active:
         triggers.append(MANUAL)
     return tuple(triggers)

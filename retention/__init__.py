@@ -5,7 +5,8 @@ Never imports pyspark.
 """
 
 from .audit import AuditTrail, read_audit, read_events
-from .cleaner import DELETED, FAILED, HUNG, Cleaner, LogPassResult, PassResult
+from .cleaner import DELETED, FAILED, HUNG, Cleaner
+from .results import LogPassResult, PassResult
 from .pinned import PinnedFile, find_pinned, pinned_bytes
 from .snapshot import WatchedLog, disk_snapshot
 

@@ -25,100 +25,21 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from loguru import logger
 
-from commitlog import CommitLogError
-from policies import (DELETE, DELETED, FAILED, HELD, HUNG, KEEP, NOT_ATTEMPTED, LogPlan, ManualTrigger,
-                      Plan, RetentionConfig, SegmentDecision, plan)
+from commitlog import META_FILE, CommitLogError
+from policies import (DELETE, DELETED, FAILED, HUNG, NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig,
+                      SegmentDecision, active_triggers, plan)
+from policies import KEEP  # noqa: F401 (re-exported: the one vocabulary, policies.outcomes)
 
 from .audit import ABORTED, AuditTrail, aborted_entry, audit_time, deletion_entry, recovered_deletion
-from .pinned import PinnedFile, find_pinned, pinned_bytes
+from .pinned import find_pinned
+from .results import LogPassResult, PassResult  # re-exported
 from .snapshot import WatchedLog, disk_snapshot
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-
-
-@dataclass
-class LogPassResult:
-    """One log's part of a pass: the plan, what happened to each segment, and what still pins space."""
-
-    name: str
-    path: str
-    plan: LogPlan | None
-    actions: dict[int, str] = field(default_factory=dict)     # base offset -> deleted/hung/failed
-    elsewhere: set[int] = field(default_factory=set)          # planned, removed by another process
-    errors: dict[int, str] = field(default_factory=dict)      # base offset -> why it failed
-    deleted_bytes: int = 0
-    error: str | None = None                                  # the log could not be planned at all
-    left_out: int = 0                                         # segments a pass did not examine
-    pinned: list[PinnedFile] = field(default_factory=list)
-
-    @property
-    def deleted(self) -> int:
-        return sum(1 for a in self.actions.values() if a == DELETED)
-
-    def to_json_dict(self, *, executed: bool) -> dict:
-        if self.plan is None:
-            return {"name": self.name, "path": self.path, "error": self.error, "files": [],
-                    "triggers": [], "deleted": 0, "freed_bytes": 0}
-        out = self.plan.to_json_dict()
-        if executed:
-            for f in out["files"]:
-                action = self.actions.get(f["base_offset"])
-                if action is not None:
-                    f["action"] = action
-                    if action == HUNG:
-                        f["reasons"] = [HELD]
-                    if f["base_offset"] in self.errors:
-                        f["error"] = self.errors[f["base_offset"]]
-                elif f["base_offset"] in self.elsewhere:
-                    f["action"] = DELETED  # gone, but not by this pass: not in deleted/freed_bytes
-                    f["removed_by"] = "another process"
-                elif f["action"] == DELETE:
-                    f["action"] = KEEP  # not reached: the pass stopped before it
-                    f["reasons"] = [NOT_ATTEMPTED]
-            out["deleted"] = self.deleted
-            out["freed_bytes"] = self.deleted_bytes
-        if self.left_out:
-            # A pass examines only what it could delete; `retention plan` explains every segment.
-            out["not_examined"] = self.left_out
-        out["stale_groups"] = list(self.plan.stale_groups)
-        out["pinned"] = [{"pid": p.pid, "command": p.command, "path": p.path, "bytes": p.bytes,
-                          "how": p.how} for p in self.pinned]
-        out["pinned_bytes"] = pinned_bytes(self.pinned)
-        if self.error:
-            out["error"] = self.error
-        return out
-
-
-@dataclass
-class PassResult:
-    """A whole pass (or a plan, when `executed` is False)."""
-
-    at: datetime
-    logs: list[LogPassResult]
-    executed: bool
-    duration: float = 0.0
-    interrupted: bool = False
-
-    @property
-    def deleted(self) -> int:
-        return sum(r.deleted for r in self.logs)
-
-    @property
-    def freed_bytes(self) -> int:
-        return sum(r.deleted_bytes for r in self.logs)
-
-    @property
-    def failed(self) -> bool:
-        return any(r.error or FAILED in r.actions.values() for r in self.logs)
-
-    def to_json_dict(self) -> dict:
-        return {"at": self.at.isoformat(), "logs": [r.to_json_dict(executed=self.executed)
-                                                     for r in self.logs]}
 
 
 class Cleaner:
@@ -165,37 +86,44 @@ class Cleaner:
         return PassResult(at, results, executed=False)
 
     def _plan(self, at: datetime, names: Iterable[str] | None, *,
-              finish_interrupted: bool = False, examine_only: bool = False
+              finish_interrupted: bool = False, examine_only: bool = False, forcing: bool = False
               ) -> tuple[list[LogPassResult], Plan]:
         watched = [self.logs[n] for n in (names if names is not None else self.logs)]
-        snapshots = []
+        snapshots = {}
         errors: dict[str, str] = {}
         left_out: dict[str, int] = {}
         disks: dict[int, object] = {}
+        with self._manual_lock:
+            manual = dict(self.manual)
         for w in watched:
             try:
                 if not w.exists():
-                    errors[w.name] = f"{w.path} is not a commit log yet (no meta.json): nothing to do"
+                    errors[w.name] = f"{w.path} is not a commit log yet (no {META_FILE}): nothing to do"
                     continue
-                disk = disk_snapshot(w.path)
-                disk = disks.setdefault(disk.filesystem_id, disk)  # one reading per filesystem
+                disk = disks.get(os.stat(w.path).st_dev)            # one reading per filesystem
+                if disk is None:
+                    disk = disk_snapshot(w.path, forcing=forcing)
+                    disks[disk.filesystem_id] = disk
                 examine = None
                 if examine_only:
                     policy = self.config.policies[w.config.policy]
-                    examine = policy.files_per_pass + 1
+                    # A pass deletes at most files_per_pass and nothing without a trigger: with none
+                    # active, the head stands for the log (a thousand idle logs stay cheap).
+                    triggered = active_triggers(policy, disk.used_ratio, at, manual.get(w.config.policy,
+                                                NO_MANUAL_TRIGGER), disk.forcing)
+                    examine = policy.files_per_pass + 1 if triggered else 1
                 snap, left_out[w.name] = self._snapshot(w, disk, finish_interrupted, examine)
-                snapshots.append(snap)
+                snapshots[w.name] = snap
             except (CommitLogError, OSError) as exc:
                 errors[w.name] = str(exc)
-        with self._manual_lock:
-            manual = dict(self.manual)
-        the_plan = plan(snapshots, self.config.policies, at, manual)
+        the_plan = plan(list(snapshots.values()), self.config.policies, at, manual)
         by_name = {lp.name: lp for lp in the_plan.logs}
         results = []
         for w in watched:
             lp = by_name.get(w.name)
             results.append(LogPassResult(w.name, w.path, lp, error=errors.get(w.name),
-                                         left_out=left_out.get(w.name, 0)))
+                                         left_out=left_out.get(w.name, 0), snapshot=snapshots.get(w.name),
+                                         start_offset=w.start_seen if w.name in snapshots else None))
             if lp is not None:
                 # One line per decision, built only when TRACE is on (lazy).
                 logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)
@@ -219,15 +147,16 @@ class Cleaner:
 
     # ------------------------------------------------------------------ doing
     def run_pass(self, now: datetime | None = None, *, names: Iterable[str] | None = None,
-                 sleep: Callable[[float], object] | None = None) -> PassResult:
+                 sleep: Callable[[float], object] | None = None, forcing: bool = False) -> PassResult:
         """Plan and execute one pass. `sleep` waits between files (default: an interruptible wait
-        that `stop()` ends early)."""
+        that `stop()` ends early); `forcing`: a disk force is under way (`policies.pressure`)."""
         wait = sleep or self._stop.wait
         with self._pass_lock:
             started = time.monotonic()
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
             self._settle_intents(names)
-            results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True)
+            results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True,
+                                           forcing=forcing)
             self._consume_manual(the_plan)
             interrupted = self._execute(results, wait)
             self._attach_pins(results)

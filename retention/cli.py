@@ -7,36 +7,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
-from datetime import datetime, timezone
-from importlib import resources
+from datetime import datetime
 
 from loguru import logger
 
-from policies import ConfigError, RetentionConfig, load_config, parse_config
+from policies import ConfigError, RetentionConfig
 
+from .embedded import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load
 from .logsetup import configure_logging
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, as for a bad configuration
         self.exit(EXIT_USAGE, f"retention: error: {message}\n")
-
-
-def default_config_text() -> str:
-    return resources.files("retention").joinpath("conf/retention.yaml").read_text()
-
-
-def load(path: str | None) -> RetentionConfig:
-    """The configuration at `path`, or the embedded default (relative paths: the working dir)."""
-    if path is None:
-        return parse_config(default_config_text(), source="<embedded conf/retention.yaml>",
-                            base_dir=os.getcwd())
-    return load_config(path)
 
 
 def _parse_at(text: str) -> datetime:

@@ -12,7 +12,6 @@ import json
 import os
 import threading
 import time
-from importlib import resources
 
 import yaml
 from loguru import logger
@@ -20,20 +19,16 @@ from loguru import logger
 from commitlog import CommitLog, StoreFullError
 from policies import LogConfig, PolicyConfig, RetentionConfig, parse_config
 
+from .embedded import default_config_text, demo_config_text
+
 DEMO_LOG = "demo"
 DEMO_GROUP = "demo-consumer"
 DEMO_CONFIG_SOURCE = "<embedded conf/retention.yaml + conf/demo.yaml>"
 
 
-def demo_config_text() -> str:
-    return resources.files("retention").joinpath("conf/demo.yaml").read_text()
-
-
 def load_demo_config() -> RetentionConfig:
     """The embedded default configuration with the demo log and policy added; relative paths
     resolve against the working directory."""
-    from .cli import default_config_text
-
     merged = yaml.safe_load(default_config_text())
     demo = yaml.safe_load(demo_config_text())
     for section in ("logs", "policies"):

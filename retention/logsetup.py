@@ -29,3 +29,8 @@ def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
     std_level = logging.DEBUG if level.upper() in ("TRACE", "DEBUG") else logging.INFO
     logging.basicConfig(handlers=[_InterceptHandler()], level=std_level, force=True)
     logging.getLogger("apscheduler").setLevel(max(std_level, logging.INFO))
+    # APScheduler logs "Running job ..." and "... executed successfully" at INFO for every run, once
+    # a second for the disk check, and "Added job" lines that repeat ours: its executors and
+    # scheduler stay at warnings (missed and skipped runs, job errors).
+    logging.getLogger("apscheduler.executors").setLevel(logging.WARNING)
+    logging.getLogger("apscheduler.scheduler").setLevel(logging.WARNING)

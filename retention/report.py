@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .cleaner import PassResult
+from .results import PassResult
 
 
 def format_size(n: int) -> str:

@@ -28,10 +28,11 @@ from loguru import logger
 
 from policies import ConfigError, RetentionConfig, load_config
 
+from .embedded import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .embedded import load as load_embedded
 from .logsetup import configure_logging
 from .notify import SystemdNotifier
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 class _Signals:
@@ -110,7 +111,6 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
         config = load()
         configure_logging(config.service.log_level, config.service.log_format)
     else:
-        from .cli import load as load_embedded
         source = "<embedded conf/retention.yaml>"
 
         def load() -> RetentionConfig:

@@ -6,24 +6,18 @@ data returned here without touching either.
 
 from __future__ import annotations
 
-import os
 
-import psutil
-
-from commitlog import DELETED_SUFFIX, CommitLog, CorruptLogError, parse_segment_name
+from commitlog import CommitLog, CorruptLogError, disk_usage, is_log_directory, list_segments
 from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
 
 from .hung import HungRegistry
 
 
-def _base_of(item: tuple[int, os.DirEntry]) -> int:
-    return item[0]
-
-
-def disk_snapshot(path: str) -> DiskSnapshot:
-    """Usage of the filesystem holding `path`, as df shows it (psutil reads statvfs)."""
-    usage = psutil.disk_usage(path)
-    return DiskSnapshot(os.stat(path).st_dev, usage.total, usage.used, usage.free)
+def disk_snapshot(path: str, *, forcing: bool = False) -> DiskSnapshot:
+    """Usage of the filesystem holding `path`, as df shows it (the store's statvfs reader, the one
+    the writers' disk guard uses); `forcing`: a disk force is under way there."""
+    usage = disk_usage(path)
+    return DiskSnapshot(usage.filesystem_id, usage.total_bytes, usage.used_bytes, usage.free_bytes, forcing)
 
 
 class WatchedLog:
@@ -36,9 +30,10 @@ class WatchedLog:
         self.path = str(config.path)
         self._log: CommitLog | None = None
         self._hung: HungRegistry | None = None
+        self.start_seen: int | None = None    # the start offset the last snapshot saw
 
     def exists(self) -> bool:
-        return os.path.isfile(os.path.join(self.path, "meta.json"))
+        return is_log_directory(self.path)
 
     @property
     def log(self) -> CommitLog:
@@ -57,8 +52,8 @@ class WatchedLog:
 
     def snapshot(self, disk: DiskSnapshot | None = None, *, finish_interrupted: bool = False,
                  examine: int | None = None) -> tuple[LogSnapshot, int]:
-        """The log as the planner sees it now, from one directory listing; returns the snapshot
-        and how many segments it leaves out.
+        """The log as the planner sees it now, from the store's listing (one scan of the directory);
+        returns the snapshot and how many segments it leaves out.
 
         finish_interrupted: first complete removals a crash cut short (leftover `.deleted` files,
         segments below the start offset). examine: stat and include only the oldest `examine`
@@ -68,59 +63,35 @@ class WatchedLog:
         so a pass deletes nothing from a log it does not understand."""
         log = self.log
         start = log.start_offset
-        entries, leftovers = self._list(start)
-        if leftovers and finish_interrupted:
+        listing = list_segments(self.path, stat_head=examine, stat_last=True, start_offset=start)
+        if listing.interrupted and finish_interrupted:
             log.finish_removals()
             start = log.start_offset
-            entries, _ = self._list(start)
-        while len(entries) > 1 and entries[1][0] <= start:
-            entries.pop(0)  # logically removed already; the next removal finishes it
-        left_out = 0
-        if examine is not None and len(entries) > examine + 1:
-            left_out = len(entries) - examine - 1
-            chosen = entries[:examine] + entries[-1:]
-        else:
-            chosen = entries
-        end = log.segment_end_offset(entries[-1][0]) if entries else start
-        segments = []
+            listing = list_segments(self.path, stat_head=examine, stat_last=True, start_offset=start)
+        bases = listing.bases
+        chosen = listing.statted if examine is not None else listing.segments
+        left_out = len(bases) - len(chosen)
+        end = log.segment_end_offset(bases[-1]) if bases else start
         expected = log.segment_size
+        segments = []
         last = len(chosen) - 1
-        for i, (base, entry) in enumerate(chosen):
-            st = entry.stat(follow_symlinks=False)
-            if st.st_size != expected and not (i == last and st.st_size == 0):
-                raise CorruptLogError(entry.path, None, f"segment-named file is {st.st_size} bytes, "
+        for i, seg in enumerate(chosen):
+            # Every segment is created at segment_size; only the newest may be empty (a crash
+            # between its creation and its reservation, which the writer's next open removes).
+            if seg.size != expected and not (i == last and seg.size == 0):
+                raise CorruptLogError(seg.path, None, f"segment-named file is {seg.size} bytes, "
                                       f"expected {expected}; nothing is deleted from this log")
-            if i == last:
-                seg_end = end
-            else:
-                # The next segment in the log, not in `chosen`: the left-out ones are still there.
-                seg_end = entries[i + 1][0] if i + 1 < len(entries) else end
-            segments.append(SegmentSnapshot(base, seg_end, entry.path, st.st_size, st.st_mtime, i == last))
+            # The next segment in the log, not in `chosen`: the left-out ones are still there.
+            seg_end = end if i == last else (bases[i + 1] if i + 1 < len(bases) else end)
+            segments.append(SegmentSnapshot(seg.base_offset, seg_end, seg.path, seg.size, seg.mtime, i == last))
         times = log.commit_times()
         groups = tuple(GroupSnapshot(g, off, times.get(g, 0.0)) for g, off in log.committed().items())
         hung = self.hung
         hung.forget_below(start)
+        self.start_seen = start
         snap = LogSnapshot(self.name, self.path, self.config.policy, tuple(segments), groups,
                            disk or disk_snapshot(self.path), hung.snapshot())
         return snap, left_out
-
-    def _list(self, start: int) -> tuple[list[tuple[int, os.DirEntry]], bool]:
-        """(segment entries as (base, entry) oldest first, whether interrupted removals remain)."""
-        entries = []
-        leftovers = False
-        with os.scandir(self.path) as it:
-            for entry in it:
-                name = entry.name
-                base = parse_segment_name(name)
-                if base is None:
-                    leftovers = leftovers or name.endswith(DELETED_SUFFIX)
-                    continue
-                # Symlinks and directories posing as segments are never segments: left alone.
-                if entry.is_file(follow_symlinks=False):
-                    entries.append((base, entry))
-        entries.sort(key=_base_of)
-        leftovers = leftovers or (len(entries) > 1 and entries[1][0] <= start)
-        return entries, leftovers
 
     def close(self) -> None:
         if self._log is not None:

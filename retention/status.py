@@ -9,9 +9,11 @@ import urllib.error
 import urllib.request
 from datetime import datetime
 
+from commitlog import META_FILE
+
+from .embedded import EXIT_FAILED, EXIT_OK
 from .report import format_size
 
-EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def fetch_status(url: str, timeout: float = 10.0) -> dict:
@@ -91,7 +93,7 @@ def render_status(s: dict, url: str = "") -> str:
         lines.append("")
         lines.append(f"log {log['name']} ({log['path']}), policy {log['policy']}")
         if not log.get("exists"):
-            lines.append("  not a commit log yet (no meta.json)")
+            lines.append(f"  not a commit log yet (no {META_FILE})")
         if log.get("segments") is not None:
             lines.append(f"  {log['segments']} segments, {_size(log['bytes'])}; offsets "
                          f"{log.get('start_offset')}..{log.get('end_offset')}; triggers: "

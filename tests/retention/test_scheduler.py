@@ -13,7 +13,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from commitlog import CommitLog, DiskUsage
 from retention import Cleaner, RetentionScheduler, read_audit
-from retention import scheduler as scheduler_module
+from retention import pressure as pressure_module
 
 from retention_helpers import make_log, segment_bases, set_age, write_config
 
@@ -205,7 +205,7 @@ def _fake_usage(ratio_box):
 def test_crossing_force_ratio_starts_passes_at_once_and_clean_ratio_one_pass(tmp_path, monkeypatch):
     make_log(tmp_path / "staging", 3)
     ratio = [0.10]
-    monkeypatch.setattr(scheduler_module, "disk_usage", _fake_usage(ratio))
+    monkeypatch.setattr(pressure_module, "disk_usage", _fake_usage(ratio))
     recorder = Recorder()
     s = RetentionScheduler(_simple(tmp_path), on_pass=recorder)
     s.start()

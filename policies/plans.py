@@ -1,0 +1,182 @@
+"""A plan: a delete-or-keep decision with reasons for every segment, per log (the planner's output).
+
+All classes are frozen dataclasses holding immutable values, so a plan is thread-safe. ``details``
+turn reason codes into plain words lazily, on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from policies.outcomes import DELETE, DELETED, KEEP
+from policies.reasons import HELD, RESERVED
+from policies.snapshot import DiskSnapshot
+from policies.units import format_size, humanize_duration
+
+__all__ = ["LogPlan", "Plan", "SegmentDecision", "UnconsumedRange"]
+
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class UnconsumedRange(NamedTuple):
+    """Offsets of one segment that one consumer group had not consumed. Immutable."""
+
+    group: str
+    first_offset: int
+    end_offset: int
+    """Exclusive."""
+
+
+@dataclass(frozen=True)
+class SegmentDecision:
+    """What the pass does with one segment and why. Immutable.
+
+    ``reasons`` are the codes that keep the segment (empty for a delete). For a delete,
+    ``overridden`` lists the codes that would have kept it had ``overridden_by`` (``disk-force`` or
+    ``manual``) not forced the pass, and ``unconsumed`` records, per consumer group, the offsets it had
+    not consumed, for the audit trail. ``details`` holds plain words for each code in ``reasons`` and
+    ``overridden``.
+    """
+
+    base_offset: int
+    end_offset: int
+    """Exclusive."""
+    path: str
+    bytes: int
+    action: str
+    """``delete`` or ``keep`` in a plan; an executor reports ``deleted``, ``hung`` or ``failed`` instead."""
+    reasons: tuple[str, ...] = ()
+    forced: bool = False
+    """Delete even if a reader still holds it: a held segment past ``force_after``."""
+    unconsumed: tuple[UnconsumedRange, ...] = ()
+    log: str = ""
+    """Name of the log, for :meth:`explain`."""
+    retry: bool = False
+    """A repeated delete attempt on a segment an earlier pass found held."""
+    overridden: tuple[str, ...] = ()
+    overridden_by: str | None = None
+    age_seconds: float = 0.0
+    """Seconds from the segment's last write to the plan's time."""
+    detail_facts: Mapping[str, tuple] = field(default_factory=lambda: _EMPTY, hash=False, repr=False)
+    """Per code, a formatter and its arguments; ``details`` turns them into words on first use,
+    because a pass over 100,000 segments must not format 100,000 explanations nobody reads."""
+
+    @functools.cached_property
+    def details(self) -> Mapping[str, str]:
+        """Plain words for each code in ``reasons`` and ``overridden``."""
+        return MappingProxyType({code: fact[0](*fact[1:]) for code, fact in self.detail_facts.items()})
+
+    @property
+    def segment(self) -> str:
+        """The segment's file name."""
+        return os.path.basename(self.path)
+
+    def explain(self) -> str:
+        """One line in plain words, e.g. ``staging 00000000000000000120.log keep: reserved (...), prefix``."""
+        head = f"{self.log} {self.segment} {self.action}: "
+        if self.action == KEEP:
+            return head + ", ".join(self._with_detail(code) for code in self.reasons)
+        age = humanize_duration(self.age_seconds)
+        parts = [f"{age} old" if RESERVED in self.overridden else f"expired, {age} old"]
+        if self.overridden:
+            by = self._with_detail(self.overridden_by) if self.overridden_by else "?"
+            parts.append(f"{by} overrides " + ", ".join(map(self._with_detail, self.overridden)))
+        if self.retry:
+            parts.append(("forced" if self.forced else "retried") + f" ({self.details.get(HELD, 'was held')})")
+        return head + ", ".join(parts)
+
+    def _with_detail(self, code: str) -> str:
+        detail = self.details.get(code)
+        return f"{code} ({detail})" if detail else code
+
+
+@dataclass(frozen=True)
+class LogPlan:
+    """The plan for one log: its triggers and a decision for each segment, oldest first. Immutable."""
+
+    name: str
+    path: str
+    policy: str
+    disk: DiskSnapshot
+    triggers: tuple[str, ...]
+    decisions: tuple[SegmentDecision, ...]
+    stale_groups: tuple[str, ...] = ()
+    """Consumer groups silent for longer than ``consumer_ttl``, which protect nothing."""
+
+    @property
+    def to_delete(self) -> tuple[SegmentDecision, ...]:
+        return tuple(decision for decision in self.decisions if decision.action == DELETE)
+
+    @property
+    def freed_bytes(self) -> int:
+        """Bytes the planned deletions free."""
+        return sum(decision.bytes for decision in self.to_delete)
+
+    def explain(self) -> str:
+        """A header line for the log, then one line per segment."""
+        triggers = ", ".join(self.triggers) or "none"
+        header = (
+            f"{self.name} (policy {self.policy}): disk {self.disk.used_ratio:.1%} used, triggers {triggers}, "
+            f"{len(self.to_delete)} to delete ({format_size(self.freed_bytes)})"
+        )
+        if self.stale_groups:
+            header += f"; stale consumer groups, not protecting: {', '.join(self.stale_groups)}"
+        return "\n".join([header, *(decision.explain() for decision in self.decisions)])
+
+    def _gone(self) -> tuple[SegmentDecision, ...]:
+        """Decisions planned for deletion, or already deleted once an executor rewrote the actions."""
+        return tuple(decision for decision in self.decisions if decision.action in (DELETE, DELETED))
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """This log's entry of the ``--json`` object; ``deleted`` and ``freed_bytes`` count planned or done deletions."""
+        return {
+            "name": self.name,
+            "path": self.path,
+            "disk": {
+                "used_ratio": self.disk.used_ratio,
+                "total_bytes": self.disk.total_bytes,
+                "free_bytes": self.disk.free_bytes,
+            },
+            "triggers": list(self.triggers),
+            "files": [
+                {
+                    "segment": decision.segment,
+                    "base_offset": decision.base_offset,
+                    "bytes": decision.bytes,
+                    "action": decision.action,
+                    "reasons": list(decision.reasons),
+                }
+                for decision in self.decisions
+            ],
+            "deleted": len(self._gone()),
+            "freed_bytes": sum(decision.bytes for decision in self._gone()),
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one pass would do, for every log, at time ``at``. Immutable."""
+
+    at: datetime
+    logs: tuple[LogPlan, ...]
+
+    def log(self, name: str) -> LogPlan:
+        """The plan of the log named ``name`` (KeyError if absent)."""
+        for log_plan in self.logs:
+            if log_plan.name == name:
+                return log_plan
+        raise KeyError(name)
+
+    def explain(self) -> str:
+        return "\n".join(log_plan.explain() for log_plan in self.logs)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The ``--json`` object; for a plan, ``deleted`` counts planned deletions and ``freed_bytes`` their bytes."""
+        return {"at": self.at.isoformat(), "logs": [log_plan.to_json_dict() for log_plan in self.logs]}

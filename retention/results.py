@@ -1,0 +1,97 @@
+"""What a pass did: per log the plan, what happened to each segment and what still pins space, and
+the pass as a whole (the object `retention plan|clean --json` prints). Plain data, filled by the
+cleaner during one pass and read-only after it, so safe to share once the pass returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from policies import DELETE, DELETED, FAILED, HELD, HUNG, KEEP, NOT_ATTEMPTED, LogPlan, LogSnapshot
+
+from .pinned import PinnedFile, pinned_bytes
+
+__all__ = ["LogPassResult", "PassResult"]
+
+
+@dataclass
+class LogPassResult:
+    """One log's part of a pass: the plan, what happened to each segment, and what still pins space."""
+
+    name: str
+    path: str
+    plan: LogPlan | None
+    actions: dict[int, str] = field(default_factory=dict)     # base offset -> deleted/hung/failed
+    elsewhere: set[int] = field(default_factory=set)          # planned, removed by another process
+    errors: dict[int, str] = field(default_factory=dict)      # base offset -> why it failed
+    deleted_bytes: int = 0
+    error: str | None = None                                  # the log could not be planned at all
+    left_out: int = 0                                         # segments a pass did not examine
+    snapshot: LogSnapshot | None = None                       # what the plan was made from
+    start_offset: int | None = None                           # the log's start offset then
+    pinned: list[PinnedFile] = field(default_factory=list)
+
+    @property
+    def deleted(self) -> int:
+        return sum(1 for a in self.actions.values() if a == DELETED)
+
+    def to_json_dict(self, *, executed: bool) -> dict:
+        if self.plan is None:
+            return {"name": self.name, "path": self.path, "error": self.error, "files": [],
+                    "triggers": [], "deleted": 0, "freed_bytes": 0}
+        out = self.plan.to_json_dict()
+        if executed:
+            for f in out["files"]:
+                action = self.actions.get(f["base_offset"])
+                if action is not None:
+                    f["action"] = action
+                    if action == HUNG:
+                        f["reasons"] = [HELD]
+                    if f["base_offset"] in self.errors:
+                        f["error"] = self.errors[f["base_offset"]]
+                elif f["base_offset"] in self.elsewhere:
+                    f["action"] = DELETED  # gone, but not by this pass: not in deleted/freed_bytes
+                    f["removed_by"] = "another process"
+                elif f["action"] == DELETE:
+                    f["action"] = KEEP  # not reached: the pass stopped before it
+                    f["reasons"] = [NOT_ATTEMPTED]
+            out["deleted"] = self.deleted
+            out["freed_bytes"] = self.deleted_bytes
+        if self.left_out:
+            # A pass examines only what it could delete; `retention plan` explains every segment.
+            out["not_examined"] = self.left_out
+        out["stale_groups"] = list(self.plan.stale_groups)
+        out["pinned"] = [{"pid": p.pid, "command": p.command, "path": p.path, "bytes": p.bytes,
+                          "how": p.how} for p in self.pinned]
+        out["pinned_bytes"] = pinned_bytes(self.pinned)
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class PassResult:
+    """A whole pass (or a plan, when `executed` is False)."""
+
+    at: datetime
+    logs: list[LogPassResult]
+    executed: bool
+    duration: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def deleted(self) -> int:
+        return sum(r.deleted for r in self.logs)
+
+    @property
+    def freed_bytes(self) -> int:
+        return sum(r.deleted_bytes for r in self.logs)
+
+    @property
+    def failed(self) -> bool:
+        return any(r.error or FAILED in r.actions.values() for r in self.logs)
+
+    def to_json_dict(self) -> dict:
+        return {"at": self.at.isoformat(), "logs": [r.to_json_dict(executed=self.executed)
+                                                     for r in self.logs]}

@@ -73,7 +73,18 @@ class ActiveSegment:
         ipath = index_path(path)
         mapping = None
         if prepared is not None:
-            os.rename(prepared.path, path)
+            try:
+                os.rename(prepared.path, path)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                # ext4 needs a new directory block for the name when the directory's are full:
+                # give the prepared space back, so head removal can make room.
+                prepared.close()
+                for leftover in (prepared.path, prepared.index_path):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(leftover)
+                raise StoreFullError(f"no space left to name the segment {path}: {exc}") from exc
             fd, mapping = prepared.fd, prepared.mapping
         else:
             fd = allocate_file(path, size, exclusive=True)

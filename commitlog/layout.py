@@ -4,6 +4,7 @@
         meta.json                       format and segment_size (a directory is a log if it has one)
         state.db (-wal, -shm)           start offset and consumer commits (commitlog.state)
         .lock                           the writer's flock, naming its pid (commitlog.locks)
+        marks                           offset ranges marked dead (commitlog.marks)
         .remove.lock                    serialises head removers of any process
         00000000000000000000.log        a segment, named by the 20-digit offset of its first record
         00000000000000000000.index      its sparse index (commitlog.index)
@@ -12,6 +13,8 @@
         .prepared-segment-N.log/.index  prepared ahead by the preallocator (hidden, counts as used)
         .prepared-segment-N.*.stale     a crash's prepared files, set aside at open
         meta.json.tmp                   meta.json being written
+        <segment>.log.cleaned           a compaction's output being written (commitlog.swap)
+        <segment>.index.cleaned         its index; both removed at open when found
 
 Anything else in the directory is the user's and never touched. Pure names and listings: this
 module opens nothing but the directory it lists. Thread- and process-safe (no state).
@@ -36,6 +39,8 @@ META_FILE = "meta.json"
 STATE_FILE = "state.db"
 LOCK_FILE = ".lock"
 REMOVE_LOCK_FILE = ".remove.lock"
+MARKS_FILE = "marks"
+CLEANED_SUFFIX = ".cleaned"
 _NAME_DIGITS = 20
 
 
@@ -71,6 +76,15 @@ def meta_path(directory: str) -> str:
 
 def state_path(directory: str) -> str:
     return os.path.join(directory, STATE_FILE)
+
+
+def marks_path(directory: str) -> str:
+    return os.path.join(directory, MARKS_FILE)
+
+
+def cleaned_path(path: str) -> str:
+    """`<base>.log.cleaned` or `<base>.index.cleaned`: a compaction's output before its swap."""
+    return path + CLEANED_SUFFIX
 
 
 def lock_path(directory: str) -> str:

@@ -2,10 +2,9 @@
 index says about it (cached), the segment this process writes, and the holds readers take.
 
 A segment's end offset comes from its summary (`SegmentSummary.end_offset`), never from the next
-base: compaction (its own issue) leaves gaps. Its swap of a rewritten segment belongs here and in
-commitlog.removal: write the new segment and sealed index under hidden names (commitlog.layout),
-rename them over the old pair under the removal lock, then replace `summaries[base]`; a reader
-holding the old file keeps its descriptor and mapping until it lets go.
+base: compaction leaves gaps, and a compacted segment is smaller than segment_size (see
+commitlog.swap for the swap and how a compacted file is told apart from a torn one). A reader
+holding a replaced file keeps its descriptor and mapping until it lets go.
 
 State kept per segment lives only here, and goes when its segment goes: `forget_below` drops the
 bases and summaries of segments another process removed from the head (a long-running writer
@@ -18,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -25,10 +25,12 @@ from collections.abc import Iterator
 
 from .active import ActiveSegment
 from .errors import CorruptLogError, OffsetOutOfRangeError
+from . import record as rec
 from .index import SegmentSummary, read_checkpoints, read_sealed, write_sealed
-from .layout import SegmentListing, index_path, list_segments, segment_path
+from .layout import SegmentListing, index_path, list_segments, marks_path, segment_path
 from .locks import SegmentHolds
-from .sealed import live_summary, rebuilt_summary
+from .marks import MarkSet
+from .sealed import live_summary, rebuilt_summary, scan_segment
 from .segment import SegmentInfo
 from .state import LogState
 
@@ -47,6 +49,7 @@ class SegmentList:
         self.readonly = readonly
         self.meta_lock = threading.Lock()
         self.holds = SegmentHolds()
+        self.marks = MarkSet(marks_path(directory))
         self.bases: list[int] = []
         self.summaries: dict[int, SegmentSummary] = {}
         self.active: ActiveSegment | None = None  # set by the writer only
@@ -57,17 +60,50 @@ class SegmentList:
         return segment_path(self.path, base)
 
     def list(self, *, validate: bool = False) -> SegmentListing:
-        """One scan of the directory; with `validate`, every segment's size is checked too."""
+        """One scan of the directory; with `validate`, every segment's size is checked too (a
+        compacted segment is smaller, and must be a complete one: see `compacted_summary`)."""
         listing = list_segments(self.path, stat_head=None if validate else 0)
         if validate:
             segs = listing.segments
             for i, seg in enumerate(segs):
                 if seg.size == self.segment_size or (i == len(segs) - 1 and seg.size == 0):
                     continue
+                if seg.size < self.segment_size and self.compacted_summary(seg.base_offset, seg.size):
+                    continue
                 what = "zero-length" if seg.size == 0 else f"{seg.size} bytes"
                 raise CorruptLogError(seg.path, None,
-                                      f"segment is {what}, expected {self.segment_size}")
+                                      f"segment is {what}, expected {self.segment_size} (and it "
+                                      f"is not a complete compacted segment)")
         return listing
+
+    def compacted_summary(self, base: int, size: int) -> SegmentSummary | None:
+        """The summary of segment `base` (`size` bytes) if it is a complete compaction output: its
+        index says so and names this very file, or (index stale or lost) its data verifies up to
+        an end marker in its last four bytes. None for a torn or foreign file."""
+        path = self.segment_path(base)
+        summary = self._read_index(base)
+        if summary is not None and summary.compacted:
+            return summary if summary.used_bytes + rec.LENGTH_SIZE == size else None
+        with open(path, "rb") as f:
+            data = f.read()
+        s = scan_segment(data, len(data))
+        if s.status != rec.END or s.position + rec.LENGTH_SIZE != size:
+            return None
+        return self.summary(base)
+
+    def _read_index(self, base: int) -> SegmentSummary | None:
+        """The sealed index of `base`; None when missing, damaged, or describing another file
+        (a compacted index naming another inode: a swap interrupted between its renames)."""
+        path = self.segment_path(base)
+        summary = read_sealed(index_path(path))
+        if summary is not None and summary.compacted:
+            try:
+                ino = os.stat(path).st_ino & 0xFFFFFFFF
+            except FileNotFoundError:
+                return None
+            if ino != summary.data_ino:
+                return None
+        return summary
 
     def refresh(self) -> None:
         """Re-read the list from the directory (other processes add and remove segments)."""
@@ -188,7 +224,7 @@ class SegmentList:
         cached = self.summaries.get(base)
         if cached is not None:
             return cached
-        summary = read_sealed(index_path(self.segment_path(base)))
+        summary = self._read_index(base)
         if summary is None:
             summary = self._rebuild_summary(base)
         with self.meta_lock:
@@ -206,6 +242,8 @@ class SegmentList:
             summary = rebuilt_summary(mm, len(mm) if mm is not None else 0,
                                       os.stat(path).st_mtime_ns, path)
         st = os.stat(path)
+        if st.st_size != self.segment_size:  # a compaction's output, its index stale or lost
+            summary = dataclasses.replace(summary, compacted=True, data_ino=st.st_ino & 0xFFFFFFFF)
         log.warning("rebuilt the index of %s (%d records)", path, summary.record_count)
         if not self.readonly:
             try:
@@ -232,8 +270,12 @@ class SegmentList:
             bases = list(self.bases)
             active = self.active
         start = self.state.start_offset()
+        self.marks.refresh()
         out = []
+        covered = -1  # the end of the last segment listed: a base below it is a swap's leftover
         for i, base in enumerate(bases):
+            if base < covered:
+                continue
             nxt = bases[i + 1] if i + 1 < len(bases) else None
             if nxt is not None and nxt <= start:
                 continue  # logically removed, its files not yet gone
@@ -248,14 +290,19 @@ class SegmentList:
                     s = self.summary(base)
             except (FileNotFoundError, OffsetOutOfRangeError):
                 continue  # removed by another process while we looked
+            end = s.end_offset(base)
+            dead = self.marks.dead_bytes(base, end, s.marks_seq) if self.marks.count else 0
             out.append(SegmentInfo(base, path, st.st_size, s.used_bytes,
                                    s.first_timestamp_ms if s.record_count else None,
                                    s.last_timestamp_ms if s.record_count else None,
-                                   st.st_mtime, nxt is None, s.record_count))
+                                   st.st_mtime, nxt is None, s.record_count,
+                                   max(0, s.used_bytes - dead)))
+            covered = end
         return out
 
     def close(self) -> None:
         self.holds.close_all()
+        self.marks.close()
 
 
 def _make_floor(rels: list[int], positions: list[int]):

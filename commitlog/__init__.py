@@ -10,6 +10,7 @@ exported for the layers above. Importing this package never imports pyspark; `co
 does, on demand.
 """
 
+from .compaction import CompactionOutput, MarksSnapshot
 from .diskusage import DiskUsage, disk_usage
 from .errors import (CommitLogError, CorruptLogError, InvalidArgumentError, InvalidCommitError,
                      LogClosedError, LogLockedError, NotALogError, OffsetOutOfRangeError,
@@ -30,7 +31,7 @@ __all__ = [
     "ATTR_CONTROL", "ATTR_DEAD", "ATTR_GAP", "DEFAULT_BLOCK_TIMEOUT", "DEFAULT_FLUSH", "DEFAULT_FLUSH_INTERVAL",
     "DEFAULT_ON_FULL", "DEFAULT_REFUSE_WRITES_RATIO", "DEFAULT_RESUME_RATIO",
     "DEFAULT_SEGMENT_SIZE", "DELETED_SUFFIX", "FLUSH_MODES", "META_FILE", "ON_FULL_MODES",
-    "CommitLog", "CommitLogError", "CorruptLogError", "DiskUsage", "InvalidArgumentError",
+    "CommitLog", "CommitLogError", "CompactionOutput", "MarksSnapshot", "CorruptLogError", "DiskUsage", "InvalidArgumentError",
     "InvalidCommitError", "LogClosedError", "LogLockedError", "LogOptions", "NotALogError",
     "OffsetOutOfRangeError", "OffsetRemovedError", "ReadOnlyLogError", "Record", "RecordTooLargeError",
     "RemovalResult", "SegmentFile", "SegmentInfo", "SegmentListing", "SegmentSizeMismatchError",

@@ -6,6 +6,7 @@
         .lock                           the writer's flock, naming its pid (commitlog.locks)
         marks                           offset ranges marked dead (commitlog.marks)
         .remove.lock                    serialises head removers of any process
+        .compact.lock                   serialises compactions of any process
         00000000000000000000.log        a segment, named by the 20-digit offset of its first record
         00000000000000000000.index      its sparse index (commitlog.index)
         <segment>.index.tmp             an index being rebuilt (write_sealed's temporary)
@@ -39,6 +40,7 @@ META_FILE = "meta.json"
 STATE_FILE = "state.db"
 LOCK_FILE = ".lock"
 REMOVE_LOCK_FILE = ".remove.lock"
+COMPACT_LOCK_FILE = ".compact.lock"
 MARKS_FILE = "marks"
 CLEANED_SUFFIX = ".cleaned"
 _NAME_DIGITS = 20
@@ -76,6 +78,10 @@ def meta_path(directory: str) -> str:
 
 def state_path(directory: str) -> str:
     return os.path.join(directory, STATE_FILE)
+
+
+def compact_lock_path(directory: str) -> str:
+    return os.path.join(directory, COMPACT_LOCK_FILE)
 
 
 def marks_path(directory: str) -> str:

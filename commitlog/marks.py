@@ -39,8 +39,9 @@ MARKS_STEP = 64 * 1024                # bytes reserved at a time (2,730 entries)
 _READ = 64 * ENTRY_SIZE * 16
 _ZERO = bytes(ENTRY_SIZE)
 
-# (start, end, bytes): a run of newly marked offsets inside one segment, with their framed size.
-Measure = Callable[[int, int], list[tuple[int, int, int]]]
+# Sorted runs of offsets not marked yet -> (start, end, bytes, records): pieces inside one segment
+# each, with the framed size and number of the records in them.
+Measure = Callable[[list[tuple[int, int]]], list[tuple[int, int, int, int]]]
 
 
 def to_ranges(offsets: Iterable[int]) -> list[tuple[int, int]]:
@@ -77,7 +78,6 @@ class MarkSet:
     def _refresh_locked(self) -> None:
         while True:
             data = os.pread(self._fd, _READ, self.count * ENTRY_SIZE)
-            n = 0
             for n in range(len(data) // ENTRY_SIZE):
                 chunk = data[n * ENTRY_SIZE:(n + 1) * ENTRY_SIZE]
                 if chunk == _ZERO:
@@ -157,22 +157,20 @@ class MarkSet:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def mark(self, runs: list[tuple[int, int]], measure: Measure) -> int:
-        """Mark the offsets of `runs`; `measure(start, end)` splits a run of offsets not marked
-        yet into per-segment entries with their bytes. Returns how many entries were written."""
+        """Mark the offsets of `runs`; `measure` cuts the runs not marked yet into per-segment
+        entries with their bytes. Returns how many records were newly marked."""
         with self.locked():
-            entries: list[tuple[int, int, int]] = []
-            for lo, hi in runs:
-                for a, b in self.unmarked(lo, hi):
-                    entries.extend(measure(a, b))
+            fresh = [piece for lo, hi in runs for piece in self.unmarked(lo, hi)]
+            entries = measure(fresh) if fresh else []
             if not entries:
                 return 0
-            data = b"".join(_pack(*e) for e in entries)
+            data = b"".join(_pack(a, b, nbytes) for a, b, nbytes, _ in entries)
             at = self.count * ENTRY_SIZE
             self._reserve(at + len(data))
             os.pwrite(self._fd, data, at)
             os.fdatasync(self._fd)
             self._refresh_locked()
-            return len(entries)
+            return sum(e[3] for e in entries)
 
     def _reserve(self, need: int) -> None:
         size = os.fstat(self._fd).st_size

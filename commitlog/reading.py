@@ -25,9 +25,9 @@ def read(segs: SegmentList, offset: int) -> Record:
     when it is dead (marked, written dead, or in a compaction's gap)."""
     base = segs.locate(offset)
     path = segs.segment_path(base)
-    with segs.hold(base) as mm:
+    with segs.hold_file(base) as (mm, ino):
         segs.marks.refresh()
-        limit, kind, floor = segs.view_limits(base, mm)
+        limit, kind, floor = segs.view_limits(base, mm, ino)
         rel, pos = floor(offset - base)
         current = base + rel
         while True:
@@ -84,10 +84,10 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
             if offset >= segs.start():
                 return
             raise
-        with segs.hold(base) as mm:
+        with segs.hold_file(base) as (mm, ino):
             marks = segs.marks
             marks.refresh()
-            limit, kind, floor = segs.view_limits(base, mm)
+            limit, kind, floor = segs.view_limits(base, mm, ino)
             rel, pos = floor(offset - base)
             current = base + rel
             while current < offset:  # from the index entry to the first wanted record
@@ -161,7 +161,12 @@ def _read_records(mm, pos: int, limit: int, current: int, stop: int, zero_copy: 
                 or klen > length - min_body:
             break
         if attrs & skip:  # written dead, or a compaction's gap: passed, never returned
-            current += unpack_span(mm, pos + key_at)[0] if attrs & gap else 1
+            if attrs & gap:
+                if klen != -1 or length != min_body + 8:
+                    break  # not a gap compaction wrote: corrupt
+                current += unpack_span(mm, pos + key_at)[0]
+            else:
+                current += 1
             pos = nxt
             continue
         ks = pos + key_at

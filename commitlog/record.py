@@ -129,7 +129,8 @@ def decode_at(buf, position: int, limit: int) -> DecodeResult:
     end = position + FRAME_SIZE + length
     if length < BODY_HEAD_SIZE or end > limit or klen < -1 or klen > length - BODY_HEAD_SIZE:
         return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
-    if crc32(memoryview(buf)[position + FRAME_SIZE:end]) != crc:
+    if crc32(memoryview(buf)[position + FRAME_SIZE:end]) != crc or \
+            (attrs & ATTR_GAP and (klen != -1 or length != BODY_HEAD_SIZE + SPAN.size)):
         return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
     key_start = position + HEADER_SIZE
     if klen < 0:

@@ -52,6 +52,7 @@ class SegmentList:
         self.marks = MarkSet(marks_path(directory))
         self.bases: list[int] = []
         self.summaries: dict[int, SegmentSummary] = {}
+        self._inos: dict[int, int] = {}  # base -> inode number of the file summarised
         self.active: ActiveSegment | None = None  # set by the writer only
         self.tail_end = 0  # the end offset while there is no active segment
 
@@ -91,18 +92,25 @@ class SegmentList:
             return None
         return self.summary(base)
 
-    def _read_index(self, base: int) -> SegmentSummary | None:
-        """The sealed index of `base`; None when missing, damaged, or describing another file
-        (a compacted index naming another inode: a swap interrupted between its renames)."""
+    def _read_index(self, base: int, ino: int | None = None) -> SegmentSummary | None:
+        """The sealed index of `base` (the file `ino` when given, else the one named so now);
+        None when missing, damaged, or describing another file: a compacted index naming
+        another inode (a swap in progress or interrupted), or a plain index for a file that
+        is not segment_size long (a compacted file whose new index is not in place)."""
         path = self.segment_path(base)
         summary = read_sealed(index_path(path))
-        if summary is not None and summary.compacted:
-            try:
-                ino = os.stat(path).st_ino & 0xFFFFFFFF
-            except FileNotFoundError:
-                return None
-            if ino != summary.data_ino:
-                return None
+        if summary is None:
+            return None
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        if ino is None:
+            ino = st.st_ino
+        if summary.compacted:
+            return summary if summary.data_ino == ino & 0xFFFFFFFF else None
+        if ino == st.st_ino and st.st_size != self.segment_size:
+            return None
         return summary
 
     def refresh(self) -> None:
@@ -127,6 +135,13 @@ class SegmentList:
             if base in self.bases:
                 self.bases.remove(base)
             self.summaries.pop(base, None)
+            self._inos.pop(base, None)
+
+    def replaced(self, base: int) -> None:
+        """Segment `base` was rewritten under the same name: drop what was cached about it."""
+        with self.meta_lock:
+            self.summaries.pop(base, None)
+            self._inos.pop(base, None)
 
     def forget_below(self, start_offset: int) -> None:
         """Drop the segments logically removed (their successor starts at or below
@@ -145,6 +160,7 @@ class SegmentList:
         if summaries and (first is None or min(summaries) < first):
             for base in [b for b in summaries if first is None or b < first]:
                 del summaries[base]
+                self._inos.pop(base, None)
 
     # ------------------------------------------------------------------ offsets
     def end(self) -> int:
@@ -182,9 +198,17 @@ class SegmentList:
     # ------------------------------------------------------------------ holding and viewing
     @contextlib.contextmanager
     def hold(self, base: int) -> Iterator:
+        """Hold segment `base` (a shared flock) and yield its mapping (None when zero-length)."""
+        with self.hold_file(base) as (mm, _):
+            yield mm
+
+    @contextlib.contextmanager
+    def hold_file(self, base: int) -> Iterator:
+        """`hold`, yielding (mapping, inode number): a compaction may replace the file under the
+        same name, so what is cached about it is checked against the inode held."""
         path = self.segment_path(base)
         try:
-            _, mm = self.holds.acquire(path)
+            fd, mm = self.holds.acquire(path)
         except FileNotFoundError:
             self.refresh()
             raise self.out_of_range(base) from None
@@ -192,11 +216,11 @@ class SegmentList:
             if base < self.state.start_offset():
                 # Logically removed already (the remover advanced the start offset first).
                 raise self.out_of_range(base)
-            yield mm
+            yield mm, os.fstat(fd).st_ino
         finally:
             self.holds.release(path)
 
-    def view_limits(self, base: int, mm) -> tuple[int, int, object]:
+    def view_limits(self, base: int, mm, ino: int | None = None) -> tuple[int, int, object]:
         """(readable byte limit, view kind, floor function) of a segment held as `mm`.
 
         ACTIVE: this process writes it, the limit is exact (a bad record below it is
@@ -214,38 +238,42 @@ class SegmentList:
                 rels, positions = read_checkpoints(ipath)
                 return size, LIVE, _make_floor(rels, positions)
         else:
-            summary = self.summary(base)
+            summary = self.summary(base, ino, mm)
         return min(summary.used_bytes, size), SEALED, summary.floor
 
     # ------------------------------------------------------------------ summaries
-    def summary(self, base: int) -> SegmentSummary:
+    def summary(self, base: int, ino: int | None = None, mm=None) -> SegmentSummary:
         """The sealed summary of a non-active segment, rebuilt from the data if its index is
-        missing or damaged."""
+        missing, damaged or stale. ino / mm: the file held (a compaction may have replaced the
+        file under this name since the summary was cached, or since this hold began)."""
         cached = self.summaries.get(base)
-        if cached is not None:
+        if cached is not None and (ino is None or self._inos.get(base) == ino):
             return cached
-        summary = self._read_index(base)
+        summary = self._read_index(base, ino)
         if summary is None:
-            summary = self._rebuild_summary(base)
+            summary = self._rebuild_summary(base, ino, mm)
         with self.meta_lock:
             if not self.bases or base >= self.bases[0]:  # not removed meanwhile
                 self.summaries[base] = summary
+                self._inos[base] = ino if ino is not None else _ino(self.segment_path(base))
         return summary
 
     def sealed(self, base: int, summary: SegmentSummary) -> None:
         """The writer sealed segment `base`: keep its summary for readers."""
         self.summaries[base] = summary
+        self._inos[base] = _ino(self.segment_path(base))
 
-    def _rebuild_summary(self, base: int) -> SegmentSummary:
+    def _rebuild_summary(self, base: int, ino: int | None = None, mm=None) -> SegmentSummary:
         path = self.segment_path(base)
-        with self.hold(base) as mm:
-            summary = rebuilt_summary(mm, len(mm) if mm is not None else 0,
-                                      os.stat(path).st_mtime_ns, path)
+        if mm is None:
+            with self.hold_file(base) as (held, ino):
+                return self._rebuild_summary(base, ino, b"" if held is None else held)
+        summary = rebuilt_summary(mm, len(mm), os.stat(path).st_mtime_ns, path)
         st = os.stat(path)
-        if st.st_size != self.segment_size:  # a compaction's output, its index stale or lost
-            summary = dataclasses.replace(summary, compacted=True, data_ino=st.st_ino & 0xFFFFFFFF)
+        if 0 < len(mm) < self.segment_size:  # a compaction's output, its index stale or lost
+            summary = dataclasses.replace(summary, compacted=True, data_ino=ino & 0xFFFFFFFF)
         log.warning("rebuilt the index of %s (%d records)", path, summary.record_count)
-        if not self.readonly:
+        if not self.readonly and st.st_ino == ino:
             try:
                 write_sealed(index_path(path), summary)
                 os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -303,6 +331,13 @@ class SegmentList:
     def close(self) -> None:
         self.holds.close_all()
         self.marks.close()
+
+
+def _ino(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
 
 
 def _make_floor(rels: list[int], positions: list[int]):

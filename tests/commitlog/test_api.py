@@ -51,8 +51,8 @@ def test_append_read_and_offsets(tmp_log_dir):
         assert list(log.scan(8)) == [] and list(log.scan(100)) == []
         assert list(log.scan(2, 2)) == []
         it = log.scan()
-        assert next(it).offset == 0 and next(it).offset == 1
-        assert [r.offset for r in it] == list(range(2, 8))  # a for-loop goes on from there
+        assert next(it).offset == 0 and next(it).offset == 2
+        assert [r.offset for r in it] == list(range(3, 8))  # a for-loop goes on from there
         with pytest.raises(StopIteration):
             next(it)
         for bad in (8, 9, -1):

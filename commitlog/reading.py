@@ -94,8 +94,7 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
                 r = rec.decode_at(mm, pos, limit)
                 if r.status != rec.OK:
                     break
-                if r.attributes & _GAP and current + rec.gap_span(mm, r.value_start) > offset:
-                    break  # inside a gap: reading from it passes the rest of it
+                # A gap may end past `offset`: reading goes on from the record after it.
                 current += rec.gap_span(mm, r.value_start) if r.attributes & _GAP else 1
                 pos = r.next_position
             if current >= offset:

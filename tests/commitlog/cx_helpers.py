@@ -114,7 +114,7 @@ def _kill_at(n: int) -> None:
         setattr(os, name, wrap(getattr(os, name)))
 
 
-def cx_compactor(path: str, kill_at: int = 0, rounds: int = 10**9) -> None:
+def cx_compactor(path: str, kill_at: int = 0, rounds: int = 10**9, fill: float = 0.6) -> None:
     """Compact the log (read-only handle, as the sidecar would) in pairs of sealed segments,
     round after round; with kill_at, SIGKILL itself at that file-system call."""
     if kill_at:
@@ -123,7 +123,7 @@ def cx_compactor(path: str, kill_at: int = 0, rounds: int = 10**9) -> None:
     with CommitLog.open(path, readonly=True) as log:
         report({"ready": True})
         for _ in range(rounds):
-            runs = merge_runs(log)
+            runs = merge_runs(log, fill)
             if not runs:
                 time.sleep(0.01)
                 continue

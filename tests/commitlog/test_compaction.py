@@ -129,20 +129,48 @@ def test_compaction_refuses_to_start_without_room_for_output_and_a_segment(small
         assert not [n for n in os.listdir(path) if n.endswith(CLEANED_SUFFIX)]
 
 
-@pytest.mark.parametrize("kill_at", range(1, 40, 2))
-def test_a_compaction_killed_at_any_step_leaves_old_or_new_for_every_offset(tmp_path, kill_at):
-    """The compactor SIGKILLs itself at its Nth rename/unlink/fsync/write/utime call; the next
-    open serves every live record from exactly one file."""
-    path = str(tmp_path / "log")
+def crash_fixture_log(path: str) -> tuple[set[int], dict]:
+    """900 records; every keyed record but its key's newest marked dead, and one segment marked
+    whole: compactions merge (little is live) and one output is empty (inputs unlinked)."""
     with CommitLog.open(path, segment_size=SEG) as log:
         fill(log, 900)
-        marked = {o for o in range(900) if marked_by_writer(o) and key_of(o) is None}
+        newest = {key_of(o): o for o in range(900) if key_of(o) is not None}
+        marked = {o for o in range(900) if key_of(o) is not None and newest[key_of(o)] != o}
+        third = log.segments()[2]
+        marked |= set(range(third.base_offset, third.end_offset))
         log.mark_dead(sorted(marked))
-        before = {r.offset: r for r in log.scan()}
-    code = f"import cx_helpers; cx_helpers.cx_compactor({path!r}, kill_at={kill_at}, rounds=2)"
+        return marked, {r.offset: r for r in log.scan()}
+
+
+CRASH_STEPS = 61  # file-system calls of the first round of cx_compactor on crash_fixture_log
+
+
+def test_the_crash_fixture_makes_that_many_steps_with_merges_and_an_empty_output(tmp_path):
+    path = str(tmp_path / "log")
+    crash_fixture_log(path)
+    code = ("import os, cx_helpers\n"
+            "calls = []\n"
+            "for name in ('rename', 'unlink', 'fsync', 'write', 'replace', 'utime'):\n"
+            "    f = getattr(os, name)\n"
+            "    setattr(os, name, lambda *a, _f=f, _n=name, **k: (calls.append(_n), _f(*a, **k))[1])\n"
+            f"cx_helpers.cx_compactor({path!r}, rounds=1, fill=0.9)\n"
+            "print(calls)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                          text=True, timeout=60)
+    calls = eval(proc.stdout.splitlines()[-1])
+    assert len(calls) == CRASH_STEPS and "unlink" in calls and calls.count("rename") > 2
+
+
+@pytest.mark.parametrize("kill_at", range(1, CRASH_STEPS + 1))
+def test_a_compaction_killed_at_any_step_leaves_old_or_new_for_every_offset(tmp_path, kill_at):
+    """The compactor SIGKILLs itself at its Nth rename/unlink/fsync/write/utime call; the next
+    open serves every live record, from exactly one file."""
+    path = str(tmp_path / "log")
+    marked, before = crash_fixture_log(path)
+    code = f"import cx_helpers; cx_helpers.cx_compactor({path!r}, kill_at={kill_at}, fill=0.9)"
     proc = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
                           timeout=60)
-    assert proc.returncode in (0, -9), proc.stderr.decode()[-2000:]
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
     with CommitLog.open(path) as log:
         after = {r.offset: r for r in log.scan()}
         assert set(expected_live(900, marked)) <= set(after) <= set(before)

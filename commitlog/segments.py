@@ -78,19 +78,29 @@ class SegmentList:
         return listing
 
     def compacted_summary(self, base: int, size: int) -> SegmentSummary | None:
-        """The summary of segment `base` (`size` bytes) if it is a complete compaction output: its
-        index says so and names this very file, or (index stale or lost) its data verifies up to
-        an end marker in its last four bytes. None for a torn or foreign file."""
+        """The summary of segment `base` if it is a complete compaction output: its index says
+        so and names this very file, or (index stale or lost) its data verifies up to an end
+        marker in its last four bytes. None for a torn or foreign file. One open file is
+        judged (a compaction of another process may replace the name meanwhile); `size` is
+        what a listing saw, superseded by the open file's."""
         path = self.segment_path(base)
-        summary = self._read_index(base)
-        if summary is not None and summary.compacted:
-            return summary if summary.used_bytes + rec.LENGTH_SIZE == size else None
-        with open(path, "rb") as f:
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            return SegmentSummary(0, 0, 0, 0, 0)  # removed since the listing: nothing to judge
+        with f:
+            st = os.fstat(f.fileno())
+            if st.st_size == self.segment_size:
+                return self.summary(base, st.st_ino)  # replaced by a full-size file meanwhile
+            summary = self._read_index(base, st.st_ino)
+            if summary is not None and summary.compacted:
+                return summary if summary.used_bytes + rec.LENGTH_SIZE == st.st_size else None
             data = f.read()
         s = scan_segment(data, len(data))
-        if s.status != rec.END or s.position + rec.LENGTH_SIZE != size:
+        if s.status != rec.END or s.position + rec.LENGTH_SIZE != len(data):
             return None
-        return self.summary(base)
+        return dataclasses.replace(rebuilt_summary(data, len(data), st.st_mtime_ns, path),
+                                   compacted=True, data_ino=st.st_ino & 0xFFFFFFFF)
 
     def _read_index(self, base: int, ino: int | None = None) -> SegmentSummary | None:
         """The sealed index of `base` (the file `ino` when given, else the one named so now);

@@ -62,7 +62,8 @@ class MarkSet:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._fd = -1  # the file is created by the first mark: a log never marked has none
+        self._open(create=False)
         self._lock = threading.Lock()
         self.count = 0                      # entries read so far: the marks sequence number
         self.starts: list[int] = []         # merged, disjoint marked ranges
@@ -75,7 +76,18 @@ class MarkSet:
         with self._lock:
             self._refresh_locked()
 
+    def _open(self, *, create: bool) -> bool:
+        if self._fd < 0:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0),
+                                   0o644)
+            except FileNotFoundError:
+                return False
+        return True
+
     def _refresh_locked(self) -> None:
+        if self._fd < 0 and not self._open(create=False):
+            return
         while True:
             data = os.pread(self._fd, _READ, self.count * ENTRY_SIZE)
             for n in range(len(data) // ENTRY_SIZE):
@@ -149,6 +161,7 @@ class MarkSet:
         """Exclusive across processes: markers, and a compaction's swap (which fixes the sequence
         number its output records), hold it."""
         with self._lock:
+            self._open(create=True)
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
                 self._refresh_locked()
@@ -186,8 +199,10 @@ class MarkSet:
             raise
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
 
 
 def _pack(start: int, end: int, nbytes: int) -> bytes:

@@ -51,8 +51,14 @@ log = logging.getLogger("commitlog")
 @contextlib.contextmanager
 def compaction_lock(directory: str, *, wait: bool = True) -> Iterator[bool]:
     """Hold `<log>/.compact.lock`; yields False (without waiting) when `wait` is False and
-    another process compacts."""
-    fd = os.open(compact_lock_path(directory), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    another process compacts. Without waiting, a missing lock file is not created (no
+    compaction ever ran: a full disk may have no room for a new directory entry)."""
+    try:
+        fd = os.open(compact_lock_path(directory),
+                     os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if wait else 0), 0o644)
+    except FileNotFoundError:
+        yield True
+        return
     try:
         if wait:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -13,13 +13,15 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from cx_helpers import merge_runs
+
 from commitlog import ATTR_DEAD, CommitLog, InvalidArgumentError, OffsetOutOfRangeError, Record
 from policies.config import CompactionConfig
 from policies.liveness import KeyIndex, LivenessRule
 
 SEG = 4096
 KEYS = st.sampled_from([None, b"a", b"b", b"c", b"d"])
-VALUES = st.one_of(st.just(b""), st.binary(min_size=1, max_size=120))
+VALUES = st.one_of(st.just(b""), st.binary(min_size=60, max_size=300))
 
 
 class CompactionMachine(RuleBasedStateMachine):
@@ -36,7 +38,7 @@ class CompactionMachine(RuleBasedStateMachine):
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    @rule(records=st.lists(st.tuples(KEYS, VALUES, st.booleans()), min_size=1, max_size=40))
+    @rule(records=st.lists(st.tuples(KEYS, VALUES, st.booleans()), min_size=5, max_size=40))
     def append(self, records):
         for key, value, dead in records:
             self.ts += 1
@@ -55,6 +57,12 @@ class CompactionMachine(RuleBasedStateMachine):
         self.log.mark_dead(offsets)
         for o in offsets:
             self.model.pop(o, None)
+        if data.draw(st.booleans()):  # now and then a whole segment, so that runs merge
+            seg = data.draw(st.sampled_from(self.log.segments()))
+            self.log.mark_dead(range(seg.base_offset, seg.end_offset))
+            offsets = list(range(seg.base_offset, seg.end_offset))
+        for o in offsets:
+            self.model.pop(o, None)
             self.marked.add(o)
 
     @precondition(lambda self: self.log.end_offset > 0)
@@ -67,15 +75,14 @@ class CompactionMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.log.segments()) > 1)
     @rule(data=st.data(), keys=st.booleans())
     def compact(self, data, keys):
-        sealed = [s.base_offset for s in self.log.segments()[:-1]]
-        i = data.draw(st.integers(0, len(sealed) - 1))
-        j = data.draw(st.integers(i + 1, min(len(sealed), i + 4)))
-        run = sealed[i:j]
+        runs = merge_runs(self.log, data.draw(st.sampled_from([0.0, 0.5, 0.9])))
+        run = runs[data.draw(st.integers(0, len(runs) - 1))]
+        j = [s.base_offset for s in self.log.segments()].index(run[-1]) + 1
         marks = self.log.marks_snapshot()
         index = KeyIndex()
         for offset, key, _, marked in self.log.record_facts(marks):
             index.note(offset, key, marked)
-        rule_ = LivenessRule(CompactionConfig(keys=keys, tombstone_retention=0),
+        rule_ = LivenessRule(CompactionConfig(keys=keys, tombstone_retention="0s"),
                              datetime.now(timezone.utc), newest=index.newest,
                              committed=dict(self.groups))
         lo = run[0]
@@ -118,5 +125,5 @@ class CompactionMachine(RuleBasedStateMachine):
 
 
 TestCompactionMachine = CompactionMachine.TestCase
-TestCompactionMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None,
+TestCompactionMachine.settings = settings(max_examples=40, stateful_step_count=40, deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import errno
 import os
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -69,7 +70,7 @@ def snapshot(segs: SegmentList) -> MarksSnapshot:
     return MarksSnapshot(seq, starts, ends)
 
 
-def _records(segs: SegmentList, base: int, sealed_only: bool, start: int = 0) -> Iterator[tuple]:
+def _records(segs: SegmentList, base: int, start: int = 0) -> Iterator[tuple]:
     """(offset, position, DecodeResult, mapping) of the records of segment `base` (gaps
     passed), verified, from the index entry at or below offset `start`; holds the segment
     meanwhile."""
@@ -77,9 +78,6 @@ def _records(segs: SegmentList, base: int, sealed_only: bool, start: int = 0) ->
         if mm is None:
             return
         limit, kind, floor = segs.view_limits(base, mm, ino)
-        if sealed_only and kind != SEALED:
-            raise InvalidArgumentError(f"segment {base} of {segs.path} is not sealed: "
-                                       f"compaction never touches the active segment")
         rel, pos = floor(max(0, start - base))
         decode, gap, current = rec.decode_at, rec.ATTR_GAP, base + rel
         while True:
@@ -111,7 +109,7 @@ def record_facts(segs: SegmentList, marks: MarksSnapshot, start: int | None = No
             continue
         if base >= hi:
             return
-        for offset, _, r, mm in _records(segs, base, False):
+        for offset, _, r, mm in _records(segs, base):
             if offset < lo:
                 continue
             if offset >= hi:
@@ -134,7 +132,7 @@ def measure(segs: SegmentList, runs: list[tuple[int, int]]) -> list[tuple[int, i
         if not mine:
             continue
         j, total, n = 0, 0, 0
-        for offset, pos, r, _ in _records(segs, base, False, mine[0][0]):
+        for offset, pos, r, _ in _records(segs, base, mine[0][0]):
             while j < len(mine) and offset >= mine[j][1]:
                 if n:
                     out.append((mine[j][0], mine[j][1], total, n))
@@ -201,27 +199,17 @@ def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: Marks
     data_path = cleaned_path(segs.segment_path(first))
     index_tmp = cleaned_path(index_path(segs.segment_path(first)))
     writer = _Output(data_path, first, segs.segment_size, on_bytes)
-    dropped: dict[str, int] = {}
+    dropped: defaultdict[str, int] = defaultdict(int)
     kept = 0
-    dead = rec.ATTR_DEAD
     try:
-        for base in run:
-            for offset, pos, r, mm in _records(segs, base, True):
-                key = None if r.key_start < 0 else bytes(mm[r.key_start:r.key_end])
-                marked = bool(r.attributes & dead) or marks.is_marked(offset)
-                cause = decide(offset, key, r.value_start == r.value_end, marked)
-                writer.read += r.next_position - pos
-                if cause is None:
-                    writer.record(offset, mm[pos:r.next_position], r.timestamp_ms)
-                    kept += 1
-                else:
-                    dropped[cause] = dropped.get(cause, 0) + 1
+        for base, summary in zip(run, summaries):
+            kept += _rewrite(segs, base, summary, decide, marks, writer, dropped)
         if not kept:
             writer.discard()
             with removal_lock(segs.path):
                 _check_unchanged(segs, run, inodes)
                 swap.commit(segs, first, run[1:], None, None)
-            return CompactionOutput(None, tuple(run), sum(sizes), 0, 0, dropped)
+            return CompactionOutput(None, tuple(run), sum(sizes), 0, 0, dict(dropped))
         mtime_ns = max(os.stat(p).st_mtime_ns for p in paths)
         summary = writer.finish(end, mtime_ns, marks.seq)
         write_sealed(index_tmp, summary, index_tmp + ".tmp")
@@ -238,7 +226,71 @@ def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: Marks
             raise StoreFullError(f"disk full while compacting segments {run} of {segs.path}; "
                                  f"nothing was swapped") from exc
         raise
-    return CompactionOutput(first, tuple(run), sum(sizes), writer.size, kept, dropped)
+    return CompactionOutput(first, tuple(run), sum(sizes), writer.size, kept, dict(dropped))
+
+
+def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Decide,
+             marks: MarksSnapshot, writer: "_Output", dropped: dict[str, int]) -> int:
+    """Copy the records of sealed segment `base` that `decide` keeps into `writer`; returns how
+    many. The hot loop of a compaction: headers unpacked inline, marks followed with a cursor
+    (offsets only grow), and the CRC checked of every record kept (a dropped one is never
+    copied; a wrong length would derail the walk, caught by the next kept record's CRC or by
+    the walk not ending exactly at the sealed length)."""
+    unpack, crc32, span_of = rec.HEADER.unpack_from, rec.crc32, rec.SPAN.unpack_from
+    frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
+    gap, dead, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.END_MARKER
+    starts, ends = marks.starts, marks.ends
+    n = len(ends)
+    path = segs.segment_path(base)
+    kept = 0
+    with segs.hold_file(base) as (mm, ino):
+        limit, kind, _ = segs.view_limits(base, mm, ino)
+        if kind != SEALED:
+            raise InvalidArgumentError(f"segment {base} of {segs.path} is not sealed: "
+                                       f"compaction never touches the active segment")
+        view = memoryview(mm)
+        read0 = writer.read
+        try:
+            i = bisect.bisect_right(ends, base)   # the first marked range ending after `base`
+            pos, current, bound = 0, base, limit - key_at
+            while pos <= bound:
+                length, crc, attrs, ts, klen = unpack(mm, pos)
+                if length == 0 or length == end_marker:
+                    break
+                nxt = pos + frame + length
+                if length < min_body or nxt > limit or klen < -1 or klen > length - min_body:
+                    raise CorruptLogError(path, pos, "record length does not verify")
+                if attrs & gap:
+                    current += span_of(mm, pos + key_at)[0]
+                    pos = nxt
+                    continue
+                while i < n and ends[i] <= current:
+                    i += 1
+                marked = i < n and starts[i] <= current or attrs & dead > 0
+                if klen < 0:
+                    cause = decide(current, None, length == min_body, marked)
+                else:
+                    cause = decide(current, bytes(view[pos + key_at:pos + key_at + klen]),
+                                   length == min_body + klen, marked)
+                if cause is None:
+                    if crc32(view[pos + frame:nxt]) != crc:
+                        raise CorruptLogError(path, pos, "record checksum does not verify")
+                    writer.read = read0 + nxt
+                    writer.record(current, view[pos:nxt], ts)
+                    kept += 1
+                else:
+                    dropped[cause] += 1
+                    if not current & 0x3FF:  # a run of dropped records counts as read too
+                        writer.progress(read0 + nxt)
+                current += 1
+                pos = nxt
+            if pos != summary.used_bytes:
+                raise CorruptLogError(path, pos, f"records end at byte {pos}, the index says "
+                                                 f"{summary.used_bytes}")
+            writer.progress(read0 + pos)
+        finally:
+            view.release()
+    return kept
 
 
 def _check_unchanged(segs: SegmentList, run: list[int], inodes: list[int]) -> None:
@@ -296,6 +348,13 @@ class _Output:
         if self.first_ts is None:
             self.first_ts = ts
         self.last_ts = ts
+
+    def progress(self, read: int) -> None:
+        """Bytes read so far: reported (with those written) once a megabyte has passed."""
+        self.read = read
+        if self.on_bytes is not None and read - self.reported >= _FLUSH:
+            self.on_bytes(read - self.reported)
+            self.reported = read
 
     def _flush(self) -> None:
         view = memoryview(self.buf)

@@ -12,6 +12,7 @@ import time
 from cl_helpers import report, value_for
 
 from commitlog import CommitLog, InvalidArgumentError, StoreFullError
+from commitlog.layout import CLEANED_SUFFIX
 
 
 def key_of(offset: int) -> bytes | None:
@@ -97,6 +98,17 @@ def merge_runs(log: CommitLog, fill: float = 0.6) -> list[list[int]]:
             runs.append([s.base_offset])
             size = s.live_bytes
     return runs
+
+
+def assert_one_file_per_offset(log: CommitLog) -> None:
+    """Every segment file starts at or after the end of the one before (no offset in two
+    files), and no `.cleaned` file is left."""
+    segs = log._segs
+    prev_end = -1
+    for base in list(segs.list().bases)[:-1]:
+        assert base >= prev_end, f"offset {base} is served by two files"
+        prev_end = segs.summary(base).end_offset(base)
+    assert not [n for n in os.listdir(log.path) if n.endswith(CLEANED_SUFFIX)]
 
 
 def _kill_at(n: int) -> None:

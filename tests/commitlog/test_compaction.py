@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from cl_helpers import child_env, value_for
-from cx_helpers import key_of, keyed_decide, marked_by_writer
+from cx_helpers import assert_one_file_per_offset, key_of, keyed_decide, marked_by_writer
 
 from commitlog import (CommitLog, InvalidArgumentError, OffsetOutOfRangeError, OffsetRemovedError,
                        StoreFullError)
@@ -37,13 +37,7 @@ def expected_live(end: int, marked) -> dict[int, tuple]:
 
 def check_no_overlap(path: str) -> None:
     with CommitLog.open(path, readonly=True) as log:
-        segs = log._segs
-        bases = list(segs.list().bases)
-        prev_end = -1
-        for base in bases[:-1]:
-            assert base >= prev_end, f"offset {base} is served by two files"
-            prev_end = segs.summary(base).end_offset(base)
-        assert not [n for n in os.listdir(path) if n.endswith(CLEANED_SUFFIX)]
+        assert_one_file_per_offset(log)
 
 
 def test_compaction_keeps_the_same_records_at_the_same_offsets(tmp_path):

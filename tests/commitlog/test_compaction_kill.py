@@ -14,10 +14,10 @@ import time
 import pytest
 
 from cl_helpers import child_env, value_for, wait_for_line
-from cx_helpers import key_of, keyed_decide, marked_by_writer, merge_runs
+from cx_helpers import (assert_one_file_per_offset, key_of, keyed_decide, marked_by_writer,
+                        merge_runs)
 
 from commitlog import CommitLog
-from commitlog.layout import CLEANED_SUFFIX
 
 SEG = 32 * 1024
 KILLS = 32
@@ -34,13 +34,7 @@ def check_after_open(path: str) -> int:
     `.cleaned` file, every record the rule must keep present with its content, no marked one."""
     with CommitLog.open(path) as log:
         end = log.end_offset
-        segs = log._segs
-        bases = list(segs.list().bases)
-        prev_end = -1
-        for base in bases[:-1]:
-            assert base >= prev_end, f"offset {base} is served by two files"
-            prev_end = segs.summary(base).end_offset(base)
-        assert not [n for n in os.listdir(path) if n.endswith(CLEANED_SUFFIX)]
+        assert_one_file_per_offset(log)
         marks = log.marks_snapshot()
         got = {}
         for r in log.scan():

@@ -6,6 +6,7 @@ Functions over a SegmentList; thread-safe as it is (a scan iterator has one cons
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from itertools import chain
 
@@ -23,7 +24,7 @@ _GAP = rec.ATTR_GAP
 def read(segs: SegmentList, offset: int) -> Record:
     """The record at `offset` (a non-negative int, checked by the caller); OffsetRemovedError
     when it is dead (marked, written dead, or in a compaction's gap)."""
-    base = segs.locate(offset)
+    base = _held_base(segs, offset)
     path = segs.segment_path(base)
     with segs.hold_file(base) as (mm, ino):
         segs.marks.refresh()
@@ -50,6 +51,16 @@ def read(segs: SegmentList, offset: int) -> Record:
             current = nxt
             pos = r.next_position
     raise _removed(segs, offset)
+
+
+def _held_base(segs: SegmentList, offset: int) -> int:
+    """The segment holding `offset`, checked to exist now: a compaction in another handle may
+    have merged the one this handle knew into the segment before it (relocated once)."""
+    base = segs.locate(offset)
+    if not os.path.exists(segs.segment_path(base)):
+        segs.refresh()
+        base = segs.locate(offset)
+    return base
 
 
 def _removed(segs: SegmentList, offset: int) -> OffsetRemovedError:
@@ -79,7 +90,7 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
         if not segs.bases or offset > (_NO_END if segs.readonly else segs.end()):
             return
         try:
-            base = segs.locate(offset)
+            base = _held_base(segs, offset)
         except OffsetOutOfRangeError:
             if offset >= segs.start():
                 return

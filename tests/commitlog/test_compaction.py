@@ -218,3 +218,22 @@ def test_read_of_an_offset_below_every_segment_after_compaction_is_out_of_range(
         assert log.start_offset == first.end_offset
         with pytest.raises(OffsetOutOfRangeError):
             log.read(0)
+
+
+def test_a_handle_that_knew_the_merged_inputs_finds_their_records_in_the_output(tmp_path):
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEG) as writer:
+        fill(writer, 600)
+        infos = writer.segments()
+        kept = infos[1].base_offset + 5  # a record of the second input
+        assert writer.read(kept).offset == kept  # the writer's handle caches both inputs
+        with CommitLog.open(path, readonly=True) as other:
+            marks, decide = keyed_decide(other)
+            other.compact([[infos[0].base_offset, infos[1].base_offset]],
+                          lambda o, k, t, m: None if o == kept else "dead", marks=marks)
+        assert not os.path.exists(infos[1].path)
+        assert writer.read(kept).offset == kept
+        assert [r.offset for r in writer.scan(0, infos[2].base_offset)] == [kept]
+        with pytest.raises(OffsetRemovedError, match=f"next offset that still exists is {kept}"):
+            writer.read(infos[0].base_offset)
+        fill(writer, 10)

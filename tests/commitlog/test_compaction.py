@@ -112,10 +112,11 @@ def test_compaction_refuses_to_start_without_room_for_output_and_a_segment(small
     with CommitLog.open(path, segment_size=seg, refuse_writes_ratio=None) as log:
         while len(log.segments()) < 4:
             fill(log, 500)
-        big = os.path.join(small_fs, "ballast")
-        free = os.statvfs(small_fs).f_bavail * os.statvfs(small_fs).f_frsize
-        with open(big, "wb") as f:
-            f.write(bytes(max(0, free - seg)))
+        free = lambda: os.statvfs(small_fs).f_bavail * os.statvfs(small_fs).f_frsize  # noqa: E731
+        with open(os.path.join(small_fs, "ballast"), "wb") as f:
+            while free() > seg:  # the preparing thread takes its share meanwhile: step by step
+                f.write(bytes(64 * 1024))
+                f.flush()
         bases = [s.base_offset for s in log.segments()]
         with pytest.raises(StoreFullError, match="no room to compact"):
             log.compact([bases[:2]], lambda o, k, t, m: None)

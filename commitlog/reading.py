@@ -6,7 +6,6 @@ Functions over a SegmentList; thread-safe as it is (a scan iterator has one cons
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from itertools import chain
 
@@ -24,9 +23,9 @@ _GAP = rec.ATTR_GAP
 def read(segs: SegmentList, offset: int) -> Record:
     """The record at `offset` (a non-negative int, checked by the caller); OffsetRemovedError
     when it is dead (marked, written dead, or in a compaction's gap)."""
-    base = _held_base(segs, offset)
+    base, mm, ino = _acquire(segs, offset)
     path = segs.segment_path(base)
-    with segs.hold_file(base) as (mm, ino):
+    try:
         segs.marks.refresh()
         limit, kind, floor = segs.view_limits(base, mm, ino)
         rel, pos = floor(offset - base)
@@ -50,17 +49,23 @@ def read(segs: SegmentList, offset: int) -> Record:
                 return _record(mm, current, r)
             current = nxt
             pos = r.next_position
+    finally:
+        segs.release(base)
     raise _removed(segs, offset)
 
 
-def _held_base(segs: SegmentList, offset: int) -> int:
-    """The segment holding `offset`, checked to exist now: a compaction in another handle may
-    have merged the one this handle knew into the segment before it (relocated once)."""
-    base = segs.locate(offset)
-    if not os.path.exists(segs.segment_path(base)):
-        segs.refresh()
+def _acquire(segs: SegmentList, offset: int) -> tuple:
+    """Hold the segment holding `offset`: (base, mapping, inode); release it with
+    `segs.release(base)`. A segment gone between the lookup and the hold (a compaction merged it
+    into the one before, in another handle or process) is looked up again."""
+    for attempt in range(3):
         base = segs.locate(offset)
-    return base
+        try:
+            return (base, *segs.acquire(base))
+        except FileNotFoundError:
+            segs.refresh()
+            if attempt == 2:
+                raise segs.out_of_range(offset) from None
 
 
 def _removed(segs: SegmentList, offset: int) -> OffsetRemovedError:
@@ -90,12 +95,12 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
         if not segs.bases or offset > (_NO_END if segs.readonly else segs.end()):
             return
         try:
-            base = _held_base(segs, offset)
+            base, mm, ino = _acquire(segs, offset)
         except OffsetOutOfRangeError:
             if offset >= segs.start():
                 return
             raise
-        with segs.hold_file(base) as (mm, ino):
+        try:
             marks = segs.marks
             marks.refresh()
             limit, kind, floor = segs.view_limits(base, mm, ino)
@@ -121,6 +126,8 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
             status = rec.decode_at(mm, pos, limit).status if current < stop else rec.OK
             if status == rec.EMPTY and kind != LIVE and pos >= limit:
                 status = rec.END  # read up to its sealed length, or the writer's position
+        finally:
+            segs.release(base)
         if current >= stop:
             return
         if status == rec.OK:

@@ -216,19 +216,32 @@ class SegmentList:
     def hold_file(self, base: int) -> Iterator:
         """`hold`, yielding (mapping, inode number): a compaction may replace the file under the
         same name, so what is cached about it is checked against the inode held."""
-        path = self.segment_path(base)
         try:
-            fd, mm = self.holds.acquire(path)
+            mm, ino = self.acquire(base)
         except FileNotFoundError:
             self.refresh()
             raise self.out_of_range(base) from None
         try:
+            yield mm, ino
+        finally:
+            self.release(base)
+
+    def acquire(self, base: int) -> tuple:
+        """Hold segment `base`: (mapping, inode number); FileNotFoundError when it is gone
+        (removed, or merged by a compaction into the segment before it). Release it."""
+        path = self.segment_path(base)
+        fd, mm = self.holds.acquire(path)
+        try:
             if base < self.state.start_offset():
                 # Logically removed already (the remover advanced the start offset first).
                 raise self.out_of_range(base)
-            yield mm, os.fstat(fd).st_ino
-        finally:
+            return mm, os.fstat(fd).st_ino
+        except BaseException:
             self.holds.release(path)
+            raise
+
+    def release(self, base: int) -> None:
+        self.holds.release(self.segment_path(base))
 
     def view_limits(self, base: int, mm, ino: int | None = None) -> tuple[int, int, object]:
         """(readable byte limit, view kind, floor function) of a segment held as `mm`.

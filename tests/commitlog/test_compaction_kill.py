@@ -52,7 +52,6 @@ def check_after_open(path: str) -> int:
         return end
 
 
-@pytest.mark.soak
 def test_sigkill_a_compactor_at_random_instants_beside_a_writer_and_a_reader(tmp_path):
     path = str(tmp_path / "log")
     stop = str(tmp_path / "stop")

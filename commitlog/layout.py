@@ -5,6 +5,7 @@
         state.db (-wal, -shm)           start offset and consumer commits (commitlog.state)
         .lock                           the writer's flock, naming its pid (commitlog.locks)
         marks                           offset ranges marked dead (commitlog.marks)
+        tombstones                      when a compaction first saw each tombstone it kept
         .remove.lock                    serialises head removers of any process
         .compact.lock                   serialises compactions of any process
         00000000000000000000.log        a segment, named by the 20-digit offset of its first record
@@ -42,6 +43,7 @@ LOCK_FILE = ".lock"
 REMOVE_LOCK_FILE = ".remove.lock"
 COMPACT_LOCK_FILE = ".compact.lock"
 MARKS_FILE = "marks"
+TOMBSTONES_FILE = "tombstones"
 CLEANED_SUFFIX = ".cleaned"
 _NAME_DIGITS = 20
 
@@ -78,6 +80,10 @@ def meta_path(directory: str) -> str:
 
 def state_path(directory: str) -> str:
     return os.path.join(directory, STATE_FILE)
+
+
+def tombstones_path(directory: str) -> str:
+    return os.path.join(directory, TOMBSTONES_FILE)
 
 
 def compact_lock_path(directory: str) -> str:

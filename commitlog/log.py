@@ -12,13 +12,13 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from . import compaction, reading, record as rec, removal, swap
 from .arguments import check_commit, check_offset, check_record, check_scan_range
 from .errors import InvalidArgumentError, LogClosedError, NotALogError, ReadOnlyLogError
 from .guard import DiskGuard, Flusher
-from .layout import META_FILE, is_log_directory, state_path
+from .layout import META_FILE, is_log_directory, state_path, tombstones_path
 from .locks import WriterLock
 from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERVAL, DEFAULT_ON_FULL,
                       DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
@@ -29,6 +29,7 @@ from .record import Record
 from .recovery import load_meta, recover
 from .compaction import CompactionOutput, MarksSnapshot
 from .marks import to_ranges
+from .tombstones import TombstoneBook
 from .removal import RemovalResult
 from .segment import SegmentInfo
 from .segments import SegmentList
@@ -339,6 +340,17 @@ class CommitLog:
         self._check_open()
         return compaction.compact(self._segs, runs, decide, marks, on_bytes=on_bytes,
                                   should_stop=should_stop)
+
+    def tombstones_first_seen(self) -> dict[int, float]:
+        """Offset -> epoch seconds at which a compaction first kept the tombstone there."""
+        self._check_open()
+        return TombstoneBook(tombstones_path(self.path)).first_seen(self.start_offset)
+
+    def note_tombstones(self, seen: Mapping[int, float]) -> int:
+        """Record when tombstones kept by a compaction were first seen (earliest time wins,
+        durable on return, any process); returns how many were new."""
+        self._check_open()
+        return TombstoneBook(tombstones_path(self.path)).note(seen)
 
     # ------------------------------------------------------------------ consumer state
     def commit(self, group: str, offset: int) -> None:

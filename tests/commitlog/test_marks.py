@@ -121,3 +121,20 @@ def test_marking_works_on_a_full_disk_until_the_reserved_step_is_used(small_fs):
         with pytest.raises(StoreFullError, match="no space left to record marks"):
             log.mark_dead([1])
         assert not any(r.offset == 2 for r in log.scan()) and log.read(1).offset == 1
+
+
+def test_tombstones_first_seen_keep_their_earliest_time_across_processes_and_a_torn_entry(tmp_path):
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEG) as log:
+        fill(log, 20)
+        assert log.tombstones_first_seen() == {}
+        assert log.note_tombstones({3: 100.0, 7: 200.0}) == 2
+        assert log.note_tombstones({3: 999.0, 9: 300.0}) == 1  # 3 keeps its first time
+    with open(os.path.join(path, "tombstones"), "ab") as f:
+        f.write(b"\x01" * 11)  # a crash in the middle of an entry
+    code = (f"from commitlog import CommitLog\n"
+            f"with CommitLog.open({path!r}, readonly=True) as log:\n"
+            f"    print(log.note_tombstones({{11: 400.0}}), sorted(log.tombstones_first_seen().items()))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                         text=True, timeout=60).stdout
+    assert out.strip() == "1 [(3, 100.0), (7, 200.0), (9, 300.0), (11, 400.0)]"

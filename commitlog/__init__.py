@@ -10,9 +10,11 @@ exported for the layers above. Importing this package never imports pyspark; `co
 does, on demand.
 """
 
+from .compaction import CompactionOutput, MarksSnapshot
 from .diskusage import DiskUsage, disk_usage
 from .errors import (CommitLogError, CorruptLogError, InvalidArgumentError, InvalidCommitError,
                      LogClosedError, LogLockedError, NotALogError, OffsetOutOfRangeError,
+                     OffsetRemovedError,
                      ReadOnlyLogError, RecordTooLargeError, SegmentSizeMismatchError,
                      StoreFullError)
 from .layout import (DELETED_SUFFIX, META_FILE, SegmentFile, SegmentListing, is_log_directory,
@@ -21,17 +23,17 @@ from .log import CommitLog
 from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERVAL, DEFAULT_ON_FULL,
                       DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
                       FLUSH_MODES, ON_FULL_MODES, LogOptions)
-from .record import ATTR_CONTROL, ATTR_DEAD, Record
+from .record import ATTR_CONTROL, ATTR_DEAD, ATTR_GAP, Record
 from .removal import RemovalResult
 from .segment import SegmentInfo
 
 __all__ = [
-    "ATTR_CONTROL", "ATTR_DEAD", "DEFAULT_BLOCK_TIMEOUT", "DEFAULT_FLUSH", "DEFAULT_FLUSH_INTERVAL",
+    "ATTR_CONTROL", "ATTR_DEAD", "ATTR_GAP", "DEFAULT_BLOCK_TIMEOUT", "DEFAULT_FLUSH", "DEFAULT_FLUSH_INTERVAL",
     "DEFAULT_ON_FULL", "DEFAULT_REFUSE_WRITES_RATIO", "DEFAULT_RESUME_RATIO",
     "DEFAULT_SEGMENT_SIZE", "DELETED_SUFFIX", "FLUSH_MODES", "META_FILE", "ON_FULL_MODES",
-    "CommitLog", "CommitLogError", "CorruptLogError", "DiskUsage", "InvalidArgumentError",
+    "CommitLog", "CommitLogError", "CompactionOutput", "MarksSnapshot", "CorruptLogError", "DiskUsage", "InvalidArgumentError",
     "InvalidCommitError", "LogClosedError", "LogLockedError", "LogOptions", "NotALogError",
-    "OffsetOutOfRangeError", "ReadOnlyLogError", "Record", "RecordTooLargeError",
+    "OffsetOutOfRangeError", "OffsetRemovedError", "ReadOnlyLogError", "Record", "RecordTooLargeError",
     "RemovalResult", "SegmentFile", "SegmentInfo", "SegmentListing", "SegmentSizeMismatchError",
     "StoreFullError", "disk_usage", "is_log_directory", "list_segments", "parse_segment_name",
     "segment_name",

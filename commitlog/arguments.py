@@ -6,6 +6,7 @@ The append paths do not call these per record: they let a wrong type fail where 
 
 from __future__ import annotations
 
+from .record import ATTR_GAP
 from .errors import InvalidArgumentError, InvalidCommitError
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)
@@ -32,6 +33,9 @@ def check_record(value: object, key: object, timestamp_ms: object, attributes: o
             f"timestamp_ms must be an int of milliseconds (64-bit) or None, got {timestamp_ms!r}")
     if not _int(attributes) or not 0 <= attributes <= 0xFF:
         raise InvalidArgumentError(f"attributes must be an int in [0, 255], got {attributes!r}")
+    if attributes & ATTR_GAP:
+        raise InvalidArgumentError(f"attributes {attributes:#x} has bit {ATTR_GAP:#x} set, which "
+                                   f"only compaction writes (a gap of removed offsets)")
 
 
 def check_batch(values: list, timestamp_ms: object, attributes: object) -> None:

@@ -5,7 +5,10 @@
     │   ├── StoreFullError              the disk has no room: allocation failed (ENOSPC) or the writer
     │   │                               refused the append because the disk is above refuse_writes_ratio
     │   ├── OffsetOutOfRangeError       (also IndexError) the offset is below the log's start (removed
-    │   │                               by retention) or at/after its end; carries start_offset, end_offset
+    │   │   │                           by retention) or at/after its end; carries start_offset, end_offset
+    │   │   └── OffsetRemovedError      the offset is inside the log but its record is dead: marked
+    │   │                               (mark_dead), written dead, or removed by a compaction; carries
+    │   │                               next_offset, the next offset that still holds a record
     │   ├── CorruptLogError             a record or file failed validation; names the file and position
     │   ├── LogLockedError              another process holds the writer lock; names its pid
     │   ├── NotALogError                (also FileNotFoundError) the path is not a log directory: a
@@ -64,6 +67,20 @@ class OffsetOutOfRangeError(CommitLogError, IndexError):
             msg = f"offset {offset} is not written yet (log holds [{start_offset}, {end_offset}))"
         super().__init__(msg)
         self.offset = offset
+        self.start_offset = start_offset
+        self.end_offset = end_offset
+
+
+class OffsetRemovedError(OffsetOutOfRangeError):
+    """The record at `offset` is dead (marked, written dead, or dropped by a compaction);
+    `next_offset` is the next offset holding a live record (the log's end when there is none)."""
+
+    def __init__(self, offset: int, next_offset: int, start_offset: int, end_offset: int,
+                 why: str) -> None:
+        CommitLogError.__init__(self, f"offset {offset} {why}; the next offset that still exists "
+                                      f"is {next_offset}")
+        self.offset = offset
+        self.next_offset = next_offset
         self.start_offset = start_offset
         self.end_offset = end_offset
 

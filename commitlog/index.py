@@ -36,6 +36,11 @@ ENTRY = struct.Struct("<II")
 MAGIC = b"CLIX"
 VERSION = 1
 FLAG_SEALED = 1
+# A compaction's output: the 8 bytes after the header's CRC hold the inode number (low 32 bits)
+# of the data file it describes and the marks sequence the compaction read (commitlog.marks), and
+# the CRC covers them. An index naming another inode is stale (a swap interrupted): rebuilt.
+FLAG_COMPACTED = 2
+EXTRA = struct.Struct("<II")
 
 
 def index_file_size(segment_size: int) -> int:
@@ -53,10 +58,14 @@ class SegmentSummary:
     last_write_ns: int
     rels: tuple[int, ...] = field(default=(), repr=False)
     positions: tuple[int, ...] = field(default=(), repr=False)
+    compacted: bool = False
+    data_ino: int = 0        # compacted only: the data file's inode number, low 32 bits
+    marks_seq: int = 0       # compacted only: marks before this sequence number are applied
 
     def end_offset(self, base: int) -> int:
-        """The offset after the segment's last record, the one place that derives it: offsets
-        are dense today (base + record_count); a compacted segment will record its own."""
+        """The offset after the segment's last record, the one place that derives it.
+        `record_count` counts offsets spanned: a compacted segment's gap records (record.ATTR_GAP)
+        count their whole span, and its last one ends exactly at the segment's end offset."""
         return base + self.record_count
 
     def floor(self, rel: int) -> tuple[int, int]:
@@ -111,12 +120,19 @@ def read_sealed(path: str) -> SegmentSummary | None:
     if end > len(data):
         return None
     check = zlib.crc32(data[HEADER_SIZE:end], zlib.crc32(data[: HEADER.size - 4]))
+    compacted = bool(flags & FLAG_COMPACTED)
+    ino = seq = 0
+    if compacted:
+        extra = data[HEADER.size:HEADER.size + EXTRA.size]
+        check = zlib.crc32(extra, check)
+        ino, seq = EXTRA.unpack(extra)
     if check != crc:
         return None
     rels, positions = _entries_from(data, end)
     if len(rels) != n:
         return None
-    return SegmentSummary(used, count, first_ts, last_ts, last_ns, tuple(rels), tuple(positions))
+    return SegmentSummary(used, count, first_ts, last_ts, last_ns, tuple(rels), tuple(positions),
+                          compacted, ino, seq)
 
 
 def read_checkpoints(path: str) -> tuple[list[int], list[int]]:
@@ -131,16 +147,21 @@ def read_checkpoints(path: str) -> tuple[list[int], list[int]]:
 
 def _pack_sealed(summary: SegmentSummary) -> bytes:
     entries = _pack_entries(summary.rels, summary.positions)
-    head = HEADER.pack(MAGIC, VERSION, FLAG_SEALED, summary.used_bytes, summary.record_count,
+    flags = FLAG_SEALED | (FLAG_COMPACTED if summary.compacted else 0)
+    head = HEADER.pack(MAGIC, VERSION, flags, summary.used_bytes, summary.record_count,
                        summary.first_timestamp_ms, summary.last_timestamp_ms,
                        summary.last_write_ns, len(summary.rels), 0)[: HEADER.size - 4]
     crc = zlib.crc32(entries, zlib.crc32(head))
-    return head + struct.pack("<I", crc) + bytes(HEADER_SIZE - HEADER.size) + entries
+    extra = bytes(HEADER_SIZE - HEADER.size)
+    if summary.compacted:
+        extra = EXTRA.pack(summary.data_ino & 0xFFFFFFFF, summary.marks_seq)
+        crc = zlib.crc32(extra, crc)
+    return head + struct.pack("<I", crc) + extra + entries
 
 
-def write_sealed(path: str, summary: SegmentSummary) -> None:
-    """Write a sealed index atomically (temporary file, then rename)."""
-    tmp = path + TMP_SUFFIX
+def write_sealed(path: str, summary: SegmentSummary, tmp: str | None = None) -> None:
+    """Write a sealed index atomically (temporary file `tmp`, then rename)."""
+    tmp = path + TMP_SUFFIX if tmp is None else tmp
     with open(tmp, "wb") as f:
         f.write(_pack_sealed(summary))
         f.flush()

@@ -6,7 +6,10 @@
         start.offset.tmp                start.offset being created
         state.db (-wal, -shm)           consumer commits; a log's start offset before start.offset
         .lock                           the writer's flock, naming its pid (commitlog.locks)
+        marks                           offset ranges marked dead (commitlog.marks)
+        tombstones                      when a compaction first saw each tombstone it kept
         .remove.lock                    serialises head removers of any process
+        .compact.lock                   serialises compactions of any process
         00000000000000000000.log        a segment, named by the 20-digit offset of its first record
         00000000000000000000.index      its sparse index (commitlog.index)
         <segment>.index.tmp             an index being rebuilt (write_sealed's temporary)
@@ -14,6 +17,8 @@
         .prepared-segment-N.log/.index  prepared ahead by the preallocator (hidden, counts as used)
         .prepared-segment-N.*.stale     a crash's prepared files, set aside at open
         meta.json.tmp                   meta.json being written
+        <segment>.log.cleaned           a compaction's output being written (commitlog.swap)
+        <segment>.index.cleaned         its index; both removed at open when found
 
 Anything else in the directory is the user's and never touched. Pure names and listings: this
 module opens nothing but the directory it lists. Thread- and process-safe (no state).
@@ -39,6 +44,10 @@ STATE_FILE = "state.db"
 START_OFFSET_FILE = "start.offset"
 LOCK_FILE = ".lock"
 REMOVE_LOCK_FILE = ".remove.lock"
+COMPACT_LOCK_FILE = ".compact.lock"
+MARKS_FILE = "marks"
+TOMBSTONES_FILE = "tombstones"
+CLEANED_SUFFIX = ".cleaned"
 _NAME_DIGITS = 20
 
 
@@ -78,6 +87,23 @@ def state_path(directory: str) -> str:
 
 def start_offset_path(directory: str) -> str:
     return os.path.join(directory, START_OFFSET_FILE)
+
+
+def tombstones_path(directory: str) -> str:
+    return os.path.join(directory, TOMBSTONES_FILE)
+
+
+def compact_lock_path(directory: str) -> str:
+    return os.path.join(directory, COMPACT_LOCK_FILE)
+
+
+def marks_path(directory: str) -> str:
+    return os.path.join(directory, MARKS_FILE)
+
+
+def cleaned_path(path: str) -> str:
+    """`<base>.log.cleaned` or `<base>.index.cleaned`: a compaction's output before its swap."""
+    return path + CLEANED_SUFFIX
 
 
 def lock_path(directory: str) -> str:

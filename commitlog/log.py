@@ -12,13 +12,13 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from . import reading, record as rec, removal
+from . import compaction, reading, record as rec, removal, swap
 from .arguments import check_commit, check_offset, check_record, check_scan_range
 from .errors import InvalidArgumentError, LogClosedError, NotALogError, ReadOnlyLogError
 from .guard import DiskGuard, Flusher
-from .layout import META_FILE, is_log_directory, state_path
+from .layout import META_FILE, is_log_directory, state_path, tombstones_path
 from .locks import WriterLock
 from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERVAL, DEFAULT_ON_FULL,
                       DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
@@ -27,6 +27,9 @@ from .prealloc import SegmentPreallocator
 from .writer import BAD_RECORD, Writer
 from .record import Record
 from .recovery import load_meta, recover
+from .compaction import CompactionOutput, MarksSnapshot
+from .marks import to_ranges
+from .tombstones import TombstoneBook
 from .removal import RemovalResult
 from .segment import SegmentInfo
 from .segments import SegmentList
@@ -107,6 +110,10 @@ class CommitLog:
                                       sync=options.flush == "sync")
             segs.bases = list(segs.list(validate=True).bases)
             if not readonly:
+                with swap.compaction_lock(self.path, wait=False) as idle, \
+                        removal.removal_lock(self.path):
+                    if swap.finish_swaps(segs, cleaned=idle):
+                        segs.bases = list(segs.list().bases)
                 segs.active = recover(segs)
                 # Preparing the next segment starts at the first roll, not here: writers that
                 # open, append a little and close (Spark tasks take turns so) would pay for it.
@@ -280,6 +287,70 @@ class CommitLog:
     def is_held(self, base: int) -> bool:
         """True when some reader (any process) holds segment `base`; False once it is gone."""
         return removal.is_held(self._segs.segment_path(base))
+
+    # ------------------------------------------------------------------ dead records, compaction
+    def mark_dead(self, offsets: Iterable[int]) -> int:
+        """Mark the records at `offsets` dead, durably (on disk when this returns), from any
+        process, a read-only handle included: readers never return them again, and a compaction
+        drops them (see commitlog.marks). Offsets already dead, removed, or in a gap are passed
+        over. Returns how many records were newly marked. InvalidArgumentError for an offset not
+        written yet or not an int >= 0 (nothing is marked then); StoreFullError when the disk
+        has no room for the marks file to grow."""
+        self._check_open()
+        if isinstance(offsets, (str, bytes)) or not isinstance(offsets, Iterable):
+            raise InvalidArgumentError(f"offsets must be an iterable of ints, got {offsets!r}")
+        if not (isinstance(offsets, range) and offsets.step == 1):
+            offsets = list(offsets)
+            for o in offsets:
+                if not isinstance(o, int) or isinstance(o, bool) or o < 0:
+                    raise InvalidArgumentError(f"offsets must be ints >= 0, got {o!r}")
+        elif offsets.start < 0:
+            raise InvalidArgumentError(f"offsets must be ints >= 0, got {offsets!r}")
+        runs = to_ranges(offsets)
+        end = self.end_offset
+        if runs and runs[-1][1] > end:
+            raise InvalidArgumentError(f"offset {runs[-1][1] - 1} of {self.path} is not written "
+                                       f"yet (the log ends at {end}): only written records can "
+                                       f"be marked dead")
+        return self._segs.marks.mark(runs, lambda fresh: compaction.measure(self._segs, fresh))
+
+    def marks_snapshot(self) -> MarksSnapshot:
+        """The marks at this instant: build a key index (`record_facts`) and compact from it."""
+        self._check_open()
+        return compaction.snapshot(self._segs)
+
+    def record_facts(self, marks: MarksSnapshot, start: int | None = None,
+                     end: int | None = None) -> Iterator[tuple[int, bytes | None, bool, bool]]:
+        """(offset, key, tombstone, marked) of every record in [start, end) under `marks`, dead
+        ones included: what a compaction's key index is built from."""
+        self._check_open()
+        return compaction.record_facts(self._segs, marks, start, end)
+
+    def compact(self, runs: Sequence[Sequence[int]], decide: compaction.Decide, *,
+                marks: MarksSnapshot | None = None, on_bytes=None,
+                should_stop=None) -> list[CompactionOutput]:
+        """Rewrite each run of consecutive sealed segments (their base offsets) into one file of
+        the records `decide(offset, key, tombstone, marked)` keeps (None: keep; else the cause
+        it is dropped for), same offsets, swapped in crash-safely (commitlog.swap). Any process
+        may compact, a read-only handle included; compactions serialise on a lock file.
+        `on_bytes(n)`: bytes read plus written, about a megabyte at a time (sleep there to
+        throttle); `should_stop()`: asked between outputs. StoreFullError (nothing changed) when
+        the disk lacks room for an output plus one segment_size; InvalidArgumentError for a run
+        that is not consecutive sealed segments (never the last, active one)."""
+        self._check_open()
+        return compaction.compact(self._segs, runs, decide, marks, on_bytes=on_bytes,
+                                  should_stop=should_stop)
+
+    def tombstones_first_seen(self) -> dict[int, float]:
+        """Offset -> epoch seconds at which a compaction first kept the tombstone there."""
+        self._check_open()
+        return TombstoneBook(tombstones_path(self.path)).first_seen(self.start_offset)
+
+    def note_tombstones(self, seen: Mapping[int, float]) -> int:
+        """Record when tombstones kept by a compaction were first seen (earliest time wins,
+        durable on return, any process); returns how many were new."""
+        self._check_open()
+        return TombstoneBook(tombstones_path(self.path)).note(seen)
 
     # ------------------------------------------------------------------ consumer state
     def commit(self, group: str, offset: int) -> None:

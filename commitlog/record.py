@@ -39,6 +39,22 @@ ATTR_NONE = 0
 ATTR_DEAD = 0x01
 # Control records carry metadata for layers above the store (for example a job commit marker).
 ATTR_CONTROL = 0x02
+# Written by compaction only: not a record but the offsets a compaction removed. Its value is the
+# span (u64 little endian) the reader's offset advances by; it keeps a compacted segment's data
+# self-describing (records carry no offsets), so its index can always be rebuilt from it.
+ATTR_GAP = 0x80
+# What readers never return: a record written dead, or a gap.
+ATTR_SKIP = ATTR_DEAD | ATTR_GAP
+SPAN = struct.Struct("<Q")
+
+
+def encode_gap(span: int) -> bytes:
+    """The framed gap record standing for `span` removed offsets."""
+    return encode(SPAN.pack(span), None, 0, ATTR_GAP)
+
+
+def gap_span(buf, value_start: int) -> int:
+    return SPAN.unpack_from(buf, value_start)[0]
 
 crc32 = zlib.crc32
 
@@ -113,7 +129,8 @@ def decode_at(buf, position: int, limit: int) -> DecodeResult:
     end = position + FRAME_SIZE + length
     if length < BODY_HEAD_SIZE or end > limit or klen < -1 or klen > length - BODY_HEAD_SIZE:
         return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
-    if crc32(memoryview(buf)[position + FRAME_SIZE:end]) != crc:
+    if crc32(memoryview(buf)[position + FRAME_SIZE:end]) != crc or \
+            (attrs & ATTR_GAP and (klen != -1 or length != BODY_HEAD_SIZE + SPAN.size)):
         return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
     key_start = position + HEADER_SIZE
     if klen < 0:

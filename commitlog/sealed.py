@@ -17,7 +17,8 @@ from .index import INDEX_INTERVAL, SegmentSummary
 class SegmentScan(NamedTuple):
     """Where a scan of a segment stopped. Immutable.
 
-    position: the byte after the last good record; count: records before it; first_ts /
+    position: the byte after the last good record; count: offsets before it (records, and the
+    spans of a compacted segment's gap records); first_ts /
     last_ts: of record 0 and of the last good record (0 when there is none); status: what
     `decode_at` found at `position` (EMPTY, END or BAD); rels / positions: the index checkpoints
     that verified, extended by one every INDEX_INTERVAL bytes of the scanned tail."""
@@ -39,6 +40,7 @@ def scan_segment(mm, size: int, rels: list[int] | None = None,
     rels = [] if rels is None else rels
     positions = [] if positions is None else positions
     decode = rec.decode_at
+    gap = rec.ATTR_GAP
     while positions and decode(mm, positions[-1], size).status != rec.OK:
         rels.pop()
         positions.pop()
@@ -53,12 +55,17 @@ def scan_segment(mm, size: int, rels: list[int] | None = None,
             rels.append(count)
             positions.append(pos)
             next_index = pos + INDEX_INTERVAL
-        last_ts = r.timestamp_ms
-        count += 1
+        if r.attributes & gap:
+            count += rec.gap_span(mm, r.value_start)  # a compaction's gap: its whole span
+        else:
+            last_ts = r.timestamp_ms
+            count += 1
         pos = r.next_position
     first_ts = 0
     if count:
         first = decode(mm, 0, size)
+        while first.status == rec.OK and first.attributes & gap:  # a compacted segment's lead gap
+            first = decode(mm, first.next_position, size)
         if first.status == rec.OK:
             first_ts = first.timestamp_ms
     return SegmentScan(pos, count, first_ts, last_ts, r.status, rels, positions)

@@ -2,10 +2,9 @@
 index says about it (cached), the segment this process writes, and the holds readers take.
 
 A segment's end offset comes from its summary (`SegmentSummary.end_offset`), never from the next
-base: compaction (its own issue) leaves gaps. Its swap of a rewritten segment belongs here and in
-commitlog.removal: write the new segment and sealed index under hidden names (commitlog.layout),
-rename them over the old pair under the removal lock, then replace `summaries[base]`; a reader
-holding the old file keeps its descriptor and mapping until it lets go.
+base: compaction leaves gaps, and a compacted segment is smaller than segment_size (see
+commitlog.swap for the swap and how a compacted file is told apart from a torn one). A reader
+holding a replaced file keeps its descriptor and mapping until it lets go.
 
 State kept per segment lives only here, and goes when its segment goes: `forget_below` drops the
 bases and summaries of segments another process removed from the head (a long-running writer
@@ -18,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -25,10 +25,12 @@ from collections.abc import Iterator
 
 from .active import ActiveSegment
 from .errors import CorruptLogError, OffsetOutOfRangeError
+from . import record as rec
 from .index import SegmentSummary, read_checkpoints, read_sealed, write_sealed
-from .layout import SegmentListing, index_path, list_segments, segment_path
+from .layout import SegmentListing, index_path, list_segments, marks_path, segment_path
 from .locks import SegmentHolds
-from .sealed import live_summary, rebuilt_summary
+from .marks import MarkSet
+from .sealed import live_summary, rebuilt_summary, scan_segment
 from .segment import SegmentInfo
 from .state import LogState
 
@@ -47,8 +49,10 @@ class SegmentList:
         self.readonly = readonly
         self.meta_lock = threading.Lock()
         self.holds = SegmentHolds()
+        self.marks = MarkSet(marks_path(directory))
         self.bases: list[int] = []
         self.summaries: dict[int, SegmentSummary] = {}
+        self._inos: dict[int, int] = {}  # base -> inode number of the file summarised
         self.active: ActiveSegment | None = None  # set by the writer only
         self.tail_end = 0  # the end offset while there is no active segment
 
@@ -57,17 +61,67 @@ class SegmentList:
         return segment_path(self.path, base)
 
     def list(self, *, validate: bool = False) -> SegmentListing:
-        """One scan of the directory; with `validate`, every segment's size is checked too."""
+        """One scan of the directory; with `validate`, every segment's size is checked too (a
+        compacted segment is smaller, and must be a complete one: see `compacted_summary`)."""
         listing = list_segments(self.path, stat_head=None if validate else 0)
         if validate:
             segs = listing.segments
             for i, seg in enumerate(segs):
                 if seg.size == self.segment_size or (i == len(segs) - 1 and seg.size == 0):
                     continue
+                if seg.size < self.segment_size and self.compacted_summary(seg.base_offset, seg.size):
+                    continue
                 what = "zero-length" if seg.size == 0 else f"{seg.size} bytes"
                 raise CorruptLogError(seg.path, None,
-                                      f"segment is {what}, expected {self.segment_size}")
+                                      f"segment is {what}, expected {self.segment_size} (and it "
+                                      f"is not a complete compacted segment)")
         return listing
+
+    def compacted_summary(self, base: int, size: int) -> SegmentSummary | None:
+        """The summary of segment `base` if it is a complete compaction output: its index says
+        so and names this very file, or (index stale or lost) its data verifies up to an end
+        marker in its last four bytes. None for a torn or foreign file. One open file is
+        judged (a compaction of another process may replace the name meanwhile); `size` is
+        what a listing saw, superseded by the open file's."""
+        path = self.segment_path(base)
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            return SegmentSummary(0, 0, 0, 0, 0)  # removed since the listing: nothing to judge
+        with f:
+            st = os.fstat(f.fileno())
+            if st.st_size == self.segment_size:
+                return self.summary(base, st.st_ino)  # replaced by a full-size file meanwhile
+            summary = self._read_index(base, st.st_ino)
+            if summary is not None and summary.compacted:
+                return summary if summary.used_bytes + rec.LENGTH_SIZE == st.st_size else None
+            data = f.read()
+        s = scan_segment(data, len(data))
+        if s.status != rec.END or s.position + rec.LENGTH_SIZE != len(data):
+            return None
+        return dataclasses.replace(rebuilt_summary(data, len(data), st.st_mtime_ns, path),
+                                   compacted=True, data_ino=st.st_ino & 0xFFFFFFFF)
+
+    def _read_index(self, base: int, ino: int | None = None) -> SegmentSummary | None:
+        """The sealed index of `base` (the file `ino` when given, else the one named so now);
+        None when missing, damaged, or describing another file: a compacted index naming
+        another inode (a swap in progress or interrupted), or a plain index for a file that
+        is not segment_size long (a compacted file whose new index is not in place)."""
+        path = self.segment_path(base)
+        summary = read_sealed(index_path(path))
+        if summary is None:
+            return None
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        if ino is None:
+            ino = st.st_ino
+        if summary.compacted:
+            return summary if summary.data_ino == ino & 0xFFFFFFFF else None
+        if ino == st.st_ino and st.st_size != self.segment_size:
+            return None
+        return summary
 
     def refresh(self) -> None:
         """Re-read the list from the directory (other processes add and remove segments)."""
@@ -91,6 +145,13 @@ class SegmentList:
             if base in self.bases:
                 self.bases.remove(base)
             self.summaries.pop(base, None)
+            self._inos.pop(base, None)
+
+    def replaced(self, base: int) -> None:
+        """Segment `base` was rewritten under the same name: drop what was cached about it."""
+        with self.meta_lock:
+            self.summaries.pop(base, None)
+            self._inos.pop(base, None)
 
     def forget_below(self, start_offset: int) -> None:
         """Drop the segments logically removed (their successor starts at or below
@@ -109,6 +170,7 @@ class SegmentList:
         if summaries and (first is None or min(summaries) < first):
             for base in [b for b in summaries if first is None or b < first]:
                 del summaries[base]
+                self._inos.pop(base, None)
 
     # ------------------------------------------------------------------ offsets
     def end(self) -> int:
@@ -146,21 +208,42 @@ class SegmentList:
     # ------------------------------------------------------------------ holding and viewing
     @contextlib.contextmanager
     def hold(self, base: int) -> Iterator:
-        path = self.segment_path(base)
+        """Hold segment `base` (a shared flock) and yield its mapping (None when zero-length)."""
+        with self.hold_file(base) as (mm, _):
+            yield mm
+
+    @contextlib.contextmanager
+    def hold_file(self, base: int) -> Iterator:
+        """`hold`, yielding (mapping, inode number): a compaction may replace the file under the
+        same name, so what is cached about it is checked against the inode held."""
         try:
-            _, mm = self.holds.acquire(path)
+            mm, ino = self.acquire(base)
         except FileNotFoundError:
             self.refresh()
             raise self.out_of_range(base) from None
         try:
+            yield mm, ino
+        finally:
+            self.release(base)
+
+    def acquire(self, base: int) -> tuple:
+        """Hold segment `base`: (mapping, inode number); FileNotFoundError when it is gone
+        (removed, or merged by a compaction into the segment before it). Release it."""
+        path = self.segment_path(base)
+        fd, mm = self.holds.acquire(path)
+        try:
             if base < self.state.start_offset():
                 # Logically removed already (the remover advanced the start offset first).
                 raise self.out_of_range(base)
-            yield mm
-        finally:
+            return mm, os.fstat(fd).st_ino
+        except BaseException:
             self.holds.release(path)
+            raise
 
-    def view_limits(self, base: int, mm) -> tuple[int, int, object]:
+    def release(self, base: int) -> None:
+        self.holds.release(self.segment_path(base))
+
+    def view_limits(self, base: int, mm, ino: int | None = None) -> tuple[int, int, object]:
         """(readable byte limit, view kind, floor function) of a segment held as `mm`.
 
         ACTIVE: this process writes it, the limit is exact (a bad record below it is
@@ -178,36 +261,42 @@ class SegmentList:
                 rels, positions = read_checkpoints(ipath)
                 return size, LIVE, _make_floor(rels, positions)
         else:
-            summary = self.summary(base)
+            summary = self.summary(base, ino, mm)
         return min(summary.used_bytes, size), SEALED, summary.floor
 
     # ------------------------------------------------------------------ summaries
-    def summary(self, base: int) -> SegmentSummary:
+    def summary(self, base: int, ino: int | None = None, mm=None) -> SegmentSummary:
         """The sealed summary of a non-active segment, rebuilt from the data if its index is
-        missing or damaged."""
+        missing, damaged or stale. ino / mm: the file held (a compaction may have replaced the
+        file under this name since the summary was cached, or since this hold began)."""
         cached = self.summaries.get(base)
-        if cached is not None:
+        if cached is not None and (ino is None or self._inos.get(base) == ino):
             return cached
-        summary = read_sealed(index_path(self.segment_path(base)))
+        summary = self._read_index(base, ino)
         if summary is None:
-            summary = self._rebuild_summary(base)
+            summary = self._rebuild_summary(base, ino, mm)
         with self.meta_lock:
             if not self.bases or base >= self.bases[0]:  # not removed meanwhile
                 self.summaries[base] = summary
+                self._inos[base] = ino if ino is not None else _ino(self.segment_path(base))
         return summary
 
     def sealed(self, base: int, summary: SegmentSummary) -> None:
         """The writer sealed segment `base`: keep its summary for readers."""
         self.summaries[base] = summary
+        self._inos[base] = _ino(self.segment_path(base))
 
-    def _rebuild_summary(self, base: int) -> SegmentSummary:
+    def _rebuild_summary(self, base: int, ino: int | None = None, mm=None) -> SegmentSummary:
         path = self.segment_path(base)
-        with self.hold(base) as mm:
-            summary = rebuilt_summary(mm, len(mm) if mm is not None else 0,
-                                      os.stat(path).st_mtime_ns, path)
+        if mm is None:
+            with self.hold_file(base) as (held, ino):
+                return self._rebuild_summary(base, ino, b"" if held is None else held)
+        summary = rebuilt_summary(mm, len(mm), os.stat(path).st_mtime_ns, path)
         st = os.stat(path)
+        if 0 < len(mm) < self.segment_size:  # a compaction's output, its index stale or lost
+            summary = dataclasses.replace(summary, compacted=True, data_ino=ino & 0xFFFFFFFF)
         log.warning("rebuilt the index of %s (%d records)", path, summary.record_count)
-        if not self.readonly:
+        if not self.readonly and st.st_ino == ino:
             try:
                 write_sealed(index_path(path), summary)
                 os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -232,8 +321,12 @@ class SegmentList:
             bases = list(self.bases)
             active = self.active
         start = self.state.start_offset()
+        self.marks.refresh()
         out = []
+        covered = -1  # the end of the last segment listed: a base below it is a swap's leftover
         for i, base in enumerate(bases):
+            if base < covered:
+                continue
             nxt = bases[i + 1] if i + 1 < len(bases) else None
             if nxt is not None and nxt <= start:
                 continue  # logically removed, its files not yet gone
@@ -248,14 +341,26 @@ class SegmentList:
                     s = self.summary(base)
             except (FileNotFoundError, OffsetOutOfRangeError):
                 continue  # removed by another process while we looked
+            end = s.end_offset(base)
+            dead = self.marks.dead_bytes(base, end, s.marks_seq) if self.marks.count else 0
             out.append(SegmentInfo(base, path, st.st_size, s.used_bytes,
                                    s.first_timestamp_ms if s.record_count else None,
                                    s.last_timestamp_ms if s.record_count else None,
-                                   st.st_mtime, nxt is None, s.record_count))
+                                   st.st_mtime, nxt is None, s.record_count,
+                                   max(0, s.used_bytes - dead)))
+            covered = end
         return out
 
     def close(self) -> None:
         self.holds.close_all()
+        self.marks.close()
+
+
+def _ino(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
 
 
 def _make_floor(rels: list[int], positions: list[int]):

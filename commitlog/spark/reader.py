@@ -103,7 +103,9 @@ def read_partition(options: Options, schema: pa.Schema, partition: LogPartition,
                         if rec.attributes & _SKIP:
                             continue
                         yield conform(decode(rec.value), schema)
-                    if offset < end:   # the ledger says these records were committed
+                    # Records after the last one returned may be dead (marked, or removed by a
+                    # compaction): only a log that ends early lost what the ledger committed.
+                    if offset < end and clog.end_offset < end:
                         raise StagingError(
                             f"commit log {options.path} ends at offset {offset} but records up to "
                             f"{end} were committed to it (was the log replaced or truncated?)")

@@ -22,7 +22,7 @@ def _decoded(buf, r: rec.DecodeResult):
     return r.timestamp_ms, key, bytes(buf[r.value_start:r.value_end]), r.attributes
 
 
-@given(value=VALUES, key=KEYS, ts=I64, attrs=ATTRS)
+@given(value=VALUES, key=KEYS, ts=I64, attrs=ATTRS.map(lambda a: a & ~rec.ATTR_GAP))
 @settings(max_examples=300, deadline=None)
 def test_encode_decode_round_trips(value, key, ts, attrs):
     data = rec.encode(value, key, ts, attrs)
@@ -31,9 +31,30 @@ def test_encode_decode_round_trips(value, key, ts, attrs):
     assert r.status == rec.OK
     assert r.next_position == len(data)
     assert _decoded(data, r) == (ts, key, value, attrs)
-    # The scan hot loop agrees with decode_at, including empty key versus no key.
+    # The scan hot loop agrees with decode_at, including empty key versus no key; a record
+    # written dead or a gap is passed, never returned.
     got, pos, current = _read_records(data, 0, len(data), 7, 1 << 62, False)
-    assert got == [(7, ts, key, value, attrs)] and (pos, current) == (len(data), 8)
+    if attrs & rec.ATTR_DEAD:
+        assert got == [] and (pos, current) == (len(data), 8)
+    else:
+        assert got == [(7, ts, key, value, attrs)] and (pos, current) == (len(data), 8)
+
+
+@given(value=st.binary(max_size=40), key=KEYS)
+@settings(max_examples=100, deadline=None)
+def test_a_gap_not_shaped_as_compaction_writes_it_is_corrupt(value, key):
+    data = rec.encode(value, key, 0, rec.ATTR_GAP)
+    ok = key is None and len(value) == 8
+    assert (rec.decode_at(data, 0, len(data)).status == rec.OK) == ok
+    got, pos, current = _read_records(data, 0, len(data), 7, 1 << 62, False)
+    assert got == [] and (pos, current) == ((len(data), 7 + rec.gap_span(data, 21)) if ok else (0, 7))
+
+
+def test_gap_records_advance_offsets_by_their_span():
+    data = rec.encode(b"a", None, 5) + rec.encode_gap(1000) + rec.encode(b"b", b"k", 6)
+    got, pos, current = _read_records(data, 0, len(data), 10, 1 << 62, False)
+    assert [(r.offset, r.value) for r in got] == [(10, b"a"), (1011, b"b")]
+    assert (pos, current) == (len(data), 1012)
 
 
 @given(value=st.binary(max_size=200), key=KEYS, ts=I64, pad=st.integers(0, 40))
@@ -71,7 +92,8 @@ def test_truncated_record_is_never_ok():
         assert r.status in (rec.EMPTY, rec.BAD)
 
 
-@given(records=st.lists(st.tuples(VALUES, KEYS, I64, ATTRS), min_size=1, max_size=6))
+@given(records=st.lists(st.tuples(VALUES, KEYS, I64, ATTRS.map(lambda a: a & ~rec.ATTR_SKIP)),
+                        min_size=1, max_size=6))
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 def test_log_round_trips_through_append_read_and_scan(tmp_path_factory, records):

@@ -1,0 +1,210 @@
+"""Records marked dead (`CommitLog.mark_dead`): one file of offset ranges, `<log>/marks`, shared by
+every process that opens the log.
+
+    entry (24 bytes): start u64, end u64 (exclusive), dead bytes u32, CRC32 u32 of the 20 before
+
+An entry's range lies in one segment and holds only records newly marked by it; its dead bytes are
+their framed sizes, so a segment's live bytes are its used bytes minus the dead bytes of the
+entries in its range (a compacted segment counts only entries from the sequence number its index
+records on: the ones before were applied by the rewrite). The file grows in MARKS_STEP steps
+reserved with posix_fallocate, so marking on a disk that has since filled still works until the
+step is used up; an all-zero entry ends the entries.
+
+Markers of any process serialise on an exclusive flock of the file, append with pwrite and
+fdatasync before returning: a mark is durable when `mark_dead` returns. A crash mid-write leaves an
+entry whose CRC fails: readers stop there and the next marker overwrites it. Readers keep the
+merged range set in memory and refresh it with one pread of the next entry slot, so skipping dead
+records costs a bisect per chunk of records, not a query per record.
+
+`MarkSet` is thread-safe (a lock guards its cache); process-safe through the flock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import errno
+import fcntl
+import os
+import struct
+import threading
+import zlib
+from collections.abc import Callable, Iterable
+
+from .errors import StoreFullError
+
+ENTRY = struct.Struct("<QQII")
+ENTRY_SIZE = ENTRY.size
+MARKS_STEP = 64 * 1024                # bytes reserved at a time (2,730 entries)
+_READ = 64 * ENTRY_SIZE * 16
+_ZERO = bytes(ENTRY_SIZE)
+
+# Sorted runs of offsets not marked yet -> (start, end, bytes, records): pieces inside one segment
+# each, with the framed size and number of the records in them.
+Measure = Callable[[list[tuple[int, int]]], list[tuple[int, int, int, int]]]
+
+
+def to_ranges(offsets: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted, merged [start, end) runs of the offsets (a `range` with step 1 stays one run)."""
+    if isinstance(offsets, range) and offsets.step == 1:
+        return [(offsets.start, offsets.stop)] if offsets.stop > offsets.start else []
+    runs: list[tuple[int, int]] = []
+    for o in sorted(set(offsets)):
+        if runs and runs[-1][1] == o:
+            runs[-1] = (runs[-1][0], o + 1)
+        else:
+            runs.append((o, o + 1))
+    return runs
+
+
+class MarkSet:
+    """The marks of one log, cached; see the module docstring."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = -1  # the file is created by the first mark: a log never marked has none
+        self._open(create=False)
+        self._lock = threading.Lock()
+        self.count = 0                      # entries read so far: the marks sequence number
+        self.starts: list[int] = []         # merged, disjoint marked ranges
+        self.ends: list[int] = []
+        self._entries: list[tuple[int, int, int]] = []  # (start, seq, bytes), sorted by start
+
+    # ------------------------------------------------------------------ reading
+    def refresh(self) -> None:
+        """Read entries written since the last refresh (one pread when there are none)."""
+        with self._lock:
+            self._refresh_locked()
+
+    def _open(self, *, create: bool) -> bool:
+        if self._fd < 0:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0),
+                                   0o644)
+            except FileNotFoundError:
+                return False
+        return True
+
+    def _refresh_locked(self) -> None:
+        if self._fd < 0 and not self._open(create=False):
+            return
+        while True:
+            data = os.pread(self._fd, _READ, self.count * ENTRY_SIZE)
+            for n in range(len(data) // ENTRY_SIZE):
+                chunk = data[n * ENTRY_SIZE:(n + 1) * ENTRY_SIZE]
+                if chunk == _ZERO:
+                    return
+                start, end, nbytes, crc = ENTRY.unpack(chunk)
+                if zlib.crc32(chunk[:-4]) != crc or end <= start:
+                    return  # being written, or torn by a crash: re-read next time
+                self._add(start, end)
+                bisect.insort(self._entries, (start, self.count, nbytes))
+                self.count += 1
+            if len(data) < _READ:
+                return
+
+    def _add(self, start: int, end: int) -> None:
+        starts, ends = self.starts, self.ends
+        i = bisect.bisect_left(ends, start)          # first range ending at or after start
+        j = bisect.bisect_right(starts, end)         # ranges starting at or before end
+        if i < j:
+            start = min(start, starts[i])
+            end = max(end, ends[j - 1])
+        starts[i:j] = [start]
+        ends[i:j] = [end]
+
+    def is_marked(self, offset: int) -> bool:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        return i >= 0 and offset < self.ends[i]
+
+    def any_in(self, lo: int, hi: int) -> bool:
+        """True when some offset in [lo, hi) is marked."""
+        i = bisect.bisect_right(self.starts, hi - 1) - 1
+        return i >= 0 and self.ends[i] > lo
+
+    def unmarked(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The runs of [lo, hi) not marked."""
+        out = []
+        i = max(0, bisect.bisect_right(self.starts, lo) - 1)
+        cur = lo
+        starts, ends = self.starts, self.ends
+        while cur < hi and i < len(starts) and starts[i] < hi:
+            if ends[i] > cur:
+                if starts[i] > cur:
+                    out.append((cur, starts[i]))
+                cur = ends[i]
+            i += 1
+        if cur < hi:
+            out.append((cur, hi))
+        return out
+
+    def snapshot(self) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        """(sequence, starts, ends) at this instant: what a compaction decides from."""
+        with self._lock:
+            self._refresh_locked()
+            return self.count, tuple(self.starts), tuple(self.ends)
+
+    def dead_bytes(self, lo: int, hi: int, since: int = 0) -> int:
+        """Dead bytes of the entries starting in [lo, hi) with sequence number >= `since`."""
+        entries = self._entries
+        i = bisect.bisect_left(entries, (lo, -1, -1))
+        total = 0
+        while i < len(entries) and entries[i][0] < hi:
+            if entries[i][1] >= since:
+                total += entries[i][2]
+            i += 1
+        return total
+
+    # ------------------------------------------------------------------ marking
+    @contextlib.contextmanager
+    def locked(self):
+        """Exclusive across processes: markers, and a compaction's swap (which fixes the sequence
+        number its output records), hold it."""
+        with self._lock:
+            self._open(create=True)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                self._refresh_locked()
+                yield
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def mark(self, runs: list[tuple[int, int]], measure: Measure) -> int:
+        """Mark the offsets of `runs`; `measure` cuts the runs not marked yet into per-segment
+        entries with their bytes. Returns how many records were newly marked."""
+        with self.locked():
+            fresh = [piece for lo, hi in runs for piece in self.unmarked(lo, hi)]
+            entries = measure(fresh) if fresh else []
+            if not entries:
+                return 0
+            data = b"".join(_pack(a, b, nbytes) for a, b, nbytes, _ in entries)
+            at = self.count * ENTRY_SIZE
+            self._reserve(at + len(data))
+            os.pwrite(self._fd, data, at)
+            os.fdatasync(self._fd)
+            self._refresh_locked()
+            return sum(e[3] for e in entries)
+
+    def _reserve(self, need: int) -> None:
+        size = os.fstat(self._fd).st_size
+        if need <= size:
+            return
+        grow = -(-need // MARKS_STEP) * MARKS_STEP
+        try:
+            os.posix_fallocate(self._fd, size, grow - size)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                os.ftruncate(self._fd, size)  # give back a partial reservation
+                raise StoreFullError(f"no space left to record marks in {self.path}") from exc
+            raise
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
+
+
+def _pack(start: int, end: int, nbytes: int) -> bytes:
+    head = struct.pack("<QQI", start, end, nbytes)
+    return head + struct.pack("<I", zlib.crc32(head))

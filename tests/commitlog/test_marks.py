@@ -1,0 +1,140 @@
+"""mark_dead and the marks file (commitlog.marks): readers skip marked records, marks are durable
+and shared by processes, live bytes follow them, bad input changes nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cl_helpers import child_env, value_for
+
+from commitlog import CommitLog, InvalidArgumentError, OffsetRemovedError, StoreFullError
+from commitlog import record as rec
+from commitlog.layout import marks_path
+from commitlog.marks import ENTRY_SIZE, MARKS_STEP
+
+SEG = 16 * 1024
+
+
+def fill(log: CommitLog, n: int) -> None:
+    for o in range(log.end_offset, log.end_offset + n):
+        log.append(value_for(o, 300), key=b"k%d" % (o % 5) if o % 2 else None)
+
+
+def test_marked_records_are_never_returned_and_live_bytes_drop_by_their_size(tmp_path):
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEG) as log:
+        fill(log, 300)
+        first = log.segments()[0]
+        assert first.live_bytes == first.used_bytes and first.live_ratio == 1.0
+        doomed = [3, 4, 5, 40, first.end_offset + 2]
+        sizes = {r.offset: len(rec.encode(bytes(r.value), r.key, r.timestamp_ms)) for r in log.scan()}
+        assert log.mark_dead(doomed) == 5
+        assert log.mark_dead([4, 5, 6]) == 1  # 4 and 5 were dead already
+        dead = set(doomed) | {6}
+        assert [r.offset for r in log.scan()] == [o for o in range(300) if o not in dead]
+        assert [r.offset for r in log.scan(3, 8)] == [7]
+        with pytest.raises(OffsetRemovedError, match="offset 4 was marked dead; the next offset "
+                                                     "that still exists is 7") as err:
+            log.read(4)
+        assert err.value.next_offset == 7
+        infos = log.segments()
+        assert infos[0].used_bytes - infos[0].live_bytes == sum(sizes[o] for o in (3, 4, 5, 6, 40))
+        assert infos[1].used_bytes - infos[1].live_bytes == sizes[first.end_offset + 2]
+        fill(log, 5)
+    with CommitLog.open(path, readonly=True) as log:  # durable, and seen by another open
+        assert [r.offset for r in log.scan()] == [o for o in range(305) if o not in dead]
+        assert log.segments()[0].live_bytes == infos[0].live_bytes
+
+
+def test_bad_offsets_are_refused_and_mark_nothing(tmp_path):
+    with CommitLog.open(str(tmp_path / "log"), segment_size=SEG) as log:
+        fill(log, 20)
+        for bad, what in (([1, 20], "offset 20 .* not written yet"), ([-1], "ints >= 0"),
+                          (["3"], "ints >= 0"), ([True], "ints >= 0"), (5, "iterable"),
+                          (range(-2, 3), "ints >= 0")):
+            with pytest.raises(InvalidArgumentError, match=what):
+                log.mark_dead(bad)
+        assert len(list(log.scan())) == 20
+        assert not os.path.exists(marks_path(log.path))  # created by the first mark
+        assert log.mark_dead([]) == 0 and log.mark_dead(range(5, 8)) == 3
+
+
+def test_a_torn_entry_is_ignored_and_overwritten_by_the_next_mark(tmp_path):
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEG) as log:
+        fill(log, 50)
+        log.mark_dead([1])
+    with open(marks_path(path), "r+b") as f:  # a crash in the middle of the second entry
+        f.seek(ENTRY_SIZE)
+        f.write(b"\x07" * (ENTRY_SIZE - 5))
+    with CommitLog.open(path) as log:
+        assert [r.offset for r in log.scan(0, 4)] == [0, 2, 3]
+        assert log.mark_dead([2]) == 1
+        assert [r.offset for r in log.scan(0, 4)] == [0, 3]
+    with CommitLog.open(path, readonly=True) as log:
+        assert [r.offset for r in log.scan(0, 4)] == [0, 3]
+
+
+MARKER = """
+import sys
+from commitlog import CommitLog
+path, parity = sys.argv[1], int(sys.argv[2])
+with CommitLog.open(path, readonly=True) as log:
+    n = 0
+    for start in range(0, 2000, 50):
+        n += log.mark_dead([o for o in range(start, start + 50) if o % 2 == parity])
+print(n)
+"""
+
+
+def test_two_processes_mark_at_once_beside_a_running_writer(tmp_path):
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEG) as log:  # the writer stays open meanwhile
+        fill(log, 2000)
+        procs = [subprocess.Popen([sys.executable, "-c", MARKER, path, str(p)], env=child_env(),
+                                  stdout=subprocess.PIPE, text=True) for p in (0, 1)]
+        fill(log, 100)
+        counts = [int(p.communicate(timeout=60)[0]) for p in procs]
+        assert counts == [1000, 1000]
+        assert [r.offset for r in log.scan()] == list(range(2000, 2100))
+        assert all(s.live_bytes == 0 for s in log.segments() if s.end_offset <= 2000)
+        assert log.mark_dead(range(0, 2000)) == 0
+
+
+def test_marking_works_on_a_full_disk_until_the_reserved_step_is_used(small_fs):
+    path = os.path.join(small_fs, "log")
+    with CommitLog.open(path, segment_size=64 * 1024, refuse_writes_ratio=None) as log:
+        fill(log, 6000)
+        log.mark_dead([0])  # reserves the first step of the marks file
+        with open(os.path.join(small_fs, "ballast"), "wb") as f:
+            with pytest.raises(OSError):
+                while True:
+                    f.write(bytes(1 << 16))
+                    f.flush()
+        # The disk is full: marks still go into the reserved step, one entry each.
+        for o in range(2, 2 + 2 * (MARKS_STEP // ENTRY_SIZE - 1), 2):
+            log.mark_dead([o])
+        with pytest.raises(StoreFullError, match="no space left to record marks"):
+            log.mark_dead([1])
+        assert not any(r.offset == 2 for r in log.scan()) and log.read(1).offset == 1
+
+
+def test_tombstones_first_seen_keep_their_earliest_time_across_processes_and_a_torn_entry(tmp_path):
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEG) as log:
+        fill(log, 20)
+        assert log.tombstones_first_seen() == {}
+        assert log.note_tombstones({3: 100.0, 7: 200.0}) == 2
+        assert log.note_tombstones({3: 999.0, 9: 300.0}) == 1  # 3 keeps its first time
+    with open(os.path.join(path, "tombstones"), "ab") as f:
+        f.write(b"\x01" * 11)  # a crash in the middle of an entry
+    code = (f"from commitlog import CommitLog\n"
+            f"with CommitLog.open({path!r}, readonly=True) as log:\n"
+            f"    print(log.note_tombstones({{11: 400.0}}), sorted(log.tombstones_first_seen().items()))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                         text=True, timeout=60).stdout
+    assert out.strip() == "1 [(3, 100.0), (7, 200.0), (9, 300.0), (11, 400.0)]"

@@ -291,12 +291,15 @@ class SegmentList:
         if mm is None:
             with self.hold_file(base) as (held, ino):
                 return self._rebuild_summary(base, ino, b"" if held is None else held)
-        summary = rebuilt_summary(mm, len(mm), os.stat(path).st_mtime_ns, path)
-        st = os.stat(path)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            st = None  # unlinked since we took hold (a compaction's swap): the mapping still reads
+        summary = rebuilt_summary(mm, len(mm), st.st_mtime_ns if st is not None else 0, path)
         if 0 < len(mm) < self.segment_size:  # a compaction's output, its index stale or lost
             summary = dataclasses.replace(summary, compacted=True, data_ino=ino & 0xFFFFFFFF)
         log.warning("rebuilt the index of %s (%d records)", path, summary.record_count)
-        if not self.readonly and st.st_ino == ino:
+        if not self.readonly and st is not None and st.st_ino == ino:
             try:
                 write_sealed(index_path(path), summary)
                 os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))

@@ -9,6 +9,13 @@ grows that file before the first read. Reads then go through a short-lived conne
 crashed writer's committed WAL frames are still read (`immutable=1` would skip them). Writes
 (consumer commits) on a full disk raise StoreFullError and change nothing.
 
+A process keeps a connection only once it commits: a connection costs about 120 KB, and a sidecar
+watching a thousand logs only reads. Reads go through a short-lived connection when `state.db` or
+its `-wal` changed since the last read (every commit writes one of them with write(2), which sets
+mtime), and otherwise return the rows read last time. A file changed less than `_RACY_NS` before
+a read may change again with the same coarse timestamp, so such an answer is not reused (git's
+"racily clean" rule).
+
 One `LogState` is safe to share between threads of a process (a lock serialises its
 connection); any number of processes may open the same database.
 """
@@ -38,6 +45,8 @@ CREATE TABLE IF NOT EXISTS consumer_groups (
 _NO_ROOM = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)  # primary codes worth a read without room
 _FULL = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR_SHMSIZE)  # a write's "no space left"
 _START_SQL = "SELECT value FROM log_meta WHERE key = 'start_offset'"
+_GROUPS_SQL = "SELECT name, committed_offset, committed_at FROM consumer_groups ORDER BY name"
+_RACY_NS = 1_000_000_000  # far above a coarse file timestamp's granularity (a jiffy, <= 10 ms)
 
 
 class LogState:
@@ -52,6 +61,7 @@ class LogState:
         self._start_path = start_offset_path(os.path.dirname(path))
         self._start_file: StartOffsetFile | None = None
         self._legacy_start: int | None = None  # state.db's row, read once the file exists
+        self._groups: tuple[tuple, list[tuple]] | None = None  # (files' signature, rows) last read
         try:
             self._connect()
         except sqlite3.DatabaseError as exc:
@@ -60,6 +70,7 @@ class LogState:
             if os.path.getsize(path) == 0:  # a new log on a full disk: nothing to read
                 raise _translate(path, exc) from exc
             self._query("SELECT count(*) FROM consumer_groups")  # readable without room?
+        self._drop()  # reconnected at the first commit (see the module docstring)
         self._start_file = StartOffsetFile.open(self._start_path)
 
     # ------------------------------------------------------------------ SQLite
@@ -78,16 +89,46 @@ class LogState:
 
     def _query(self, sql: str, args: tuple = (), *, write: bool = False) -> list[tuple]:
         with self._lock:
+            if write:
+                self._groups = None
+            elif self._db is None:
+                return self._read_once(sql, args)
             try:
                 return self._connect().execute(sql, args).fetchall()
             except sqlite3.DatabaseError as exc:
                 if write or _primary(exc) not in _NO_ROOM:
                     raise _translate(self.path, exc) from exc
                 self._drop()
-                try:
-                    return self._read_without_room(sql, args)
-                except sqlite3.DatabaseError as exc2:
-                    raise _translate(self.path, exc2) from exc2
+                return self._read_once(sql, args)
+
+    def _read_once(self, sql: str, args: tuple) -> list[tuple]:
+        """A read through a short-lived connection (a heap wal-index one on a full disk)."""
+        try:
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            try:
+                return db.execute(sql, args).fetchall()
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as exc:
+            if _primary(exc) not in _NO_ROOM:
+                raise _translate(self.path, exc) from exc
+        try:
+            return self._read_without_room(sql, args)
+        except sqlite3.DatabaseError as exc2:
+            raise _translate(self.path, exc2) from exc2
+
+    def _group_rows(self) -> list[tuple]:
+        """(name, committed offset, committed at) of every group, reread only when the files
+        changed (see the module docstring)."""
+        now = time.time_ns()
+        signature = (_stat_key(self.path), _stat_key(self.path + "-wal"))
+        cached = self._groups
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        rows = self._query(_GROUPS_SQL)
+        if max((s[2] for s in signature if s is not None), default=now) < now - _RACY_NS:
+            self._groups = (signature, rows)
+        return rows
 
     def _read_without_room(self, sql: str, args: tuple) -> list[tuple]:
         # Heap-memory wal-index (see the module docstring): no -shm to grow on a full disk.
@@ -154,12 +195,10 @@ class LogState:
             (group, offset, time.time() if at is None else at), write=True)
 
     def committed(self) -> dict[str, int]:
-        return {name: off for name, off in
-                self._query("SELECT name, committed_offset FROM consumer_groups ORDER BY name")}
+        return {name: off for name, off, _ in self._group_rows()}
 
     def commit_times(self) -> dict[str, float]:
-        return {name: at for name, at in
-                self._query("SELECT name, committed_at FROM consumer_groups ORDER BY name")}
+        return {name: at for name, _, at in self._group_rows()}
 
     def delete_group(self, group: str) -> None:
         self._query("DELETE FROM consumer_groups WHERE name = ?", (group,), write=True)
@@ -169,6 +208,14 @@ class LogState:
             self._drop()
             if self._start_file is not None:
                 self._start_file.close()
+
+
+def _stat_key(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_dev
 
 
 def _primary(exc: sqlite3.DatabaseError) -> int | None:

@@ -9,10 +9,11 @@ grows that file before the first read. Reads then go through a short-lived conne
 crashed writer's committed WAL frames are still read (`immutable=1` would skip them). Writes
 (consumer commits) on a full disk raise StoreFullError and change nothing.
 
-A process keeps a connection only once it commits: a connection costs about 120 KB, and a sidecar
-watching a thousand logs only reads. Reads go through a short-lived connection when `state.db` or
-its `-wal` changed since the last read (every commit writes one of them with write(2), which sets
-mtime), and otherwise return the rows read last time. A file changed less than `_RACY_NS` before
+An idle log holds no connection (one costs about 120 KB, and a sidecar may watch a thousand
+logs): consumer groups are reread only when `state.db` or its `-wal` changed since the last read
+(every commit writes one of them with write(2), which sets mtime); otherwise the rows read last
+time are returned and the connection, if any, is closed. A log whose state changes keeps one, as
+reconnecting costs more than a query. A file changed less than `_RACY_NS` before
 a read may change again with the same coarse timestamp, so such an answer is not reused (git's
 "racily clean" rule).
 
@@ -91,31 +92,16 @@ class LogState:
         with self._lock:
             if write:
                 self._groups = None
-            elif self._db is None:
-                return self._read_once(sql, args)
             try:
                 return self._connect().execute(sql, args).fetchall()
             except sqlite3.DatabaseError as exc:
                 if write or _primary(exc) not in _NO_ROOM:
                     raise _translate(self.path, exc) from exc
                 self._drop()
-                return self._read_once(sql, args)
-
-    def _read_once(self, sql: str, args: tuple) -> list[tuple]:
-        """A read through a short-lived connection (a heap wal-index one on a full disk)."""
-        try:
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            try:
-                return db.execute(sql, args).fetchall()
-            finally:
-                db.close()
-        except sqlite3.DatabaseError as exc:
-            if _primary(exc) not in _NO_ROOM:
-                raise _translate(self.path, exc) from exc
-        try:
-            return self._read_without_room(sql, args)
-        except sqlite3.DatabaseError as exc2:
-            raise _translate(self.path, exc2) from exc2
+                try:
+                    return self._read_without_room(sql, args)
+                except sqlite3.DatabaseError as exc2:
+                    raise _translate(self.path, exc2) from exc2
 
     def _group_rows(self) -> list[tuple]:
         """(name, committed offset, committed at) of every group, reread only when the files
@@ -124,6 +110,9 @@ class LogState:
         signature = (_stat_key(self.path), _stat_key(self.path + "-wal"))
         cached = self._groups
         if cached is not None and cached[0] == signature:
+            if self._db is not None:
+                with self._lock:
+                    self._drop()  # nothing changed since the last read: an idle log holds none
             return cached[1]
         rows = self._query(_GROUPS_SQL)
         if max((s[2] for s in signature if s is not None), default=now) < now - _RACY_NS:

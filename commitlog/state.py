@@ -107,7 +107,7 @@ class LogState:
         """(name, committed offset, committed at) of every group, reread only when the files
         changed (see the module docstring)."""
         now = time.time_ns()
-        signature = (_stat_key(self.path), _stat_key(self.path + "-wal"))
+        signature = (_stat_key(self.path), _stat_key(self.path + "-wal", empty=None))
         cached = self._groups
         if cached is not None and cached[0] == signature:
             if self._db is not None:
@@ -199,10 +199,15 @@ class LogState:
                 self._start_file.close()
 
 
-def _stat_key(path: str) -> tuple[int, int, int, int] | None:
+def _stat_key(path: str, empty: object = 0) -> tuple[int, int, int, int] | None:
+    """(inode, size, mtime, device); None when missing. With `empty=None`, an empty file counts
+    as missing: a connection creates an empty -wal and the last one to close deletes it, and
+    neither changes what the database holds (a commit's frames make it non-empty)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        return None
+    if st.st_size == 0 and empty is None:
         return None
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_dev
 

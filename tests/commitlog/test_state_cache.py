@@ -89,3 +89,20 @@ def test_a_group_deleted_by_another_process_disappears(tmp_log_dir):
         subprocess.run([sys.executable, "-c", code], check=True,
                        env={**os.environ, "PYTHONPATH": os.getcwd()})
         assert set(log.committed()) == {"b"}
+
+
+def test_an_idle_log_is_read_once_though_connections_come_and_go(tmp_log_dir, monkeypatch):
+    """Our own connection creates an empty -wal and closing it deletes it: not a change."""
+    with CommitLog.open(tmp_log_dir, segment_size=4096, flush="none") as w:
+        w.append(b"x")
+        w.commit("etl", 1)
+    with CommitLog.open(tmp_log_dir, readonly=True) as log:
+        _age(tmp_log_dir)
+        state = log._state
+        queries = []
+        real = state._query
+        monkeypatch.setattr(state, "_query", lambda *a, **k: queries.append(a) or real(*a, **k))
+        for _ in range(5):
+            assert log.committed() == {"etl": 1}
+        assert len(queries) == 1
+        assert state._db is None

@@ -168,7 +168,7 @@ def main() -> int:
             scheduler._cleanup_job("default")
             profiler.disable()
             scheduler.stop()
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+            pstats.Stats(profiler).sort_stats(os.environ.get("BENCH_SORT", "cumulative")).print_stats(int(os.environ.get("BENCH_ROWS", "30")))
         finally:
             shutil.rmtree(root, ignore_errors=True)
         return 0

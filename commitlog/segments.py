@@ -23,6 +23,7 @@ import os
 import threading
 from collections.abc import Iterator
 
+from . import liveend
 from .active import ActiveSegment
 from .errors import CorruptLogError, OffsetOutOfRangeError
 from . import record as rec
@@ -55,6 +56,7 @@ class SegmentList:
         self._inos: dict[int, int] = {}  # base -> inode number of the file summarised
         self.active: ActiveSegment | None = None  # set by the writer only
         self.tail_end = 0  # the end offset while there is no active segment
+        self._live_end: liveend.LiveEnd | None = None  # the last segment's end, kept (liveend)
 
     # ------------------------------------------------------------------ listing
     def segment_path(self, base: int) -> str:
@@ -309,13 +311,25 @@ class SegmentList:
 
     def live_summary(self, base: int) -> SegmentSummary:
         """Summary of the last segment written by another process: sealed index, or a scan."""
-        ipath = index_path(self.segment_path(base))
+        path = self.segment_path(base)
+        kept = self._live_end
+        if kept is not None and kept.base != base:
+            kept = None
+        if kept is not None and liveend.unchanged(kept, path):
+            return kept.summary
+        ipath = index_path(path)
         summary = read_sealed(ipath)
         if summary is not None:
             return summary
+        ident = liveend.file_id(path)
         with self.hold(base) as mm:
-            rels, positions = read_checkpoints(ipath)
-            return live_summary(mm, len(mm) if mm is not None else 0, rels, positions)
+            if kept is not None and kept.file_id == ident:
+                rels, positions = [kept.rel], [kept.position]  # resume: appended since
+            else:
+                rels, positions = read_checkpoints(ipath)
+            summary = live_summary(mm, len(mm) if mm is not None else 0, rels, positions)
+            self._live_end = liveend.remember(base, ident, summary, mm, rels, positions)
+        return summary
 
     def infos(self) -> list[SegmentInfo]:
         """Every segment not logically removed, oldest first, as CommitLog.segments() gives them."""

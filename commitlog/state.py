@@ -9,6 +9,14 @@ grows that file before the first read. Reads then go through a short-lived conne
 crashed writer's committed WAL frames are still read (`immutable=1` would skip them). Writes
 (consumer commits) on a full disk raise StoreFullError and change nothing.
 
+An idle log holds no connection (one costs about 120 KB, and a sidecar may watch a thousand
+logs): consumer groups are reread only when `state.db` or its `-wal` changed since the last read
+(every commit writes one of them with write(2), which sets mtime); otherwise the rows read last
+time are returned and the connection, if any, is closed. A log whose state changes keeps one, as
+reconnecting costs more than a query. A file changed less than `_RACY_NS` before
+a read may change again with the same coarse timestamp, so such an answer is not reused (git's
+"racily clean" rule).
+
 One `LogState` is safe to share between threads of a process (a lock serialises its
 connection); any number of processes may open the same database.
 """
@@ -38,6 +46,8 @@ CREATE TABLE IF NOT EXISTS consumer_groups (
 _NO_ROOM = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)  # primary codes worth a read without room
 _FULL = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR_SHMSIZE)  # a write's "no space left"
 _START_SQL = "SELECT value FROM log_meta WHERE key = 'start_offset'"
+_GROUPS_SQL = "SELECT name, committed_offset, committed_at FROM consumer_groups ORDER BY name"
+_RACY_NS = 1_000_000_000  # far above a coarse file timestamp's granularity (a jiffy, <= 10 ms)
 
 
 class LogState:
@@ -52,6 +62,7 @@ class LogState:
         self._start_path = start_offset_path(os.path.dirname(path))
         self._start_file: StartOffsetFile | None = None
         self._legacy_start: int | None = None  # state.db's row, read once the file exists
+        self._groups: tuple[tuple, list[tuple]] | None = None  # (files' signature, rows) last read
         try:
             self._connect()
         except sqlite3.DatabaseError as exc:
@@ -60,6 +71,7 @@ class LogState:
             if os.path.getsize(path) == 0:  # a new log on a full disk: nothing to read
                 raise _translate(path, exc) from exc
             self._query("SELECT count(*) FROM consumer_groups")  # readable without room?
+        self._drop()  # reconnected at the first commit (see the module docstring)
         self._start_file = StartOffsetFile.open(self._start_path)
 
     # ------------------------------------------------------------------ SQLite
@@ -78,6 +90,8 @@ class LogState:
 
     def _query(self, sql: str, args: tuple = (), *, write: bool = False) -> list[tuple]:
         with self._lock:
+            if write:
+                self._groups = None
             try:
                 return self._connect().execute(sql, args).fetchall()
             except sqlite3.DatabaseError as exc:
@@ -88,6 +102,22 @@ class LogState:
                     return self._read_without_room(sql, args)
                 except sqlite3.DatabaseError as exc2:
                     raise _translate(self.path, exc2) from exc2
+
+    def _group_rows(self) -> list[tuple]:
+        """(name, committed offset, committed at) of every group, reread only when the files
+        changed (see the module docstring)."""
+        now = time.time_ns()
+        signature = (_stat_key(self.path), _stat_key(self.path + "-wal", empty=None))
+        cached = self._groups
+        if cached is not None and cached[0] == signature:
+            if self._db is not None:
+                with self._lock:
+                    self._drop()  # nothing changed since the last read: an idle log holds none
+            return cached[1]
+        rows = self._query(_GROUPS_SQL)
+        if max((s[2] for s in signature if s is not None), default=now) < now - _RACY_NS:
+            self._groups = (signature, rows)
+        return rows
 
     def _read_without_room(self, sql: str, args: tuple) -> list[tuple]:
         # Heap-memory wal-index (see the module docstring): no -shm to grow on a full disk.
@@ -154,12 +184,10 @@ class LogState:
             (group, offset, time.time() if at is None else at), write=True)
 
     def committed(self) -> dict[str, int]:
-        return {name: off for name, off in
-                self._query("SELECT name, committed_offset FROM consumer_groups ORDER BY name")}
+        return {name: off for name, off, _ in self._group_rows()}
 
     def commit_times(self) -> dict[str, float]:
-        return {name: at for name, at in
-                self._query("SELECT name, committed_at FROM consumer_groups ORDER BY name")}
+        return {name: at for name, _, at in self._group_rows()}
 
     def delete_group(self, group: str) -> None:
         self._query("DELETE FROM consumer_groups WHERE name = ?", (group,), write=True)
@@ -169,6 +197,19 @@ class LogState:
             self._drop()
             if self._start_file is not None:
                 self._start_file.close()
+
+
+def _stat_key(path: str, empty: object = 0) -> tuple[int, int, int, int] | None:
+    """(inode, size, mtime, device); None when missing. With `empty=None`, an empty file counts
+    as missing: a connection creates an empty -wal and the last one to close deletes it, and
+    neither changes what the database holds (a commit's frames make it non-empty)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if st.st_size == 0 and empty is None:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_dev
 
 
 def _primary(exc: sqlite3.DatabaseError) -> int | None:

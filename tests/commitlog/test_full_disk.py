@@ -305,4 +305,6 @@ def test_a_writer_never_takes_the_disk_past_the_line_by_more_than_one_segment(sm
           f"removed {r['removed']}")
     assert w["refused"] > 0 and r["removed"] > 0  # the race really happened
     assert w["appended"] > 3 * 64 * 32  # the writer really went on below the line
-    assert top <= refuse + share
+    # The line counts segments and their indexes; a filesystem's own metadata (ext4's directory
+    # blocks and journal, SQLite's WAL) moves the ratio by a few blocks more: 256 KiB allowed.
+    assert top <= refuse + share + 256 * 1024 / (usage.used_bytes + usage.free_bytes)

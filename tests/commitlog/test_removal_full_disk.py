@@ -197,7 +197,9 @@ def test_a_retention_pass_deletes_under_disk_force_on_a_completely_full_disk(sma
     assert "disk-force" in json.dumps(result)
     after = list_segments(path).bases
     assert after == bases[3:]  # the 3 oldest, young and unconsumed, forced out
-    assert free_bytes(small_fs) - before >= 3 * SEGMENT
+    # The space of 3 segments came back, less the audit lines and state the pass then wrote on
+    # this same disk (a few blocks).
+    assert free_bytes(small_fs) - before >= 3 * SEGMENT - 32 * 1024
     fill_to_the_last_block(small_fs)
     assert check_consistent(path) == bases[3]
 

@@ -28,7 +28,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import urllib.request
 from pathlib import Path
@@ -39,6 +38,8 @@ from loguru import logger
 from commitlog import CommitLog
 from policies import load_config
 from retention import RetentionScheduler
+
+from bench_sidecar_idle import sample, sidecar_config
 
 SEGMENTS = 10
 
@@ -61,20 +62,7 @@ def build(root: Path, count: int) -> Path:
                         ignore=shutil.ignore_patterns(".*"))
         logs += f"  {name}:\n    path: {root / name}\n    segment_size: 4KiB\n"
     shutil.rmtree(template)
-    config = root / "retention.yaml"
-    config.write_text(textwrap.dedent(f"""
-        service:
-          listen: 127.0.0.1:0
-          audit: {root}/audit.jsonl
-        logs:
-    """) + logs + textwrap.dedent("""
-        policies:
-          default:
-            interval: 10s
-            delete_at_hours: [4]
-            reserve: 72h
-    """))
-    return config
+    return sidecar_config(root, logs)
 
 
 
@@ -133,17 +121,9 @@ def idle_sidecar(config_path: Path, seconds: float) -> tuple[float, float, float
         time.sleep(12)                       # past start-up and a second interval pass
         baseline = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds + 5})"])
         time.sleep(0.5)
-        procs = {"sidecar": psutil.Process(sidecar.pid), "baseline": psutil.Process(baseline.pid)}
-        cpu0 = {n: sum(p.cpu_times()[:2]) for n, p in procs.items()}
-        peak = {n: 0.0 for n in procs}
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < seconds:
-            for n, p in procs.items():
-                peak[n] = max(peak[n], p.memory_info().rss / 1e6)
-            time.sleep(0.5)
-        wall = time.monotonic() - t0
-        cpu = {n: 100 * (sum(p.cpu_times()[:2]) - cpu0[n]) / wall for n, p in procs.items()}
-        return peak["sidecar"], cpu["sidecar"], peak["baseline"], cpu["baseline"]
+        figures = sample({"sidecar": psutil.Process(sidecar.pid), "baseline": psutil.Process(baseline.pid)},
+                         seconds, every=0.5)
+        return (*figures["sidecar"], *figures["baseline"])
     finally:
         sidecar.send_signal(signal.SIGTERM)
         sidecar.wait(timeout=30)

@@ -35,11 +35,17 @@ def build(tmp: Path) -> Path:
                 log.append_batch([os.urandom(1000) for _ in range(256)])
             log.commit("etl", log.end_offset // 2)
         logs += f"  {name}:\n    path: {tmp / name}\n    segment_size: 256KiB\n"
-    config = tmp / "retention.yaml"
+    return sidecar_config(tmp, logs)
+
+
+def sidecar_config(root: Path, logs: str) -> Path:
+    """`root/retention.yaml`: the sidecar on a free loopback port, the `logs:` entries given, and
+    the default policy (a pass every 10 s, nothing due for deletion)."""
+    config = root / "retention.yaml"
     config.write_text(textwrap.dedent(f"""
         service:
           listen: 127.0.0.1:0
-          audit: {tmp}/audit.jsonl
+          audit: {root}/audit.jsonl
         logs:
     """) + logs + textwrap.dedent("""
         policies:
@@ -51,15 +57,16 @@ def build(tmp: Path) -> Path:
     return config
 
 
-def sample(procs: dict[str, psutil.Process], seconds: float) -> dict[str, tuple[float, float]]:
-    """name -> (max RSS in MB, CPU % of one core) over `seconds`."""
+def sample(procs: dict[str, psutil.Process], seconds: float,
+           every: float = 1.0) -> dict[str, tuple[float, float]]:
+    """name -> (max RSS in MB, CPU % of one core) over `seconds`, RSS read every `every` seconds."""
     start_cpu = {n: sum(p.cpu_times()[:2]) for n, p in procs.items()}
     peak = {n: 0.0 for n in procs}
     t0 = time.monotonic()
     while time.monotonic() - t0 < seconds:
         for n, p in procs.items():
             peak[n] = max(peak[n], p.memory_info().rss / 1e6)
-        time.sleep(1.0)
+        time.sleep(every)
     wall = time.monotonic() - t0
     return {n: (peak[n], 100 * (sum(p.cpu_times()[:2]) - start_cpu[n]) / wall) for n, p in procs.items()}
 

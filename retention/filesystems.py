@@ -53,25 +53,23 @@ class Filesystem:
         self.checked_at = before.checked_at
 
 
-def existing(path: str) -> str:
-    """`path`, or its nearest existing ancestor (a log directory may not exist yet)."""
-    p = os.path.abspath(path)
-    while not os.path.exists(p):
+def _nearest(p: str, found) -> str:
+    """`p` or its nearest ancestor for which `found` holds (the root when none does)."""
+    while not found(p):
         parent = os.path.dirname(p)
         if parent == p:
             break
         p = parent
     return p
+
+
+def existing(path: str) -> str:
+    """`path`, or its nearest existing ancestor (a log directory may not exist yet)."""
+    return _nearest(os.path.abspath(path), os.path.exists)
 
 
 def mountpoint_of(path: str) -> str:
-    p = os.path.realpath(path)
-    while not os.path.ismount(p):
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    return p
+    return _nearest(os.path.realpath(path), os.path.ismount)
 
 
 def dev_of(path: str) -> int:

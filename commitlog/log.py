@@ -16,7 +16,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from . import compaction, reading, record as rec, removal, swap
 from .arguments import check_commit, check_offset, check_record, check_scan_range
-from .errors import InvalidArgumentError, LogClosedError, NotALogError, ReadOnlyLogError
+from .errors import (InvalidArgumentError, LogClosedError, NotALogError, OffsetOutOfRangeError,
+                     ReadOnlyLogError)
 from .guard import DiskGuard, Flusher
 from .layout import META_FILE, is_log_directory, state_path, tombstones_path
 from .locks import WriterLock
@@ -262,6 +263,20 @@ class CommitLog:
         if active is not None and active.base_offset == base:
             return active.end_offset
         return self._segs.live_summary(base).end_offset(base)
+
+    def segment_info(self, base: int, *, last: bool = False) -> SegmentInfo:
+        """Segment `base` as `segments()` describes it (explicit end offset, live bytes), for a
+        caller that listed the directory itself (`last`: it is the listing's last segment, whose
+        end is as far as written). Validates the file: one of another size than segment_size
+        must be a complete compacted segment (CorruptLogError otherwise). Its index is not kept
+        in memory unless it was already. FileNotFoundError when it is gone."""
+        self._check_open()
+        segs = self._segs
+        segs.marks.refresh()
+        try:
+            return segs.info(base, last=last, validate=True, keep=False)
+        except OffsetOutOfRangeError:  # removed between the lookup and the hold
+            raise FileNotFoundError(segs.segment_path(base)) from None
 
     def foreign_files(self) -> list[str]:
         """Segment-named entries that are not regular files (symlinks, directories): never touched."""

@@ -336,7 +336,6 @@ class SegmentList:
         self.refresh()
         with self.meta_lock:
             bases = list(self.bases)
-            active = self.active
         start = self.state.start_offset()
         self.marks.refresh()
         out = []
@@ -347,26 +346,51 @@ class SegmentList:
             nxt = bases[i + 1] if i + 1 < len(bases) else None
             if nxt is not None and nxt <= start:
                 continue  # logically removed, its files not yet gone
-            path = self.segment_path(base)
             try:
-                st = os.stat(path)
-                if active is not None and active.base_offset == base:
-                    s = active.summary()
-                elif nxt is None:
-                    s = self.live_summary(base)
-                else:
-                    s = self.summary(base)
+                info = self.info(base, last=nxt is None)
             except (FileNotFoundError, OffsetOutOfRangeError):
                 continue  # removed by another process while we looked
-            end = s.end_offset(base)
-            dead = self.marks.dead_bytes(base, end, s.marks_seq) if self.marks.count else 0
-            out.append(SegmentInfo(base, path, st.st_size, s.used_bytes,
-                                   s.first_timestamp_ms if s.record_count else None,
-                                   s.last_timestamp_ms if s.record_count else None,
-                                   st.st_mtime, nxt is None, s.record_count,
-                                   max(0, s.used_bytes - dead)))
-            covered = end
+            out.append(info)
+            covered = info.end_offset
         return out
+
+    def info(self, base: int, *, last: bool, validate: bool = False, keep: bool = True) -> SegmentInfo:
+        """Segment `base` as CommitLog.segments() describes it, its end offset explicit (a gap
+        may follow it). `last`: it is the log's last segment. With `validate`, a file of another
+        size than segment_size must be a complete compacted segment (or the last, zero-length
+        one): CorruptLogError otherwise. `keep`: cache the summary (False for a caller walking
+        every segment once, which would otherwise hold every index in memory). Call
+        `marks.refresh()` first. FileNotFoundError when it is gone."""
+        path = self.segment_path(base)
+        st = os.stat(path)
+        active = self.active
+        if active is not None and active.base_offset == base:
+            s = active.summary()
+        elif last:
+            s = self.live_summary(base)
+        elif validate and st.st_size != self.segment_size:
+            s = self.compacted_summary(base, st.st_size)
+            if s is None:
+                what = "zero-length" if st.st_size == 0 else f"{st.st_size} bytes"
+                raise CorruptLogError(path, None, f"segment is {what}, expected {self.segment_size} "
+                                                  f"(and it is not a complete compacted segment)")
+        else:
+            s = self.summary(base) if keep else self.peek_summary(base)
+        end = s.end_offset(base)
+        marks = self.marks
+        dead = marks.dead_bytes(base, end, s.marks_seq) if marks.count else 0
+        return SegmentInfo(base, path, st.st_size, s.used_bytes,
+                           s.first_timestamp_ms if s.record_count else None,
+                           s.last_timestamp_ms if s.record_count else None,
+                           st.st_mtime, last, s.record_count, max(0, s.used_bytes - dead))
+
+    def peek_summary(self, base: int) -> SegmentSummary:
+        """`summary` without caching what was not cached already."""
+        cached = self.summaries.get(base)
+        if cached is not None:
+            return cached
+        summary = self._read_index(base)
+        return summary if summary is not None else self._rebuild_summary(base)
 
     def close(self) -> None:
         self.holds.close_all()

@@ -110,7 +110,12 @@ class CommitLog:
                                       self._preallocator, durable=options.flush != "none",
                                       sync=options.flush == "sync")
             segs.bases = list(segs.list(validate=True).bases)
-            if not readonly:
+            if readonly:
+                # Not ours to remove (the writer's next open or compaction does): passed over.
+                segs.leftovers = set(swap.superseded(segs, segs.bases))
+                if segs.leftovers:
+                    segs.bases = [b for b in segs.bases if b not in segs.leftovers]
+            else:
                 with swap.compaction_lock(self.path, wait=False) as idle, \
                         removal.removal_lock(self.path):
                     if swap.finish_swaps(segs, cleaned=idle):

@@ -57,6 +57,9 @@ class SegmentList:
         self.active: ActiveSegment | None = None  # set by the writer only
         self.tail_end = 0  # the end offset while there is no active segment
         self._live_end: liveend.LiveEnd | None = None  # the last segment's end, kept (liveend)
+        # Bases of an interrupted swap's leftovers found at a read-only open (commitlog.swap):
+        # superseded by the compacted segment before them, never located by a read.
+        self.leftovers: set[int] = set()
 
     # ------------------------------------------------------------------ listing
     def segment_path(self, base: int) -> str:
@@ -128,6 +131,9 @@ class SegmentList:
     def refresh(self) -> None:
         """Re-read the list from the directory (other processes add and remove segments)."""
         bases = list(self.list().bases)
+        if self.leftovers:
+            self.leftovers.intersection_update(bases)  # gone once a writer's open removed them
+            bases = [b for b in bases if b not in self.leftovers]
         with self.meta_lock:
             active = self.active
             if active is not None and active.base_offset not in bases:

@@ -283,6 +283,12 @@ class CommitLog:
         except OffsetOutOfRangeError:  # removed between the lookup and the hold
             raise FileNotFoundError(segs.segment_path(base)) from None
 
+    def dead_bytes(self) -> int:
+        """Bytes of the sealed segments' records marked dead and not yet dropped by a compaction
+        (what compacting everything would give back, keyed liveness aside)."""
+        self._check_open()
+        return self._segs.dead_bytes()
+
     def foreign_files(self) -> list[str]:
         """Segment-named entries that are not regular files (symlinks, directories): never touched."""
         return list(self._segs.list().foreign)

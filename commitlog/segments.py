@@ -60,6 +60,9 @@ class SegmentList:
         # Bases of an interrupted swap's leftovers found at a read-only open (commitlog.swap):
         # superseded by the compacted segment before them, never located by a read.
         self.leftovers: set[int] = set()
+        # base -> (inode, size, end offset, marks sequence) of sealed segments, for dead_bytes:
+        # four ints, not the index entries `summaries` holds (a sidecar asks for every segment).
+        self._facts: dict[int, tuple[int, int, int, int]] = {}
 
     # ------------------------------------------------------------------ listing
     def segment_path(self, base: int) -> str:
@@ -389,6 +392,38 @@ class SegmentList:
                            s.first_timestamp_ms if s.record_count else None,
                            s.last_timestamp_ms if s.record_count else None,
                            st.st_mtime, last, s.record_count, max(0, s.used_bytes - dead))
+
+    def dead_bytes(self) -> int:
+        """Framed bytes of the records marked dead in the sealed segments (not yet dropped by a
+        compaction). Zero at the cost of one pread when nothing was ever marked; otherwise a stat
+        per sealed segment, its index read once per file (a compaction's new file is read again)."""
+        marks = self.marks
+        marks.refresh()
+        if not marks.count:
+            return 0
+        self.refresh()
+        with self.meta_lock:
+            sealed = self.bases[:-1]
+        start = self.state.start_offset()
+        facts, kept = self._facts, {}
+        total = 0
+        covered = -1
+        for i, base in enumerate(sealed):
+            if base < covered or (i + 1 < len(sealed) and sealed[i + 1] <= start):
+                continue  # an interrupted swap's leftover, or logically removed
+            try:
+                st = os.stat(self.segment_path(base))
+                known = facts.get(base)
+                if known is None or known[:2] != (st.st_ino, st.st_size):
+                    s = self.peek_summary(base)
+                    known = (st.st_ino, st.st_size, s.end_offset(base), s.marks_seq)
+            except (FileNotFoundError, OffsetOutOfRangeError):
+                continue  # removed by another process while we looked
+            kept[base] = known
+            total += marks.dead_bytes(base, known[2], known[3])
+            covered = known[2]
+        self._facts = kept
+        return total
 
     def peek_summary(self, base: int) -> SegmentSummary:
         """`summary` without caching what was not cached already."""

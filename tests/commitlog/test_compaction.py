@@ -238,3 +238,5 @@ def test_a_handle_that_knew_the_merged_inputs_finds_their_records_in_the_output(
         with pytest.raises(OffsetRemovedError, match=f"next offset that still exists is {kept}"):
             writer.read(infos[0].base_offset)
         fill(writer, 10)
+
+

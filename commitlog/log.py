@@ -235,7 +235,9 @@ class CommitLog:
 
     # ------------------------------------------------------------------ reading
     def read(self, offset: int) -> Record:
-        """The record at `offset`. OffsetOutOfRangeError if removed or not yet written."""
+        """The record at `offset`. OffsetOutOfRangeError if removed by retention (naming the start)
+        or not yet written; OffsetRemovedError (naming the next offset that exists) if dead or
+        removed by a compaction, the whole head segments before the first one included."""
         self._check_open()
         check_offset("offset", offset, self._segs)
         return reading.read(self._segs, offset)
@@ -251,7 +253,10 @@ class CommitLog:
         segs = self._segs
         offset = segs.start() if start is None else start
         if offset < segs.start():
-            raise segs.out_of_range(offset)
+            if offset < segs.state.start_offset():
+                raise segs.out_of_range(offset)  # removed by retention: names the start
+            offset = segs.start()  # before the first segment, a compaction's gap: passed like any
+
         return reading.scan(segs, offset, end, zero_copy)
 
     # ------------------------------------------------------------------ segments

@@ -60,9 +60,12 @@ class SegmentList:
         # Bases of an interrupted swap's leftovers found at a read-only open (commitlog.swap):
         # superseded by the compacted segment before them, never located by a read.
         self.leftovers: set[int] = set()
-        # base -> (inode, size, end offset, marks sequence) of sealed segments, for dead_bytes:
-        # four ints, not the index entries `summaries` holds (a sidecar asks for every segment).
-        self._facts: dict[int, tuple[int, int, int, int]] = {}
+        # base -> (inode, size, summary without index entries) of sealed segments, for `info`
+        # and `dead_bytes` callers that walk every segment each pass: not the entries
+        # `summaries` holds (a megabyte for a full 64 MiB segment). A sealed file changes only
+        # by a compaction's swap, which gives it another inode.
+        self._facts: dict[int, tuple[int, int, SegmentSummary]] = {}
+        self._facts_min = 1 << 63
 
     # ------------------------------------------------------------------ listing
     def segment_path(self, base: int) -> str:
@@ -157,6 +160,7 @@ class SegmentList:
                 self.bases.remove(base)
             self.summaries.pop(base, None)
             self._inos.pop(base, None)
+            self._facts.pop(base, None)
 
     def replaced(self, base: int) -> None:
         """Segment `base` was rewritten under the same name: drop what was cached about it."""
@@ -177,6 +181,11 @@ class SegmentList:
             self._drop_summaries_below(bases[0] if bases else None)
 
     def _drop_summaries_below(self, first: int | None) -> None:
+        facts = self._facts
+        if facts and (first is None or self._facts_min < first):  # a comparison per refresh
+            for base in [b for b in facts if first is None or b < first]:
+                del facts[base]
+            self._facts_min = min(facts, default=1 << 63)
         summaries = self.summaries
         if summaries and (first is None or min(summaries) < first):
             for base in [b for b in summaries if first is None or b < first]:
@@ -384,7 +393,7 @@ class SegmentList:
                 raise CorruptLogError(path, None, f"segment is {what}, expected {self.segment_size} "
                                                   f"(and it is not a complete compacted segment)")
         else:
-            s = self.summary(base) if keep else self.peek_summary(base)
+            s = self.summary(base) if keep else self.light_summary(base, st)
         end = s.end_offset(base)
         marks = self.marks
         dead = marks.dead_bytes(base, end, s.marks_seq) if marks.count else 0
@@ -412,26 +421,32 @@ class SegmentList:
             if base < covered or (i + 1 < len(sealed) and sealed[i + 1] <= start):
                 continue  # an interrupted swap's leftover, or logically removed
             try:
-                st = os.stat(self.segment_path(base))
-                known = facts.get(base)
-                if known is None or known[:2] != (st.st_ino, st.st_size):
-                    s = self.peek_summary(base)
-                    known = (st.st_ino, st.st_size, s.end_offset(base), s.marks_seq)
+                s = self.light_summary(base, os.stat(self.segment_path(base)))
             except (FileNotFoundError, OffsetOutOfRangeError):
                 continue  # removed by another process while we looked
-            kept[base] = known
-            total += marks.dead_bytes(base, known[2], known[3])
-            covered = known[2]
+            kept[base] = facts[base]
+            end = s.end_offset(base)
+            total += marks.dead_bytes(base, end, s.marks_seq)
+            covered = end
         self._facts = kept
+        self._facts_min = min(kept, default=1 << 63)
         return total
 
-    def peek_summary(self, base: int) -> SegmentSummary:
-        """`summary` without caching what was not cached already."""
-        cached = self.summaries.get(base)
-        if cached is not None:
-            return cached
-        summary = self._read_index(base)
-        return summary if summary is not None else self._rebuild_summary(base)
+    def light_summary(self, base: int, st: os.stat_result) -> SegmentSummary:
+        """The summary of sealed segment `base` (the file `st` describes) without its index
+        entries, read once per file and kept (see `_facts`)."""
+        known = self._facts.get(base)
+        if known is not None and known[:2] == (st.st_ino, st.st_size):
+            return known[2]
+        full = self.summaries.get(base)
+        if full is None or self._inos.get(base) != st.st_ino:
+            full = self._read_index(base, st.st_ino)
+            if full is None:
+                full = self._rebuild_summary(base)
+        light = dataclasses.replace(full, rels=(), positions=())
+        self._facts[base] = (st.st_ino, st.st_size, light)
+        self._facts_min = min(self._facts_min, base)
+        return light
 
     def close(self) -> None:
         self.holds.close_all()

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from . import compaction, reading, record as rec, removal, swap
 from .arguments import check_commit, check_offset, check_record, check_scan_range
-from .errors import InvalidArgumentError, LogClosedError, NotALogError, ReadOnlyLogError
+from .errors import (InvalidArgumentError, LogClosedError, NotALogError, OffsetOutOfRangeError,
+                     ReadOnlyLogError)
 from .guard import DiskGuard, Flusher
 from .layout import META_FILE, is_log_directory, state_path, tombstones_path
 from .locks import WriterLock
@@ -109,7 +110,12 @@ class CommitLog:
                                       self._preallocator, durable=options.flush != "none",
                                       sync=options.flush == "sync")
             segs.bases = list(segs.list(validate=True).bases)
-            if not readonly:
+            if readonly:
+                # Not ours to remove (the writer's next open or compaction does): passed over.
+                segs.leftovers = set(swap.superseded(segs, segs.bases))
+                if segs.leftovers:
+                    segs.bases = [b for b in segs.bases if b not in segs.leftovers]
+            else:
                 with swap.compaction_lock(self.path, wait=False) as idle, \
                         removal.removal_lock(self.path):
                     if swap.finish_swaps(segs, cleaned=idle):
@@ -229,7 +235,9 @@ class CommitLog:
 
     # ------------------------------------------------------------------ reading
     def read(self, offset: int) -> Record:
-        """The record at `offset`. OffsetOutOfRangeError if removed or not yet written."""
+        """The record at `offset`. OffsetOutOfRangeError if removed by retention (naming the start)
+        or not yet written; OffsetRemovedError (naming the next offset that exists) if dead or
+        removed by a compaction, the whole head segments before the first one included."""
         self._check_open()
         check_offset("offset", offset, self._segs)
         return reading.read(self._segs, offset)
@@ -245,7 +253,10 @@ class CommitLog:
         segs = self._segs
         offset = segs.start() if start is None else start
         if offset < segs.start():
-            raise segs.out_of_range(offset)
+            if offset < segs.state.start_offset():
+                raise segs.out_of_range(offset)  # removed by retention: names the start
+            offset = segs.start()  # before the first segment, a compaction's gap: passed like any
+
         return reading.scan(segs, offset, end, zero_copy)
 
     # ------------------------------------------------------------------ segments
@@ -262,6 +273,26 @@ class CommitLog:
         if active is not None and active.base_offset == base:
             return active.end_offset
         return self._segs.live_summary(base).end_offset(base)
+
+    def segment_info(self, base: int, *, last: bool = False) -> SegmentInfo:
+        """Segment `base` as `segments()` describes it (explicit end offset, live bytes), for a
+        caller that listed the directory itself (`last`: it is the listing's last segment, whose
+        end is as far as written). Validates the file: one of another size than segment_size
+        must be a complete compacted segment (CorruptLogError otherwise). Its index is not kept
+        in memory unless it was already. FileNotFoundError when it is gone."""
+        self._check_open()
+        segs = self._segs
+        segs.marks.refresh()
+        try:
+            return segs.info(base, last=last, validate=True, keep=False)
+        except OffsetOutOfRangeError:  # removed between the lookup and the hold
+            raise FileNotFoundError(segs.segment_path(base)) from None
+
+    def dead_bytes(self) -> int:
+        """Bytes of the sealed segments' records marked dead and not yet dropped by a compaction
+        (what compacting everything would give back, keyed liveness aside)."""
+        self._check_open()
+        return self._segs.dead_bytes()
 
     def foreign_files(self) -> list[str]:
         """Segment-named entries that are not regular files (symlinks, directories): never touched."""

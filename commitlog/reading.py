@@ -23,7 +23,13 @@ _GAP = rec.ATTR_GAP
 def read(segs: SegmentList, offset: int) -> Record:
     """The record at `offset` (a non-negative int, checked by the caller); OffsetRemovedError
     when it is dead (marked, written dead, or in a compaction's gap)."""
-    base, mm, ino = _acquire(segs, offset)
+    try:
+        base, mm, ino = _acquire(segs, offset)
+    except OffsetOutOfRangeError:
+        if segs.state.start_offset() <= offset < segs.start():
+            # Retention kept it, but a compaction removed every segment before the first one.
+            raise _removed(segs, offset) from None
+        raise
     path = segs.segment_path(base)
     try:
         segs.marks.refresh()
@@ -71,7 +77,7 @@ def _acquire(segs: SegmentList, offset: int) -> tuple:
 def _removed(segs: SegmentList, offset: int) -> OffsetRemovedError:
     """The error for a dead `offset`, naming the next live one (found by a scan, which skips
     dead records and gaps)."""
-    it = scan(segs, offset + 1, None, False)
+    it = scan(segs, max(offset + 1, segs.start()), None, False)
     try:
         nxt = next(iter(it), None)
     finally:

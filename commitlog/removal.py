@@ -49,13 +49,21 @@ def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) ->
         live = segs.list().live(segs.state.start_offset())
         if len(live) <= 1:
             return RemovalResult("active", live[0].base_offset if live else None)
-        base, new_start = live[0].base_offset, live[1].base_offset
+        base = live[0].base_offset
         if expected_base is not None and base != expected_base:
             return RemovalResult("mismatch", base)
         path = segs.segment_path(base)
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             size = os.fstat(fd).st_size
+            # Bases below the head's end are an interrupted swap's leftovers (commitlog.swap),
+            # superseded by the head: they go with it, and the start moves past them.
+            end = _compacted_end(segs, base, size)
+            later = [s.base_offset for s in live[1:] if s.base_offset >= end]
+            if not later:
+                return RemovalResult("active", base)
+            new_start = later[0]
+            leftovers = [s.base_offset for s in live[1:] if s.base_offset < new_start]
             free = try_exclusive(fd)
             if not free and not force:
                 return RemovalResult("held", base, path, size)
@@ -67,11 +75,25 @@ def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) ->
                     segs.state.advance_start_offset(new_start)
             else:
                 unlink_segment(segs.path, path)
+            for leftover in leftovers:  # below the start now: finish_removals' job after a crash
+                unlink_segment(segs.path, segs.segment_path(leftover))
+                segs.forget(leftover)
+                log.info("removed %s, an interrupted compaction's leftover superseded by %s",
+                         segs.segment_path(leftover), path)
         finally:
             os.close(fd)
         segs.forget(base)
         return RemovalResult("removed", base, path, size, forced=not free,
                              new_start_offset=new_start)
+
+
+def _compacted_end(segs: SegmentList, base: int, size: int) -> int:
+    """The end offset of segment `base` when it is a complete compaction output (only those can
+    cover later bases); -1 otherwise, which covers nothing."""
+    if not 0 < size < segs.segment_size:
+        return -1
+    summary = segs.compacted_summary(base, size)
+    return summary.end_offset(base) if summary is not None and summary.record_count else -1
 
 
 def unlink_segment(directory: str, path: str) -> None:

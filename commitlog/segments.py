@@ -57,6 +57,15 @@ class SegmentList:
         self.active: ActiveSegment | None = None  # set by the writer only
         self.tail_end = 0  # the end offset while there is no active segment
         self._live_end: liveend.LiveEnd | None = None  # the last segment's end, kept (liveend)
+        # Bases of an interrupted swap's leftovers found at a read-only open (commitlog.swap):
+        # superseded by the compacted segment before them, never located by a read.
+        self.leftovers: set[int] = set()
+        # base -> (inode, size, summary without index entries) of sealed segments, for `info`
+        # and `dead_bytes` callers that walk every segment each pass: not the entries
+        # `summaries` holds (a megabyte for a full 64 MiB segment). A sealed file changes only
+        # by a compaction's swap, which gives it another inode.
+        self._facts: dict[int, tuple[int, int, SegmentSummary]] = {}
+        self._facts_min = 1 << 63
 
     # ------------------------------------------------------------------ listing
     def segment_path(self, base: int) -> str:
@@ -128,6 +137,9 @@ class SegmentList:
     def refresh(self) -> None:
         """Re-read the list from the directory (other processes add and remove segments)."""
         bases = list(self.list().bases)
+        if self.leftovers:
+            self.leftovers.intersection_update(bases)  # gone once a writer's open removed them
+            bases = [b for b in bases if b not in self.leftovers]
         with self.meta_lock:
             active = self.active
             if active is not None and active.base_offset not in bases:
@@ -148,6 +160,7 @@ class SegmentList:
                 self.bases.remove(base)
             self.summaries.pop(base, None)
             self._inos.pop(base, None)
+            self._facts.pop(base, None)
 
     def replaced(self, base: int) -> None:
         """Segment `base` was rewritten under the same name: drop what was cached about it."""
@@ -168,6 +181,11 @@ class SegmentList:
             self._drop_summaries_below(bases[0] if bases else None)
 
     def _drop_summaries_below(self, first: int | None) -> None:
+        facts = self._facts
+        if facts and (first is None or self._facts_min < first):  # a comparison per refresh
+            for base in [b for b in facts if first is None or b < first]:
+                del facts[base]
+            self._facts_min = min(facts, default=1 << 63)
         summaries = self.summaries
         if summaries and (first is None or min(summaries) < first):
             for base in [b for b in summaries if first is None or b < first]:
@@ -336,7 +354,6 @@ class SegmentList:
         self.refresh()
         with self.meta_lock:
             bases = list(self.bases)
-            active = self.active
         start = self.state.start_offset()
         self.marks.refresh()
         out = []
@@ -347,26 +364,89 @@ class SegmentList:
             nxt = bases[i + 1] if i + 1 < len(bases) else None
             if nxt is not None and nxt <= start:
                 continue  # logically removed, its files not yet gone
-            path = self.segment_path(base)
             try:
-                st = os.stat(path)
-                if active is not None and active.base_offset == base:
-                    s = active.summary()
-                elif nxt is None:
-                    s = self.live_summary(base)
-                else:
-                    s = self.summary(base)
+                info = self.info(base, last=nxt is None)
             except (FileNotFoundError, OffsetOutOfRangeError):
                 continue  # removed by another process while we looked
-            end = s.end_offset(base)
-            dead = self.marks.dead_bytes(base, end, s.marks_seq) if self.marks.count else 0
-            out.append(SegmentInfo(base, path, st.st_size, s.used_bytes,
-                                   s.first_timestamp_ms if s.record_count else None,
-                                   s.last_timestamp_ms if s.record_count else None,
-                                   st.st_mtime, nxt is None, s.record_count,
-                                   max(0, s.used_bytes - dead)))
-            covered = end
+            out.append(info)
+            covered = info.end_offset
         return out
+
+    def info(self, base: int, *, last: bool, validate: bool = False, keep: bool = True) -> SegmentInfo:
+        """Segment `base` as CommitLog.segments() describes it, its end offset explicit (a gap
+        may follow it). `last`: it is the log's last segment. With `validate`, a file of another
+        size than segment_size must be a complete compacted segment (or the last, zero-length
+        one): CorruptLogError otherwise. `keep`: cache the summary (False for a caller walking
+        every segment once, which would otherwise hold every index in memory). Call
+        `marks.refresh()` first. FileNotFoundError when it is gone."""
+        path = self.segment_path(base)
+        st = os.stat(path)
+        active = self.active
+        if active is not None and active.base_offset == base:
+            s = active.summary()
+        elif last:
+            s = self.live_summary(base)
+        elif validate and st.st_size != self.segment_size:
+            s = self.compacted_summary(base, st.st_size)
+            if s is None:
+                what = "zero-length" if st.st_size == 0 else f"{st.st_size} bytes"
+                raise CorruptLogError(path, None, f"segment is {what}, expected {self.segment_size} "
+                                                  f"(and it is not a complete compacted segment)")
+        else:
+            s = self.summary(base) if keep else self.light_summary(base, st)
+        end = s.end_offset(base)
+        marks = self.marks
+        dead = marks.dead_bytes(base, end, s.marks_seq) if marks.count else 0
+        return SegmentInfo(base, path, st.st_size, s.used_bytes,
+                           s.first_timestamp_ms if s.record_count else None,
+                           s.last_timestamp_ms if s.record_count else None,
+                           st.st_mtime, last, s.record_count, max(0, s.used_bytes - dead))
+
+    def dead_bytes(self) -> int:
+        """Framed bytes of the records marked dead in the sealed segments (not yet dropped by a
+        compaction). Zero at the cost of one pread when nothing was ever marked; otherwise a stat
+        per sealed segment, its index read once per file (a compaction's new file is read again)."""
+        marks = self.marks
+        marks.refresh()
+        if not marks.count:
+            return 0
+        self.refresh()
+        with self.meta_lock:
+            sealed = self.bases[:-1]
+        start = self.state.start_offset()
+        facts, kept = self._facts, {}
+        total = 0
+        covered = -1
+        for i, base in enumerate(sealed):
+            if base < covered or (i + 1 < len(sealed) and sealed[i + 1] <= start):
+                continue  # an interrupted swap's leftover, or logically removed
+            try:
+                s = self.light_summary(base, os.stat(self.segment_path(base)))
+            except (FileNotFoundError, OffsetOutOfRangeError):
+                continue  # removed by another process while we looked
+            kept[base] = facts[base]
+            end = s.end_offset(base)
+            total += marks.dead_bytes(base, end, s.marks_seq)
+            covered = end
+        self._facts = kept
+        self._facts_min = min(kept, default=1 << 63)
+        return total
+
+    def light_summary(self, base: int, st: os.stat_result) -> SegmentSummary:
+        """The summary of sealed segment `base` (the file `st` describes) without its index
+        entries, read once per file and kept (see `_facts`)."""
+        known = self._facts.get(base)
+        if known is not None and known[:2] == (st.st_ino, st.st_size):
+            return known[2]
+        full = self.summaries.get(base)
+        if full is None or self._inos.get(base) != st.st_ino:
+            full = self._read_index(base, st.st_ino)
+            if full is None:
+                full = self._rebuild_summary(base)
+        light = dataclasses.replace(full, rels=(), positions=())
+        self._facts[base] = (st.st_ino, st.st_size, light)
+        self._facts_min = min(self._facts_min, base)
+        return light
 
     def close(self) -> None:
         self.holds.close_all()

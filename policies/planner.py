@@ -236,6 +236,8 @@ class _LogWalk:
             overridden=tuple(overridden) if deleting else (),
             overridden_by=overridden_by if deleting and overridden else None,
             age_seconds=age,
+            used_bytes=segment.used_bytes,
+            live_bytes=segment.live_bytes,
             detail_facts=MappingProxyType({code: fact for code, fact in details.items() if code in shown}),
         )
 

@@ -64,6 +64,10 @@ class SegmentDecision:
     overridden_by: str | None = None
     age_seconds: float = 0.0
     """Seconds from the segment's last write to the plan's time."""
+    used_bytes: int | None = None
+    """Bytes of records in the segment (None: not known)."""
+    live_bytes: int | None = None
+    """Bytes of its records that are not dead (None: not known)."""
     detail_facts: Mapping[str, tuple] = field(default_factory=lambda: _EMPTY, hash=False, repr=False)
     """Per code, a formatter and its arguments; ``details`` turns them into words on first use,
     because a pass over 100,000 segments must not format 100,000 explanations nobody reads."""
@@ -72,6 +76,13 @@ class SegmentDecision:
     def details(self) -> Mapping[str, str]:
         """Plain words for each code in ``reasons`` and ``overridden``."""
         return MappingProxyType({code: fact[0](*fact[1:]) for code, fact in self.detail_facts.items()})
+
+    @property
+    def live_ratio(self) -> float | None:
+        """``live_bytes / used_bytes``: 1.0 without records, None when unknown."""
+        if self.live_bytes is None or self.used_bytes is None:
+            return None
+        return self.live_bytes / self.used_bytes if self.used_bytes else 1.0
 
     @property
     def segment(self) -> str:
@@ -152,6 +163,8 @@ class LogPlan:
                     "bytes": decision.bytes,
                     "action": decision.action,
                     "reasons": list(decision.reasons),
+                    "live_bytes": decision.live_bytes,
+                    "live_ratio": decision.live_ratio,
                 }
                 for decision in self.decisions
             ],

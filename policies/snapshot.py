@@ -22,20 +22,36 @@ class SegmentSnapshot:
     base_offset: int
     """Logical offset of the segment's first record (its file name)."""
     end_offset: int
-    """Exclusive: the next segment's base offset, or the log's end offset for the active segment."""
+    """Exclusive: the offset after the segment's last record (as far as written, for the active
+    segment). A compaction may leave a gap up to the next segment's base offset."""
     path: str
     size_bytes: int
-    """Bytes the file takes on disk (segments are preallocated, so the full segment size)."""
+    """Bytes the file takes on disk: the full segment size (segments are preallocated), or less
+    for a compacted segment."""
     mtime: float
     """Epoch seconds of the last write to the segment."""
     active: bool
     """True for the segment being written."""
+    used_bytes: int | None = None
+    """Bytes of records in it (None: not known to the caller)."""
+    live_bytes: int | None = None
+    """Bytes of its records that are not dead (``used_bytes`` less the marked ones); None: unknown."""
 
     def __post_init__(self) -> None:
         if self.end_offset < self.base_offset:
             raise ValueError(f"segment {self.path}: end_offset {self.end_offset} is below base_offset {self.base_offset}")
         if self.size_bytes < 0:
             raise ValueError(f"segment {self.path}: size_bytes must not be negative, got {self.size_bytes}")
+        if self.live_bytes is not None and not 0 <= self.live_bytes <= (self.used_bytes or 0):
+            raise ValueError(f"segment {self.path}: expected 0 <= live_bytes <= used_bytes, got "
+                             f"{self.live_bytes}, {self.used_bytes}")
+
+    @property
+    def live_ratio(self) -> float | None:
+        """``live_bytes / used_bytes``: 1.0 for a segment without records, None when unknown."""
+        if self.live_bytes is None or self.used_bytes is None:
+            return None
+        return self.live_bytes / self.used_bytes if self.used_bytes else 1.0
 
     @property
     def name(self) -> str:

@@ -57,6 +57,9 @@ class RetentionMetrics:
             "retention_log_segments", "Segment files of the log after the last pass.", ["log"], registry=r)
         self.log_bytes = Gauge(
             "retention_log_bytes", "Bytes of the log's segment files after the last pass.", ["log"], registry=r)
+        self.log_dead_bytes = Gauge(
+            "retention_log_dead_bytes", "Record bytes of the log's sealed segments that are dead (marked, "
+            "not yet dropped by a compaction): used minus live bytes, after the last pass.", ["log"], registry=r)
         self.deleted_segments = Counter(
             "retention_deleted_segments", "Segments deleted, by the trigger that allowed it.",
             ["log", "trigger"], registry=r)
@@ -135,7 +138,10 @@ class RetentionMetrics:
                 _remove(g, m)
 
     def set_log(self, log: str, *, segments: int, bytes: int, hung: int, pinned_bytes: int,
-                hung_oldest_seconds: float = 0.0, hung_force_after: float | None = None) -> None:
+                hung_oldest_seconds: float = 0.0, hung_force_after: float | None = None,
+                dead_bytes: int | None = None) -> None:
+        if dead_bytes is not None:  # None: not known this pass (the log could not be read)
+            self.log_dead_bytes.labels(log).set(dead_bytes)
         self.hung_oldest.labels(log).set(hung_oldest_seconds)
         if hung_force_after is not None:
             self.hung_force_after.labels(log).set(hung_force_after)
@@ -189,7 +195,7 @@ class RetentionMetrics:
 
     def forget_log(self, log: str) -> None:
         """Drop the gauges of a log that is no longer configured (counters stay: they are history)."""
-        for g in (self.log_segments, self.log_bytes, self.hung_segments, self.pinned_bytes,
+        for g in (self.log_segments, self.log_bytes, self.log_dead_bytes, self.hung_segments, self.pinned_bytes,
                   self.last_success, self.hung_oldest, self.hung_force_after):
             _remove(g, log)
         self.set_lag(log, {})

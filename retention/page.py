@@ -73,9 +73,10 @@ def segment_runs(decisions: Sequence[SegmentDecision], max_runs: int = MAX_RUNS)
     segments of each kind) so that at most `max_runs` are returned.
 
     A run: kind, reasons, overridden_by, count, bytes, first/last segment and base offset, the ages
-    (seconds since the last write) of its oldest and newest segment, and `live_ratio` (None: filled
-    in once compaction reports the live bytes of a segment)."""
+    (seconds since the last write) of its oldest and newest segment, and `live_ratio`: the live
+    share of the record bytes of its segments whose live bytes are known (None: none is)."""
     runs: list[dict] = []
+    sums: list[list[int]] = []   # per run: live bytes, used bytes, segments whose live bytes are known
     key = None
     for d in decisions:
         k = (_kind(d), d.reasons, d.overridden_by)
@@ -84,15 +85,30 @@ def segment_runs(decisions: Sequence[SegmentDecision], max_runs: int = MAX_RUNS)
             runs.append({"kind": k[0], "reasons": list(d.reasons), "overridden_by": d.overridden_by,
                          "count": 0, "bytes": 0, "first": d.segment, "first_offset": d.base_offset,
                          "oldest_age_seconds": round(d.age_seconds, 1), "live_ratio": None})
+            sums.append([0, 0, 0])
         run = runs[-1]
         run["count"] += 1
         run["bytes"] += d.bytes
         run["last"], run["last_offset"] = d.segment, d.base_offset
         run["newest_age_seconds"] = round(d.age_seconds, 1)
-    if len(runs) <= max_runs:
-        return runs
-    per = math.ceil(len(runs) / max(1, max_runs))
-    return [_merge(runs[i:i + per]) for i in range(0, len(runs), per)]
+        if d.live_bytes is not None and d.used_bytes is not None:
+            mine = sums[-1]
+            mine[0] += d.live_bytes
+            mine[1] += d.used_bytes
+            mine[2] += 1
+    if len(runs) > max_runs:
+        per = math.ceil(len(runs) / max(1, max_runs))
+        groups = [range(i, min(i + per, len(runs))) for i in range(0, len(runs), per)]
+    else:
+        groups = [range(i, i + 1) for i in range(len(runs))]
+    out = []
+    for g in groups:
+        run = _merge([runs[i] for i in g])
+        if any(sums[i][2] for i in g):
+            used = sum(sums[i][1] for i in g)
+            run["live_ratio"] = sum(sums[i][0] for i in g) / used if used else 1.0
+        out.append(run)
+    return out
 
 
 def _merge(group: list[dict]) -> dict:

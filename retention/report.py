@@ -31,13 +31,16 @@ def render_result(result: PassResult) -> str:
                      f"{format_size(log['freed_bytes'])}")
         if log.get("stale_groups"):
             lines.append(f"  stale consumer groups (no longer protecting): {', '.join(log['stale_groups'])}")
-        rows = [("SEGMENT", "BASE OFFSET", "BYTES", "ACTION", "REASONS")]
+        # LIVE: the share of a segment's record bytes not dead (what a compaction would keep).
+        rows = [("SEGMENT", "BASE OFFSET", "BYTES", "LIVE", "ACTION", "REASONS")]
         for f in log["files"]:
-            rows.append((f["segment"], str(f["base_offset"]), format_size(f["bytes"]), f["action"],
+            live = f.get("live_ratio")
+            rows.append((f["segment"], str(f["base_offset"]), format_size(f["bytes"]),
+                         "-" if live is None else f"{live:.0%}", f["action"],
                          ", ".join(f["reasons"]) + (f"  ({f['error']})" if f.get("error") else "")))
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
         for r in rows:
-            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4])
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[5])
         for p in log.get("pinned", []):
             lines.append(f"  pinned: pid {p['pid']} ({p['command']}) still {p['how']} {p['path']}, "
                          f"{format_size(p['bytes'])}")

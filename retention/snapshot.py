@@ -60,7 +60,8 @@ class WatchedLog:
         segments and the active one; a pass can delete no more than files_per_pass and stops at
         the first segment it keeps, so it needs no more (Kafka's walker, not a full listing of
         100,000 stats). Raises CorruptLogError for a segment-named regular file of the wrong size,
-        so a pass deletes nothing from a log it does not understand."""
+        so a pass deletes nothing from a log it does not understand (a compacted segment, smaller,
+        is one it understands)."""
         log = self.log
         start = log.start_offset
         listing = list_segments(self.path, stat_head=examine, stat_last=True, start_offset=start)
@@ -71,19 +72,24 @@ class WatchedLog:
         bases = listing.bases
         chosen = listing.statted if examine is not None else listing.segments
         left_out = len(bases) - len(chosen)
-        end = log.segment_end_offset(bases[-1]) if bases else start
         expected = log.segment_size
         segments = []
         last = len(chosen) - 1
+        covered = -1  # the end of the segment before: a base below it is a swap's leftover
         for i, seg in enumerate(chosen):
-            # Every segment is created at segment_size; only the newest may be empty (a crash
-            # between its creation and its reservation, which the writer's next open removes).
-            if seg.size != expected and not (i == last and seg.size == 0):
+            is_last = i == last and seg.base_offset == bases[-1]
+            if seg.base_offset < covered:
+                continue  # superseded by the compacted segment before it; removed with it
+            # A segment of another size than segment_size must be a complete compaction output
+            # (or the newest, still empty): CorruptLogError otherwise, and nothing is deleted.
+            if is_last and seg.size not in (expected, 0, None):
                 raise CorruptLogError(seg.path, None, f"segment-named file is {seg.size} bytes, "
                                       f"expected {expected}; nothing is deleted from this log")
-            # The next segment in the log, not in `chosen`: the left-out ones are still there.
-            seg_end = end if i == last else (bases[i + 1] if i + 1 < len(bases) else end)
-            segments.append(SegmentSnapshot(seg.base_offset, seg_end, seg.path, seg.size, seg.mtime, i == last))
+            info = log.segment_info(seg.base_offset, last=is_last)
+            # Its own end, not the next base: a compaction may have left a gap between them.
+            segments.append(SegmentSnapshot(seg.base_offset, info.end_offset, seg.path, info.size,
+                                            info.mtime, i == last, info.used_bytes, info.live_bytes))
+            covered = info.end_offset
         times = log.commit_times()
         groups = tuple(GroupSnapshot(g, off, times.get(g, 0.0)) for g, off in log.committed().items())
         hung = self.hung

@@ -105,7 +105,7 @@ def build_status(*, config: RetentionConfig, healthy: bool, problems: list[str],
 def empty_state(exists: bool) -> dict:
     return {"exists": exists, "segments": None, "bytes": None, "start_offset": None, "end_offset": None,
             "triggers": [], "hung": [], "pinned": [], "pinned_bytes": 0, "consumer_groups": [],
-            "stale_groups": [], "error": None, "as_of": None}
+            "stale_groups": [], "error": None, "as_of": None, "dead_bytes": None}
 
 
 def describe_log(watched, r: LogPassResult) -> dict:
@@ -149,6 +149,7 @@ def describe_log(watched, r: LogPassResult) -> dict:
             committed = log.committed()
             times = log.commit_times()
         hung = watched.hung.snapshot()
+        state["dead_bytes"] = watched.log.dead_bytes()
     except Exception as exc:  # noqa: BLE001 (the status is best effort)
         state["error"] = state["error"] or str(exc)
         return state

@@ -238,3 +238,32 @@ def test_a_handle_that_knew_the_merged_inputs_finds_their_records_in_the_output(
         with pytest.raises(OffsetRemovedError, match=f"next offset that still exists is {kept}"):
             writer.read(infos[0].base_offset)
         fill(writer, 10)
+
+
+
+
+def test_offsets_before_the_first_segment_after_the_head_was_compacted_away(tmp_path):
+    path = str(tmp_path / "log")
+    value = b"v" * 979                                   # 1000 bytes framed: four records a segment
+    with CommitLog.open(path, segment_size=4096, flush="none") as log:
+        for _ in range(14):
+            log.append(value)                            # segments 0, 4, 8, active 12
+        superseded = {0, 1, 2, 3, 4}                     # the head vanishes, 4 dropped unmarked
+        outs = log.compact([[0], [4]], lambda o, k, t, m: "superseded" if o in superseded else None)
+        assert [o.segment for o in outs] == [None, 4]
+        assert log.start_offset == 4
+        for offset in (0, 2, 4):
+            with pytest.raises(OffsetRemovedError, match="removed by a compaction.*next offset that "
+                                                         "still exists is 5") as ei:
+                log.read(offset)
+            assert (ei.value.offset, ei.value.next_offset) == (offset, 5)
+        # A consumer committed inside the vanished head resumes at the next record, no error.
+        assert [r.offset for r in log.scan(2, 7)] == [5, 6]
+        assert log.remove_head().new_start_offset == 8       # retention removes 4: its start now
+        for offset in (2, 5):
+            with pytest.raises(OffsetOutOfRangeError, match="removed by retention; the log now starts "
+                                                            "at offset 8") as ei:
+                log.read(offset)
+            assert not isinstance(ei.value, OffsetRemovedError)
+            with pytest.raises(OffsetOutOfRangeError, match="now starts at offset 8"):
+                next(iter(log.scan(offset)))

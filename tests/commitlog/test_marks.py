@@ -138,3 +138,24 @@ def test_tombstones_first_seen_keep_their_earliest_time_across_processes_and_a_t
     out = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
                          text=True, timeout=60).stdout
     assert out.strip() == "1 [(3, 100.0), (7, 200.0), (9, 300.0), (11, 400.0)]"
+
+
+def test_dead_bytes_counts_marked_records_of_sealed_segments_until_compaction_or_removal(tmp_path):
+    path = str(tmp_path / "log")
+    value = b"v" * 979                                   # 1000 bytes framed: four records a segment
+    with CommitLog.open(path, segment_size=4096, flush="none") as log:
+        for _ in range(14):
+            log.append(value)                            # segments 0, 4, 8, active 12
+        assert log.dead_bytes() == 0                     # never marked: no marks file at all
+        log.mark_dead([1, 2, 5, 13])                     # 13 is in the active segment: not counted
+        with CommitLog.open(path, readonly=True) as other:  # another process sees the same
+            assert other.dead_bytes() == log.dead_bytes() == 3000
+        log.mark_dead([2, 6, 9])                         # 2 again: counted once
+        assert log.dead_bytes() == 5000
+        assert sum(s.used_bytes - s.live_bytes for s in log.segments()[:-1]) == 5000
+        log.compact([[4]], lambda o, k, t, m: "dead" if m else None, marks=log.marks_snapshot())
+        assert log.dead_bytes() == 3000                  # 5 and 6 dropped by the rewrite
+        log.mark_dead([4])                               # marked after the compaction: counts
+        assert log.dead_bytes() == 4000
+        assert log.remove_head().base_offset == 0        # 1 and 2 left with their segment
+        assert log.dead_bytes() == 2000

@@ -426,6 +426,8 @@ def test_plan_json_has_the_command_line_shape():
                         "bytes": BIG,
                         "action": "delete",
                         "reasons": [],
+                        "live_bytes": None,
+                        "live_ratio": None,
                     },
                     {
                         "segment": "00000000000000000100.log",
@@ -433,6 +435,8 @@ def test_plan_json_has_the_command_line_shape():
                         "bytes": BIG,
                         "action": "keep",
                         "reasons": ["active", "reserved"],
+                        "live_bytes": None,
+                        "live_ratio": None,
                     },
                 ],
                 "deleted": 1,
@@ -519,3 +523,49 @@ def test_json_counts_deletions_an_executor_reports_as_done():
     document = done.to_json_dict()
     assert [entry["action"] for entry in document["files"]] == ["deleted", "hung", "keep"]
     assert (document["deleted"], document["freed_bytes"]) == (1, 1000)
+
+
+# --- compacted logs: explicit end offsets, gaps, small segments, live bytes ----------------------------
+
+
+def _compacted_log(committed: int) -> LogSnapshot:
+    """Segment 0 compacted to [0, 60) and 400 bytes; [60, 100) vanished into a gap; 100 and the
+    active 200 whole."""
+    hour = 3600.0
+    now = NOW.timestamp()
+    segs = [SegmentSnapshot(0, 60, "/logs/staging/00000000000000000000.log", 400, now - 100 * hour, False,
+                            used_bytes=396, live_bytes=396),
+            SegmentSnapshot(100, 200, "/logs/staging/00000000000000000100.log", 1000, now - 99 * hour, False,
+                            used_bytes=990, live_bytes=330),
+            SegmentSnapshot(200, 210, "/logs/staging/00000000000000000200.log", 1000, now - 1 * hour, True,
+                            used_bytes=100, live_bytes=100)]
+    return LogSnapshot("staging", "/logs/staging", "default", segs, [group("etl", committed)], disk(0.8))
+
+
+def test_a_group_committed_inside_a_gap_has_consumed_the_compacted_segment_before_it():
+    result = plan([_compacted_log(committed=80)], policies(), NOW).log("staging")
+    first, second = result.decisions[:2]
+    assert (first.action, first.end_offset, first.unconsumed) == (DELETE, 60, ())
+    # The next segment starts after the gap: none of its offsets is consumed.
+    assert (second.action, second.reasons) == (KEEP, ("unconsumed:etl",))
+    assert second.details["unconsumed:etl"] == "etl has not consumed offsets 100 to 199"
+
+
+def test_a_group_committed_inside_a_compacted_segment_still_protects_it():
+    result = plan([_compacted_log(committed=59)], policies(), NOW).log("staging")
+    assert result.decisions[0].reasons == ("unconsumed:etl",)
+    assert result.decisions[0].details["unconsumed:etl"] == "etl has not consumed offsets 59 to 59"
+
+
+def test_a_compacted_segment_frees_its_own_size_and_reports_its_live_share():
+    result = plan([_compacted_log(committed=1000)], policies(), NOW).log("staging")
+    assert [d.action for d in result.decisions] == [DELETE, DELETE, KEEP]
+    assert result.freed_bytes == 1400
+    files = result.to_json_dict()["files"]
+    assert [(f["bytes"], f["live_bytes"], f["live_ratio"]) for f in files] == [
+        (400, 396, 1.0), (1000, 330, pytest.approx(1 / 3)), (1000, 100, 1.0)]
+
+
+def test_live_bytes_above_used_bytes_is_refused():
+    with pytest.raises(ValueError, match="live_bytes <= used_bytes"):
+        SegmentSnapshot(0, 10, "/l/00000000000000000000.log", 100, 0.0, False, used_bytes=10, live_bytes=11)

@@ -141,3 +141,16 @@ def test_history_keeps_one_hour_one_point_per_step_with_the_highest_reading():
     for i in range(100):
         h.passed({"at": str(i)})
     assert [p["at"] for p in h.passes()[:2]] == ["99", "98"] and len(h.passes()) == 50
+
+
+def test_a_runs_live_ratio_weighs_its_segments_by_their_record_bytes_and_survives_merging():
+    def d(i: int, live: int | None, action: str = "keep") -> SegmentDecision:
+        return SegmentDecision(base_offset=i, end_offset=i + 1, path=f"/l/{i:020d}.log", bytes=4096,
+                               action=action, reasons=() if action == "delete" else ("reserved",),
+                               used_bytes=None if live is None else 1000, live_bytes=live)
+    runs = segment_runs([d(0, 100, "delete"), d(1, 700, "delete"), d(2, None), d(3, None), d(4, 1000)])
+    assert [(r["kind"], r["count"], r["live_ratio"]) for r in runs] == [
+        ("delete", 2, 0.4), ("reserved", 3, 1.0)]                     # unknown ones do not count
+    assert segment_runs([d(0, None), d(1, None)])[0]["live_ratio"] is None
+    merged = segment_runs([d(i, 0 if i % 2 else 1000, "delete" if i % 2 else "keep") for i in range(8)], max_runs=2)
+    assert [(r["kind"], r["count"], r["live_ratio"]) for r in merged] == [("mixed", 4, 0.5), ("mixed", 4, 0.5)]

@@ -46,6 +46,8 @@ def sidecar(tmp_path_factory):
     with CommitLog.open(log_dir, readonly=True) as log:
         end = log.end_offset
         log.commit("etl", bases[6] + 1)                      # inside segment 6: 6, 7, active unconsumed
+        log.mark_dead(range(bases[2], bases[2] + 5))         # 5 x 121 dead bytes in a sealed segment
+        log.mark_dead([end - 1])                             # the active segment's: not counted
     config_path, _ = write_config(tmp, CONFIG.format(audit=tmp / "audit.jsonl", token=TOKEN, log=log_dir))
     with Sidecar(config_path, cwd=tmp) as s:
         s.wait_ready()
@@ -68,6 +70,7 @@ def test_metrics_are_prometheus_text_with_the_documented_families(sidecar):
     for line in (f'retention_log_segments{{log="staging"}} {segments}.0',
                  f'retention_log_bytes{{log="staging"}} {segments * 4096}.0',
                  'retention_hung_segments{log="staging"} 0.0',
+                 'retention_log_dead_bytes{log="staging"} 605.0',
                  'retention_pinned_bytes{log="staging"} 0.0',
                  'retention_passes_total{kind="interval",outcome="ok"} 1.0',
                  'retention_policy_interval_seconds{policy="default"} 3600.0'):

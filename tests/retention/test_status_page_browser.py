@@ -36,6 +36,8 @@ def sidecar(tmp_path):
     with CommitLog.open(tmp_path / "staging") as log:
         log.commit("etl", staging[30])
     clicks = make_log(tmp_path / "clicks", 8)
+    with CommitLog.open(tmp_path / "clicks", readonly=True) as log:
+        log.mark_dead(range(clicks[0], clicks[0] + 22))           # 22 of the head's 33 records dead
     _, config = write_config(tmp_path, f"""
         service:
           listen: 127.0.0.1:0
@@ -133,5 +135,26 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
     print(f"\nstatus page screenshot: {shot}")
     assert shot.stat().st_size > 10_000
 
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert errors == [], errors
+
+
+def test_each_bar_shows_the_live_share_of_its_segments(sidecar, browser):
+    server, counts, _ = sidecar
+    browser.get(server.url + "/?refresh=500")
+    _wait(lambda: _segments_shown(browser, "clicks") == f"{counts['clicks']} segments", "clicks shown")
+    bars = browser.find_elements("css selector", "[data-log=clicks] .strip div")
+    head = bars[0]
+    dead = head.find_elements("css selector", "i.dead")
+    assert len(dead) == 1
+    assert abs(float(dead[0].get_attribute("data-live")) - 11 / 33) < 0.001
+    # The dark top of the bar is the dead share: two thirds of its height.
+    ratio = browser.execute_script("return arguments[0].getBoundingClientRect().height / "
+                                   "arguments[1].getBoundingClientRect().height;", dead[0], head)
+    assert abs(ratio - 22 / 33) < 0.05, ratio
+    assert "live 33.3 %" in head.get_attribute("title")
+    # A segment with nothing dead has no dark part, and says it is all live.
+    assert bars[-1].find_elements("css selector", "i.dead") == []
+    assert "live 100.0 %" in bars[-1].get_attribute("title")
     errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
     assert errors == [], errors

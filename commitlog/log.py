@@ -12,14 +12,14 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
-from . import compaction, reading, record as rec, removal, swap
+from . import reading, record as rec, removal, seginfo, swap
 from .arguments import check_commit, check_offset, check_record, check_scan_range
 from .errors import (InvalidArgumentError, LogClosedError, NotALogError, OffsetOutOfRangeError,
                      ReadOnlyLogError)
 from .guard import DiskGuard, Flusher
-from .layout import META_FILE, is_log_directory, state_path, tombstones_path
+from .layout import META_FILE, is_log_directory, state_path
 from .locks import WriterLock
 from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERVAL, DEFAULT_ON_FULL,
                       DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
@@ -28,9 +28,7 @@ from .prealloc import SegmentPreallocator
 from .writer import BAD_RECORD, Writer
 from .record import Record
 from .recovery import load_meta, recover
-from .compaction import CompactionOutput, MarksSnapshot
-from .marks import to_ranges
-from .tombstones import TombstoneBook
+from .deadrecords import DeadRecords
 from .removal import RemovalResult
 from .segment import SegmentInfo
 from .segments import SegmentList
@@ -41,9 +39,10 @@ __all__ = ["DEFAULT_SEGMENT_SIZE", "CommitLog", "RemovalResult"]
 _time_ns = time.time_ns
 
 
-class CommitLog:
+class CommitLog(DeadRecords):
     """A segmented, memory-mapped commit log; see the module docstring for the concurrency
-    contract. Open it with `CommitLog.open(...)` and use it as a context manager."""
+    contract. Open it with `CommitLog.open(...)` and use it as a context manager. Marking records
+    dead and compaction: the methods of `DeadRecords` (commitlog.deadrecords)."""
 
     def __init__(self, *_: object, **__: object) -> None:
         raise TypeError("use CommitLog.open(path, ...)")
@@ -263,7 +262,7 @@ class CommitLog:
     def segments(self) -> list[SegmentInfo]:
         """Every segment, oldest first; the last is the active one."""
         self._check_open()
-        return self._segs.infos()
+        return seginfo.infos(self._segs)
 
     def segment_end_offset(self, base: int) -> int:
         """The offset after the last record of segment `base`; for the last segment, as far as
@@ -284,15 +283,9 @@ class CommitLog:
         segs = self._segs
         segs.marks.refresh()
         try:
-            return segs.info(base, last=last, validate=True, keep=False)
+            return seginfo.info(segs, base, last=last, validate=True, keep=False)
         except OffsetOutOfRangeError:  # removed between the lookup and the hold
             raise FileNotFoundError(segs.segment_path(base)) from None
-
-    def dead_bytes(self) -> int:
-        """Bytes of the sealed segments' records marked dead and not yet dropped by a compaction
-        (what compacting everything would give back, keyed liveness aside)."""
-        self._check_open()
-        return self._segs.dead_bytes()
 
     def foreign_files(self) -> list[str]:
         """Segment-named entries that are not regular files (symlinks, directories): never touched."""
@@ -318,70 +311,6 @@ class CommitLog:
     def is_held(self, base: int) -> bool:
         """True when some reader (any process) holds segment `base`; False once it is gone."""
         return removal.is_held(self._segs.segment_path(base))
-
-    # ------------------------------------------------------------------ dead records, compaction
-    def mark_dead(self, offsets: Iterable[int]) -> int:
-        """Mark the records at `offsets` dead, durably (on disk when this returns), from any
-        process, a read-only handle included: readers never return them again, and a compaction
-        drops them (see commitlog.marks). Offsets already dead, removed, or in a gap are passed
-        over. Returns how many records were newly marked. InvalidArgumentError for an offset not
-        written yet or not an int >= 0 (nothing is marked then); StoreFullError when the disk
-        has no room for the marks file to grow."""
-        self._check_open()
-        if isinstance(offsets, (str, bytes)) or not isinstance(offsets, Iterable):
-            raise InvalidArgumentError(f"offsets must be an iterable of ints, got {offsets!r}")
-        if not (isinstance(offsets, range) and offsets.step == 1):
-            offsets = list(offsets)
-            for o in offsets:
-                if not isinstance(o, int) or isinstance(o, bool) or o < 0:
-                    raise InvalidArgumentError(f"offsets must be ints >= 0, got {o!r}")
-        elif offsets.start < 0:
-            raise InvalidArgumentError(f"offsets must be ints >= 0, got {offsets!r}")
-        runs = to_ranges(offsets)
-        end = self.end_offset
-        if runs and runs[-1][1] > end:
-            raise InvalidArgumentError(f"offset {runs[-1][1] - 1} of {self.path} is not written "
-                                       f"yet (the log ends at {end}): only written records can "
-                                       f"be marked dead")
-        return self._segs.marks.mark(runs, lambda fresh: compaction.measure(self._segs, fresh))
-
-    def marks_snapshot(self) -> MarksSnapshot:
-        """The marks at this instant: build a key index (`record_facts`) and compact from it."""
-        self._check_open()
-        return compaction.snapshot(self._segs)
-
-    def record_facts(self, marks: MarksSnapshot, start: int | None = None,
-                     end: int | None = None) -> Iterator[tuple[int, bytes | None, bool, bool]]:
-        """(offset, key, tombstone, marked) of every record in [start, end) under `marks`, dead
-        ones included: what a compaction's key index is built from."""
-        self._check_open()
-        return compaction.record_facts(self._segs, marks, start, end)
-
-    def compact(self, runs: Sequence[Sequence[int]], decide: compaction.Decide, *,
-                marks: MarksSnapshot | None = None, on_bytes=None,
-                should_stop=None) -> list[CompactionOutput]:
-        """Rewrite each run of consecutive sealed segments (their base offsets) into one file of
-        the records `decide(offset, key, tombstone, marked)` keeps (None: keep; else the cause
-        it is dropped for), same offsets, swapped in crash-safely (commitlog.swap). Any process
-        may compact, a read-only handle included; compactions serialise on a lock file.
-        `on_bytes(n)`: bytes read plus written, about a megabyte at a time (sleep there to
-        throttle); `should_stop()`: asked between outputs. StoreFullError (nothing changed) when
-        the disk lacks room for an output plus one segment_size; InvalidArgumentError for a run
-        that is not consecutive sealed segments (never the last, active one)."""
-        self._check_open()
-        return compaction.compact(self._segs, runs, decide, marks, on_bytes=on_bytes,
-                                  should_stop=should_stop)
-
-    def tombstones_first_seen(self) -> dict[int, float]:
-        """Offset -> epoch seconds at which a compaction first kept the tombstone there."""
-        self._check_open()
-        return TombstoneBook(tombstones_path(self.path)).first_seen(self.start_offset)
-
-    def note_tombstones(self, seen: Mapping[int, float]) -> int:
-        """Record when tombstones kept by a compaction were first seen (earliest time wins,
-        durable on return, any process); returns how many were new."""
-        self._check_open()
-        return TombstoneBook(tombstones_path(self.path)).note(seen)
 
     # ------------------------------------------------------------------ consumer state
     def commit(self, group: str, offset: int) -> None:

@@ -32,7 +32,6 @@ from .layout import SegmentListing, index_path, list_segments, marks_path, segme
 from .locks import SegmentHolds
 from .marks import MarkSet
 from .sealed import live_summary, rebuilt_summary, scan_segment
-from .segment import SegmentInfo
 from .state import LogState
 
 log = logging.getLogger("commitlog")
@@ -349,89 +348,6 @@ class SegmentList:
             self._live_end = liveend.remember(base, ident, summary, mm, rels, positions)
         return summary
 
-    def infos(self) -> list[SegmentInfo]:
-        """Every segment not logically removed, oldest first, as CommitLog.segments() gives them."""
-        self.refresh()
-        with self.meta_lock:
-            bases = list(self.bases)
-        start = self.state.start_offset()
-        self.marks.refresh()
-        out = []
-        covered = -1  # the end of the last segment listed: a base below it is a swap's leftover
-        for i, base in enumerate(bases):
-            if base < covered:
-                continue
-            nxt = bases[i + 1] if i + 1 < len(bases) else None
-            if nxt is not None and nxt <= start:
-                continue  # logically removed, its files not yet gone
-            try:
-                info = self.info(base, last=nxt is None)
-            except (FileNotFoundError, OffsetOutOfRangeError):
-                continue  # removed by another process while we looked
-            out.append(info)
-            covered = info.end_offset
-        return out
-
-    def info(self, base: int, *, last: bool, validate: bool = False, keep: bool = True) -> SegmentInfo:
-        """Segment `base` as CommitLog.segments() describes it, its end offset explicit (a gap
-        may follow it). `last`: it is the log's last segment. With `validate`, a file of another
-        size than segment_size must be a complete compacted segment (or the last, zero-length
-        one): CorruptLogError otherwise. `keep`: cache the summary (False for a caller walking
-        every segment once, which would otherwise hold every index in memory). Call
-        `marks.refresh()` first. FileNotFoundError when it is gone."""
-        path = self.segment_path(base)
-        st = os.stat(path)
-        active = self.active
-        if active is not None and active.base_offset == base:
-            s = active.summary()
-        elif last:
-            s = self.live_summary(base)
-        elif validate and st.st_size != self.segment_size:
-            s = self.compacted_summary(base, st.st_size)
-            if s is None:
-                what = "zero-length" if st.st_size == 0 else f"{st.st_size} bytes"
-                raise CorruptLogError(path, None, f"segment is {what}, expected {self.segment_size} "
-                                                  f"(and it is not a complete compacted segment)")
-        else:
-            s = self.summary(base) if keep else self.light_summary(base, st)
-        end = s.end_offset(base)
-        marks = self.marks
-        dead = marks.dead_bytes(base, end, s.marks_seq) if marks.count else 0
-        return SegmentInfo(base, path, st.st_size, s.used_bytes,
-                           s.first_timestamp_ms if s.record_count else None,
-                           s.last_timestamp_ms if s.record_count else None,
-                           st.st_mtime, last, s.record_count, max(0, s.used_bytes - dead))
-
-    def dead_bytes(self) -> int:
-        """Framed bytes of the records marked dead in the sealed segments (not yet dropped by a
-        compaction). Zero at the cost of one pread when nothing was ever marked; otherwise a stat
-        per sealed segment, its index read once per file (a compaction's new file is read again)."""
-        marks = self.marks
-        marks.refresh()
-        if not marks.count:
-            return 0
-        self.refresh()
-        with self.meta_lock:
-            sealed = self.bases[:-1]
-        start = self.state.start_offset()
-        facts, kept = self._facts, {}
-        total = 0
-        covered = -1
-        for i, base in enumerate(sealed):
-            if base < covered or (i + 1 < len(sealed) and sealed[i + 1] <= start):
-                continue  # an interrupted swap's leftover, or logically removed
-            try:
-                s = self.light_summary(base, os.stat(self.segment_path(base)))
-            except (FileNotFoundError, OffsetOutOfRangeError):
-                continue  # removed by another process while we looked
-            kept[base] = facts[base]
-            end = s.end_offset(base)
-            total += marks.dead_bytes(base, end, s.marks_seq)
-            covered = end
-        self._facts = kept
-        self._facts_min = min(kept, default=1 << 63)
-        return total
-
     def light_summary(self, base: int, st: os.stat_result) -> SegmentSummary:
         """The summary of sealed segment `base` (the file `st` describes) without its index
         entries, read once per file and kept (see `_facts`)."""
@@ -447,6 +363,11 @@ class SegmentList:
         self._facts[base] = (st.st_ino, st.st_size, light)
         self._facts_min = min(self._facts_min, base)
         return light
+
+    def keep_light_summaries(self, bases: list[int]) -> None:
+        """Forget the light summaries of every segment but `bases` (those a full walk found)."""
+        self._facts = {b: self._facts[b] for b in bases if b in self._facts}
+        self._facts_min = min(self._facts, default=1 << 63)
 
     def close(self) -> None:
         self.holds.close_all()

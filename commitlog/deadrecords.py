@@ -13,6 +13,7 @@ from .compaction import CompactionOutput, MarksSnapshot
 from .errors import InvalidArgumentError
 from .layout import tombstones_path
 from .marks import to_ranges
+from .segment import SegmentInfo
 from .tombstones import TombstoneBook
 
 
@@ -24,6 +25,13 @@ class DeadRecords:
         (what compacting everything would give back, keyed liveness aside)."""
         self._check_open()
         return seginfo.dead_bytes(self._segs)
+
+    def segments_with_dead(self) -> list[SegmentInfo]:
+        """The sealed segments holding records marked dead and not yet dropped, each with its
+        neighbours, and the last segment, oldest first (see commitlog.seginfo.dead_neighbourhoods):
+        a compaction plan's input over a log of many segments without a stat of each."""
+        self._check_open()
+        return seginfo.dead_neighbourhoods(self._segs)
 
     def mark_dead(self, offsets: Iterable[int]) -> int:
         """Mark the records at `offsets` dead, durably (on disk when this returns), from any

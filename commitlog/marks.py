@@ -155,6 +155,24 @@ class MarkSet:
             i += 1
         return total
 
+    def latest_by_segment(self, bases: list[int], first: int = 0) -> dict[int, int]:
+        """Index i -> the highest sequence number of the entries starting in [bases[i],
+        bases[i + 1]) (the last base: up to any offset), for i >= `first`; sorted `bases`.
+        One walk of the entries: what a caller compares with each segment's applied sequence
+        number (its index's `marks_seq`) to find the segments holding dead records."""
+        out: dict[int, int] = {}
+        if not bases:
+            return out
+        with self._lock:
+            entries = self._entries
+            e = bisect.bisect_left(entries, (bases[first], -1, -1))
+            j = first
+            for start, seq, _ in entries[e:]:
+                j = bisect.bisect_right(bases, start, j) - 1
+                if out.get(j, -1) < seq:
+                    out[j] = seq
+        return out
+
     # ------------------------------------------------------------------ marking
     @contextlib.contextmanager
     def locked(self):

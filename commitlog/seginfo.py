@@ -7,6 +7,7 @@ SegmentList is.
 
 from __future__ import annotations
 
+import bisect
 import os
 
 from .errors import CorruptLogError, OffsetOutOfRangeError
@@ -97,3 +98,48 @@ def dead_bytes(segs: SegmentList) -> int:
         covered = end
     segs.keep_light_summaries(kept)
     return total
+
+
+def dead_neighbourhoods(segs: SegmentList) -> list[SegmentInfo]:
+    """The sealed segments holding records marked dead and not yet dropped, each with the
+    segments on either side of it, and the last segment; oldest first, each once. What a
+    compaction plan needs without describing every segment: the fully live neighbours bound a
+    merge exactly as in the whole list. Costs one listing and one walk of the marks, plus a stat
+    per segment the marks may concern (those whose marks a compaction applied are passed over
+    once described) and per segment returned. Segments without records are found only beside a
+    dead one; a swap's leftover is passed where the segment before it is returned (as `infos`
+    does), and a compaction refuses a run naming one it missed (it finishes swaps first)."""
+    segs.refresh()
+    with segs.meta_lock:
+        bases = list(segs.bases)
+    if not bases:
+        return []
+    marks = segs.marks
+    marks.refresh()
+    last = len(bases) - 1
+    first = max(0, bisect.bisect_right(bases, segs.state.start_offset()) - 1)  # below: removed
+    described: dict[int, SegmentInfo] = {}
+    wanted = {last}
+    for i, seq in sorted(marks.latest_by_segment(bases, first).items()):
+        known = segs.known_marks_seq(bases[i])
+        if i >= last or bases[i] in segs.leftovers or (known is not None and seq < known):
+            continue  # the last is never compacted; the marks of a compacted one are applied
+        try:
+            found = described[i] = info(segs, bases[i], last=False, keep=False)
+        except (FileNotFoundError, OffsetOutOfRangeError):
+            continue  # removed by another process while we looked
+        if found.live_bytes < found.used_bytes:
+            wanted.update((i - 1, i, i + 1))
+    out: list[SegmentInfo] = []
+    covered, previous = -1, -2
+    for i in sorted(w for w in wanted if first <= w <= last):
+        base = bases[i]
+        if base in segs.leftovers or (previous == i - 1 and base < covered):
+            continue
+        try:
+            found = described.get(i) or info(segs, base, last=i == last, keep=False)
+        except (FileNotFoundError, OffsetOutOfRangeError):
+            continue
+        out.append(found)
+        covered, previous = found.end_offset, i
+    return out

@@ -364,6 +364,15 @@ class SegmentList:
         self._facts_min = min(self._facts_min, base)
         return light
 
+    def known_marks_seq(self, base: int) -> int | None:
+        """The marks sequence number a cached summary of `base` records (None: nothing cached).
+        A compaction only raises it, so a stale cache errs towards re-examining the segment."""
+        facts = self._facts.get(base)
+        if facts is not None:
+            return facts[2].marks_seq
+        summary = self.summaries.get(base)
+        return None if summary is None else summary.marks_seq
+
     def keep_light_summaries(self, bases: list[int]) -> None:
         """Forget the light summaries of every segment but `bases` (those a full walk found)."""
         self._facts = {b: self._facts[b] for b in bases if b in self._facts}

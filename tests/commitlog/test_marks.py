@@ -159,3 +159,35 @@ def test_dead_bytes_counts_marked_records_of_sealed_segments_until_compaction_or
         assert log.dead_bytes() == 4000
         assert log.remove_head().base_offset == 0        # 1 and 2 left with their segment
         assert log.dead_bytes() == 2000
+
+
+def _expected_neighbourhoods(full):
+    """From the whole listing: dead sealed segments with their neighbours, and the last."""
+    wanted = {len(full) - 1}
+    for i, s in enumerate(full[:-1]):
+        if s.live_bytes < s.used_bytes:
+            wanted.update((i - 1, i, i + 1))
+    return [full[i] for i in sorted(w for w in wanted if 0 <= w < len(full))]
+
+
+def test_segments_with_dead_are_the_dead_sealed_ones_with_neighbours_as_the_full_listing_says(tmp_path):
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEG) as log:
+        fill(log, 1200)
+        assert [s.base_offset for s in log.segments_with_dead()] == [log.segments()[-1].base_offset]
+        full = log.segments()
+        log.mark_dead([full[2].base_offset + 1, full[7].base_offset, full[8].end_offset - 1])
+        for step in range(3):
+            with CommitLog.open(path, readonly=True) as other:  # nothing cached: every mark examined
+                assert other.segments_with_dead() == _expected_neighbourhoods(other.segments())
+            got = log.segments_with_dead()
+            full = log.segments()
+            assert got == _expected_neighbourhoods(full)
+            if step == 0:  # compacting drops the marks: the segment is no longer returned
+                log.compact([[full[2].base_offset]], lambda o, k, t, m: "dead" if m else None)
+            elif step == 1:  # a compacted segment (marks applied) marked again is returned again
+                log.mark_dead([full[2].base_offset + 3])
+        assert full[2].base_offset in [s.base_offset for s in got]
+        fill(log, 30)
+        log.mark_dead([log.end_offset - 1])  # the last segment: never a candidate, returned once
+        assert log.segments_with_dead() == _expected_neighbourhoods(log.segments())

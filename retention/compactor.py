@@ -27,9 +27,11 @@ Per log and pass:
    ends between two outputs (`interrupted`).
 
 **Pending ranges** of unfinished Spark jobs are kept whatever else holds (rule 1 of
-`policies.liveness`): `pending(log_path)` returns them as `(start, end)` offset ranges, read once per
-log and pass, before the snapshot is used. The default is none; `commitlog.spark` is to provide the
-hook without importing pyspark, and the scheduler and CLI pass it once it exists.
+`policies.liveness`): `pending(log_path)` returns them as `(start, end)` offset ranges, called once
+per log and pass *after* the segments were listed and the marks snapshot taken (see `_log_pass`
+for why the order matters). The default is none; `commitlog.spark` is to provide the function
+without importing pyspark (`pending_ranges(log_path)` on its branch), and the scheduler and CLI pass
+it once it is merged. A hook that raises fails that log's pass (nothing is compacted without it).
 
 **Dry run** (`dry_run=True`) changes no file (no intent, no settle, no tombstone note, no rewrite):
 each planned output is reported with its inputs and `bytes_before` (the inputs' file bytes), and
@@ -55,7 +57,8 @@ from datetime import datetime, timezone
 
 from loguru import logger
 
-from commitlog import CommitLog, CommitLogError, InvalidArgumentError, StoreFullError, disk_usage, segment_name
+from commitlog import (CommitLog, CommitLogError, InvalidArgumentError, SegmentInfo, StoreFullError, disk_usage,
+                       segment_name)
 from commitlog.record import encode_gap, encoded_size
 from policies import (SUPERSEDED, TOMBSTONE, CompactionOutput, CompactionSegment, GroupSnapshot, KeyIndex,
                       LivenessRule, PendingRanges, PolicyConfig, RetentionConfig, count_dropped,
@@ -86,12 +89,13 @@ def _with_gaps(live: int, used: int, spanned: int) -> int:
     return min(used, live + gaps * _GAP_BYTES)
 
 
-def compaction_segments(log: CommitLog, extra_dead: dict[int, int] | None = None) -> list[CompactionSegment]:
-    """The log's segments as the planner sees them, oldest first, the active one last;
+def compaction_segments(infos: Sequence[SegmentInfo], extra_dead: dict[int, int] | None = None
+                        ) -> list[CompactionSegment]:
+    """`CommitLog.segments()` as the planner sees them, oldest first, the active one last;
     `extra_dead`: base offset -> bytes the rule drops beyond the store's marks (keyed logs).
     `live_bytes` is what an output of the segment would hold: live records and estimated gaps."""
     out = []
-    for s in log.segments():
+    for s in infos:
         live = s.used_bytes if s.live_bytes is None else s.live_bytes
         live = _with_gaps(max(0, live - (extra_dead or {}).get(s.base_offset, 0)), s.used_bytes, s.record_count)
         out.append(CompactionSegment(s.base_offset, s.end_offset, s.size, s.used_bytes, live,
@@ -178,10 +182,16 @@ class Compactor:
         policy = self.config.policy_for(watched.name)
         cfg = policy.compaction
         log = watched.log
+        # The order matters: the segments (and their end) first, then the marks, then the pending
+        # ranges, then the key index up to that end. A Spark writer registering after `pending`
+        # appends at or above the end of that moment, so every record the index or an input holds
+        # was either settled or inside a pending range; later records never supersede anything here.
+        infos = log.segments()
+        end = infos[-1].end_offset if infos else log.start_offset
         marks = log.marks_snapshot()
         pending = PendingRanges(self._pending(watched.path) if self._pending is not None else ())
-        rule, extra_dead, fresh = self._rule(log, policy, at, marks, pending)
-        segments = compaction_segments(log, extra_dead)
+        rule, extra_dead, fresh = self._rule(log, policy, at, marks, pending, infos, end)
+        segments = compaction_segments(infos, extra_dead)
         if only_if is not None and not only_if(segments, policy):
             return False
         if fresh and not dry_run:
@@ -216,14 +226,15 @@ class Compactor:
         return False
 
     # ------------------------------------------------------------------ the rule
-    def _rule(self, log: CommitLog, policy: PolicyConfig, at: datetime, marks, pending: PendingRanges):
+    def _rule(self, log: CommitLog, policy: PolicyConfig, at: datetime, marks, pending: PendingRanges,
+              infos: Sequence[SegmentInfo], end: int):
         """(rule, extra dead bytes per segment, tombstones seen for the first time)."""
         cfg = policy.compaction
         if not cfg.keys:
             return LivenessRule(cfg, at, pending=pending), None, {}
         index = KeyIndex(pending)
         tombstones: list[tuple[int, bytes]] = []
-        for offset, key, tombstone, marked in log.record_facts(marks):
+        for offset, key, tombstone, marked in log.record_facts(marks, None, end):
             index.note(offset, key, marked)
             if tombstone and key is not None and not marked:
                 tombstones.append((offset, key))
@@ -236,13 +247,12 @@ class Compactor:
                             stale_groups=stale, pending=pending)
         fresh = {o: rule.first_seen(o) for o, k in tombstones
                  if newest.get(k) == o and o not in first_seen and rule.cause(o, k, True, False) is None}
-        return rule, self._keyed_dead(log, rule), fresh
+        return rule, self._keyed_dead(log, rule, infos), fresh
 
     @staticmethod
-    def _keyed_dead(log: CommitLog, rule: LivenessRule) -> dict[int, int]:
+    def _keyed_dead(log: CommitLog, rule: LivenessRule, infos: Sequence[SegmentInfo]) -> dict[int, int]:
         """Bytes of the sealed segments' records the rule drops as superseded or tombstone (marked
         ones are already out of the store's live bytes, and a scan does not return them)."""
-        infos = log.segments()
         if len(infos) < 2:
             return {}
         bases = [s.base_offset for s in infos]

@@ -47,6 +47,8 @@ store serialises them on `<log>/.compact.lock`.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import dataclasses
 import errno
 import math
 import os
@@ -313,6 +315,12 @@ class Compactor:
         if not done:
             return self._aborted(ident, planned, "error", "the store compacted nothing", entry)
         o = done[0]
+        after = o.bytes_after
+        if o.segment is not None:
+            # The file's bytes, its end marker included (the store's figure counts records only).
+            with contextlib.suppress(FileNotFoundError):
+                after = os.stat(os.path.join(watched.path, segment_name(o.segment))).st_size
+        o = dataclasses.replace(o, bytes_after=after)
         result = OutputResult(o.segment, tuple(o.inputs), o.bytes_before, o.bytes_after,
                               dict(count_dropped(()), **o.dropped), out.base_offset, out.end_offset)
         self._outcome(ident, COMPACTED, {**planned, "time": audit_time(self._clock()),

@@ -130,6 +130,8 @@ class CompactionPasses:
             return
         try:
             used = disk_usage(fs.probe()).used_ratio
+            if all(used <= policy.disk.force_ratio for policy in fs.policies()):
+                return   # at or below force_ratio: the interval jobs are enough
         except OSError as exc:
             logger.warning("compaction after pressure on {}: {}", fs.mountpoint, exc)
             return

@@ -17,7 +17,8 @@ Per log and pass:
    tombstone, so such segments are chosen too. A keyed log thus costs two reads a pass.
 3. Each output: an `action: "compact"` intent is fsynced to the audit trail, then
    `CommitLog.compact([inputs], rule.cause, marks=...)`, then a `compacted` outcome (or `aborted`
-   with a reason: `no-room`, `inputs-changed`, `error`). A SIGKILL between the two leaves the intent;
+   with a reason: `no-room`, `too-large`, `inputs-changed`, `error`; an output of several inputs
+   refused for room or size is retried as its two halves). A SIGKILL between the two leaves the intent;
    the next pass (of any process) settles it once its process is gone: the first input's file still
    the inode named in the intent means the swap never reached its commit point (`aborted`,
    `not-compacted`); replaced or gone means it did (`compacted`, without `dropped`, which only the
@@ -280,7 +281,7 @@ class Compactor:
                 out: CompactionOutput, entry: LogCompaction):
         """Write one output, audited; None when it could not be done (the reason is logged, and
         recorded in `entry.error` unless the plan was merely overtaken); `_SPLIT` when it did not
-        fit in one segment and its halves should be tried."""
+        fit in one segment or in the free space and its halves should be tried."""
         path = os.path.join(watched.path, segment_name(out.base_offset))
         planned = {"time": audit_time(self._clock()), "log": watched.name, "path": path,
                    "segment": segment_name(out.base_offset), "inputs": [segment_name(b) for b in out.inputs],
@@ -298,6 +299,11 @@ class Compactor:
         try:
             done = log.compact([list(out.inputs)], rule.cause, marks=marks, on_bytes=throttle)
         except StoreFullError as exc:
+            if len(out.inputs) > 1:
+                # The store wants room for the inputs' used bytes plus a segment (it learns what is
+                # live only while copying), more than the plan's live bytes: halves need less.
+                self._aborted(ident, planned, "no-room", exc, None)
+                return _SPLIT
             return self._aborted(ident, planned, "no-room", exc, entry)
         except InvalidArgumentError as exc:
             if len(out.inputs) > 1 and _inodes(watched.path, out.inputs) == planned["input_inodes"]:

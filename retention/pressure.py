@@ -42,7 +42,8 @@ class PressureWatch:
     run_pass: runs one pass over every log of a filesystem, `run_pass(dev)`, returning a
       `PassResult` or None (stopped, gone, raised).
     schedule: `schedule(func, args, job_id)` runs `func(*args)` once on the pass pool.
-    compact: `compact(dev)` after a pass that deleted nothing while the disk forces (deletion first).
+    compact: `compact(dev)` after a pass that deleted nothing (deletion first); it decides itself
+      whether the disk is above force_ratio (with `disk.force` off too: compaction drops only dead records).
     """
 
     def __init__(self, *, metrics: RetentionMetrics, history: StatusHistory,
@@ -135,7 +136,7 @@ class PressureWatch:
                 if result.deleted == 0:
                     # Nothing deletable now (held, active, consumed-protected): compaction may still
                     # free space (deletion went first); then the disk check asks again.
-                    if self._compact is not None and fs.forcing:
+                    if self._compact is not None:
                         self._compact(dev)
                     return
                 pause = max(p.pause_between_files for p in fs.policies())

@@ -176,3 +176,55 @@ def test_post_compact_needs_the_token_and_a_second_one_gets_409_while_one_runs(t
         assert _metric(text.decode(), "retention_compaction_reclaimed_bytes_total", log="a") == \
             result["logs"][0]["reclaimed_bytes"]
     assert scan_pairs(tmp_path / "a") == live
+
+
+PRESSURE = """
+service:
+  audit: {audit}
+logs:
+  a:
+    path: {log}
+    segment_size: 512KiB
+policies:
+  default:
+    interval: 1h
+    delete_at_hours: []
+    reserve: 1h
+    disk:
+      clean_ratio: 0.3
+      force_ratio: 0.5
+      force_target: 0.3
+      refuse_writes_ratio: 0.95
+      force: false             # deletion may not touch these young, unconsumed segments
+    compaction:
+      interval: 1h             # only the pressure path compacts during the test
+"""
+
+
+def test_above_force_ratio_with_everything_protected_and_mostly_dead_compaction_frees_space(small_fs, tmp_path):
+    from commitlog import CommitLog, disk_usage
+    log_dir = f"{small_fs}/a"
+    with CommitLog.open(log_dir, segment_size=512 << 10, flush="none") as log:
+        while len(log.segments()) < 11:
+            log.append_batch([b"p" * 1000] * 64)
+        log.mark_dead([o for o in range(log.end_offset) if o % 10])     # 90 % dead
+        log.commit("etl", 0)                                             # nothing consumed
+        live = [(r.offset, bytes(r.value)) for r in log.scan()]
+    before = disk_usage(small_fs).used_ratio
+    assert before > 0.5
+    config_path = tmp_path / "pressure.yaml"
+    config_path.write_text(PRESSURE.format(audit=tmp_path / "audit.jsonl", log=log_dir))
+    from policies import load_config
+    scheduler = RetentionScheduler(load_config(config_path), watch_rolls=False)
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 20
+        while disk_usage(small_fs).used_ratio > 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        last = scheduler.status()["compaction"]["last"]
+    finally:
+        scheduler.stop()
+    after = disk_usage(small_fs).used_ratio
+    assert after <= 0.3 < 0.5 < before
+    assert last["kind"] == "pressure" and last["reclaimed_bytes"] > 0
+    assert scan_pairs(log_dir) == live

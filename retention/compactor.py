@@ -50,7 +50,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
-import errno
 import math
 import os
 import threading
@@ -67,16 +66,15 @@ from policies import (SUPERSEDED, TOMBSTONE, CompactionOutput, CompactionSegment
                       LivenessRule, PendingRanges, PolicyConfig, RetentionConfig, count_dropped,
                       plan_compaction, stale_groups, throttle_delay, within_pass_budget)
 
-from .audit import ABORTED, COMPACTED, AuditTrail, audit_time
+from .audit import AuditTrail, audit_time
+from .compaction_audit import COMPACT, CompactionAudit
 from .compaction_report import CompactionResult, LogCompaction, OutputResult
 from .snapshot import WatchedLog
 
 __all__ = ["COMPACT", "Compactor", "Pending", "compaction_segments"]
 
-COMPACT = "compact"                       # the audit intent's `action`
 Pending = Callable[[str], Iterable[tuple[int, int]]]
 SegmentFilter = Callable[[Sequence[CompactionSegment], PolicyConfig], bool]
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 _GAP_BYTES = len(encode_gap(1))           # one gap record standing for a run of dropped records
 
 
@@ -120,6 +118,7 @@ class Compactor:
                  stop: Callable[[], bool] | None = None) -> None:
         self.config = config
         self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
+        self._trail = CompactionAudit(self.audit, clock)
         self.metrics = metrics
         self._clock, self._mono, self._sleep = clock, monotonic, sleep
         self._pending = pending
@@ -292,7 +291,7 @@ class Compactor:
         except FileNotFoundError:
             logger.info("{}: segments {} changed since the plan; next pass", watched.name, planned["inputs"])
             return None
-        ident = self._intent(watched.name, planned, entry)
+        ident = self._trail.intent(planned, entry)
         if ident is None:
             return None
         throttle = self._throttle(cfg)
@@ -302,24 +301,24 @@ class Compactor:
             if len(out.inputs) > 1:
                 # The store wants room for the inputs' used bytes plus a segment (it learns what is
                 # live only while copying), more than the plan's live bytes: halves need less.
-                self._aborted(ident, planned, "no-room", exc, None)
+                self._trail.aborted(ident, planned, "no-room", exc, None)
                 return _SPLIT
-            return self._aborted(ident, planned, "no-room", exc, entry)
+            return self._trail.aborted(ident, planned, "no-room", exc, entry)
         except InvalidArgumentError as exc:
             if len(out.inputs) > 1 and _inodes(watched.path, out.inputs) == planned["input_inodes"]:
                 # Inputs unchanged: their live records and gaps outgrew one segment (the plan's gap
                 # estimate fell short); nothing was swapped, so each half is tried on its own.
-                self._aborted(ident, planned, "too-large", exc, None)
+                self._trail.aborted(ident, planned, "too-large", exc, None)
                 return _SPLIT
             # A head removal or another compaction took an input first: not a failure.
-            return self._aborted(ident, planned, "inputs-changed", exc, None)
+            return self._trail.aborted(ident, planned, "inputs-changed", exc, None)
         except (CommitLogError, OSError) as exc:
-            return self._aborted(ident, planned, "error", exc, entry)
+            return self._trail.aborted(ident, planned, "error", exc, entry)
         except BaseException as exc:
-            self._aborted(ident, planned, "error", exc, entry)
+            self._trail.aborted(ident, planned, "error", exc, entry)
             raise
         if not done:
-            return self._aborted(ident, planned, "error", "the store compacted nothing", entry)
+            return self._trail.aborted(ident, planned, "error", "the store compacted nothing", entry)
         o = done[0]
         after = o.bytes_after
         if o.segment is not None:
@@ -329,10 +328,9 @@ class Compactor:
         o = dataclasses.replace(o, bytes_after=after)
         result = OutputResult(o.segment, tuple(o.inputs), o.bytes_before, o.bytes_after,
                               dict(count_dropped(()), **o.dropped), out.base_offset, out.end_offset)
-        self._outcome(ident, COMPACTED, {**planned, "time": audit_time(self._clock()),
-                                         "segment": None if o.segment is None else segment_name(o.segment),
-                                         "bytes_before": o.bytes_before, "bytes_after": o.bytes_after,
-                                         "dropped": result.to_json_dict()["dropped"]})
+        self._trail.compacted(ident, {**planned, "segment": None if o.segment is None else segment_name(o.segment),
+                                      "bytes_before": o.bytes_before, "bytes_after": o.bytes_after,
+                                      "dropped": result.to_json_dict()["dropped"]})
         if self.metrics is not None:
             self.metrics.compacted(watched.name, reclaimed=result.reclaimed_bytes, read=out.read_bytes,
                                    written=o.bytes_after)
@@ -353,77 +351,9 @@ class Compactor:
                 self._sleep(delay)
         return on_bytes
 
-    def _intent(self, name: str, planned: dict, entry: LogCompaction) -> str | None:
-        try:
-            return self.audit.intent(COMPACT, planned)
-        except OSError as exc:
-            if exc.errno in _NO_SPACE:
-                # Compaction is what frees space when everything left is protected: go ahead.
-                logger.error("{}: audit {} is full ({}); compacting {} anyway; its line follows once "
-                             "space is back", name, self.audit.path, exc.strerror or exc, planned["segment"])
-                return os.urandom(8).hex()
-            entry.error = f"the audit trail {self.audit.path} cannot be written: {exc}"
-            logger.error("{}: not compacting: {}", name, entry.error)
-            return None
-
-    def _aborted(self, ident: str, planned: dict, reason: str, exc, entry: LogCompaction | None) -> None:
-        self._outcome(ident, ABORTED, {**_span(planned), "time": audit_time(self._clock()), "reason": reason,
-                                       "error": str(exc)})
-        if entry is not None:
-            entry.error = str(exc)
-            logger.error("{}: compacting {} failed ({}): {}", planned["log"], planned["segment"], reason, exc)
-        else:
-            logger.info("{}: compacting {} skipped ({}): {}", planned["log"], planned["segment"], reason, exc)
-        return None
-
-    def _outcome(self, ident: str, event: str, entry: dict, *, recovered: bool = False) -> None:
-        try:
-            self.audit.outcome(ident, event, entry, recovered=recovered)
-        except OSError as exc:
-            logger.error("audit {} cannot be written ({}); kept in memory to append later: {}",
-                         self.audit.path, exc, {"event": event, "id": ident, **entry})
-
-    # ------------------------------------------------------------------ crash recovery
     def settle(self) -> int:
-        """Settle the compaction intents of dead processes for this compactor's logs (see the
-        module docstring); returns how many were settled."""
-        try:
-            if self.audit.backlog:
-                self.audit.flush_backlog()
-            open_intents = self.audit.unresolved()
-        except OSError as exc:
-            logger.warning("audit {} cannot be read to settle interrupted compactions: {}", self.audit.path, exc)
-            return 0
-        mine = {os.path.abspath(w.path): w for w in self.logs.values()}
-        settled = 0
-        for intent in open_intents:
-            watched = mine.get(os.path.dirname(str(intent.get("path"))))
-            inodes = intent.get("input_inodes")
-            if intent.get("action") != COMPACT or watched is None or not isinstance(inodes, list) or not inodes:
-                continue
-            now = audit_time(self._clock())
-            if not watched.exists():
-                self._outcome(intent["id"], ABORTED, {**_span(intent), "time": now, "reason": "log-missing"},
-                              recovered=True)
-            else:
-                try:
-                    st = os.stat(intent["path"])
-                except FileNotFoundError:
-                    st = None
-                if st is not None and st.st_ino == inodes[0]:
-                    self._outcome(intent["id"], ABORTED, {**_span(intent), "time": now, "reason": "not-compacted"},
-                                  recovered=True)
-                else:
-                    after = st.st_size if st is not None else 0
-                    self._outcome(intent["id"], COMPACTED,
-                                  {**_span(intent), "time": now, "inputs": intent.get("inputs"),
-                                   "bytes_before": intent.get("bytes_before"), "bytes_after": after,
-                                   "dropped": None, "intent_time": intent.get("time")}, recovered=True)
-                    logger.warning("{}: audited the compaction of {} after the fact: the process (pid {}) "
-                                   "died before its audit line", watched.name, intent.get("segment"),
-                                   intent.get("pid"))
-            settled += 1
-        return settled
+        """Settle the compaction intents of dead processes for this compactor's logs; how many."""
+        return self._trail.settle({os.path.abspath(w.path): w for w in self.logs.values()})
 
     def close(self) -> None:
         for w in self.logs.values():
@@ -442,6 +372,3 @@ def _sub_output(by_base: dict[int, CompactionSegment], inputs: Sequence[int]) ->
     return CompactionOutput(tuple(inputs), segs[-1].end_offset, sum(s.used_bytes for s in segs),
                             sum(s.live_bytes for s in segs), sum(s.size_bytes for s in segs))
 
-
-def _span(entry: dict) -> dict:
-    return {k: entry.get(k) for k in ("log", "path", "segment", "first_offset", "end_offset")}

@@ -105,24 +105,13 @@ def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: dateti
     from .cleaner import Cleaner
     from .report import render_result
     cleaner = Cleaner(config)
-    try:
+
+    def work():
         if args.command == "plan":
-            result = cleaner.plan(at)
-        else:
-            cleaner.trigger_manual(force=args.force)
-            result = cleaner.run_pass()
-    except Exception as exc:  # noqa: BLE001 (one line to the operator, status 1)
-        logger.opt(exception=exc).debug("failed")
-        print(f"retention: {args.command} failed: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    finally:
-        cleaner.close()
-    if args.json:
-        json.dump(result.to_json_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(render_result(result))
-    return EXIT_FAILED if result.executed and result.failed else EXIT_OK
+            return cleaner.plan(at)
+        cleaner.trigger_manual(force=args.force)
+        return cleaner.run_pass()
+    return _report(args, work, cleaner.close, render_result, lambda r: r.executed and r.failed)
 
 
 def _compact(args: argparse.Namespace, config: RetentionConfig) -> int:
@@ -133,20 +122,26 @@ def _compact(args: argparse.Namespace, config: RetentionConfig) -> int:
         def progress(log, output):
             print(render_output(log, output, dry_run=args.dry_run), file=sys.stderr, flush=True)
     compactor = Compactor(config)
+    return _report(args, lambda: compactor.run(dry_run=args.dry_run, on_output=progress), compactor.close,
+                   render_compaction, lambda r: r.failed)
+
+
+def _report(args: argparse.Namespace, work, close, render, failed) -> int:
+    """Run `work()`, then print its result (JSON or `render`ed); status 1 when it raised or `failed`."""
     try:
-        result = compactor.run(dry_run=args.dry_run, on_output=progress)
+        result = work()
     except Exception as exc:  # noqa: BLE001 (one line to the operator, status 1)
         logger.opt(exception=exc).debug("failed")
-        print(f"retention: compact failed: {exc}", file=sys.stderr)
+        print(f"retention: {args.command} failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:
-        compactor.close()
+        close()
     if args.json:
         json.dump(result.to_json_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_compaction(result))
-    return EXIT_FAILED if result.failed else EXIT_OK
+        sys.stdout.write(render(result))
+    return EXIT_FAILED if failed(result) else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -202,27 +202,24 @@ class RetentionApp:
             return json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the service is stopping"})
         return None
 
+    def _post(self, request: Request, run: Callable[[], object], running: str,
+              body: Callable[[object], dict]) -> Response:
+        """A POST that runs a pass: refused (token, stopping), 409 naming `running` when one runs."""
+        refused = self._refuse(request)
+        if refused is not None:
+            return refused
+        try:
+            result = run()
+        except PassRunningError as exc:
+            return json_response(HTTPStatus.CONFLICT, {"error": str(exc), "running": running})
+        self.invalidate()
+        return json_response(HTTPStatus.OK, body(result))
+
     def compact(self, request: Request) -> Response:
         """One compaction pass now (`?dry_run=1`: what it would do); 409 while one runs on a filesystem."""
-        refused = self._refuse(request)
-        if refused is not None:
-            return refused
-        try:
-            result = self.scheduler.compact(dry_run=request.flag("dry_run"))
-        except PassRunningError as exc:
-            return json_response(HTTPStatus.CONFLICT, {"error": str(exc), "running": "compaction"})
-        self.invalidate()
-        return json_response(HTTPStatus.OK, result.to_json_dict())
+        return self._post(request, lambda: self.scheduler.compact(dry_run=request.flag("dry_run")), "compaction",
+                          lambda result: result.to_json_dict())
 
     def clean(self, request: Request) -> Response:
-        refused = self._refuse(request)
-        if refused is not None:
-            return refused
-        try:
-            result = self.scheduler.clean(force=request.flag("force"))
-        except PassRunningError as exc:
-            return json_response(HTTPStatus.CONFLICT, {"error": str(exc), "running": "manual pass"})
-        self.invalidate()
-        body = result.to_json_dict()
-        body["interrupted"] = result.interrupted
-        return json_response(HTTPStatus.OK, body)
+        return self._post(request, lambda: self.scheduler.clean(force=request.flag("force")), "manual pass",
+                          lambda result: {**result.to_json_dict(), "interrupted": result.interrupted})

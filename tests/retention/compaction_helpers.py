@@ -16,7 +16,7 @@ VALUE = b"v" * 100
 CONFIG = """
 service:
   listen: 127.0.0.1:0
-  audit: {audit}
+  audit: {audit}{token}
 logs:
   a:
     path: {log}
@@ -30,10 +30,12 @@ policies:
 """
 
 
-def compaction_config(tmp: Path, log: Path, **compaction):
-    """A config for one log `a` at `log`; `compaction` settings as YAML values (strings or numbers)."""
+def compaction_config(tmp: Path, log: Path, *, token: str | None = None, **compaction):
+    """A config for one log `a` at `log` (a sidecar listening on a free loopback port, with
+    `token`); `compaction` settings as YAML values (strings or numbers)."""
     body = "\n".join(f"      {k}: {v}" for k, v in compaction.items()) or "      enabled: true"
-    return write_config(tmp, CONFIG.format(audit=tmp / "audit.jsonl", log=log, compaction=body))
+    return write_config(tmp, CONFIG.format(audit=tmp / "audit.jsonl", log=log, compaction=body,
+                                           token=f"\n  token: {token}" if token else ""))
 
 
 def dead_log(path: Path, sealed: int = 4, *, keep_every: int = 3) -> list[tuple[int, bytes]]:

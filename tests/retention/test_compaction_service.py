@@ -128,30 +128,10 @@ def test_cli_with_a_bad_config_says_what_is_wrong_in_one_line(tmp_path):
     assert len(lines) == 1 and "max_live_ratio" in lines[0] and "bad.yaml" in lines[0]
 
 
-SIDECAR = """
-service:
-  listen: 127.0.0.1:0
-  audit: {audit}
-  token: {token}
-logs:
-  a:
-    path: {log}
-    segment_size: 4KiB
-policies:
-  default:
-    interval: 1h
-    delete_at_hours: []
-    compaction:
-      interval: 1h
-      merge: false
-      max_bytes_per_second: 4KiB
-"""
-
-
 def test_post_compact_needs_the_token_and_a_second_one_gets_409_while_one_runs(tmp_path):
     live = dead_log(tmp_path / "a", 3)
-    config_path = tmp_path / "sidecar.yaml"
-    config_path.write_text(SIDECAR.format(audit=tmp_path / "audit.jsonl", token="tok", log=tmp_path / "a"))
+    config_path, _ = compaction_config(tmp_path, tmp_path / "a", token="tok", interval="1h", merge="false",
+                                       max_bytes_per_second="4KiB")
     auth = {"Authorization": "Bearer tok"}
     with Sidecar(config_path, cwd=tmp_path) as s:
         s.wait_ready()

@@ -208,3 +208,33 @@ def test_above_force_ratio_with_everything_protected_and_mostly_dead_compaction_
     assert after <= 0.3 < 0.5 < before
     assert last["kind"] == "pressure" and last["reclaimed_bytes"] > 0
     assert scan_pairs(log_dir) == live
+
+
+def test_on_a_terminal_the_cli_prints_a_progress_line_per_output(tmp_path):
+    import os
+    import pty
+    dead_log(tmp_path / "a", 4)
+    config_path, _ = compaction_config(tmp_path, tmp_path / "a", merge="false")
+    main, side = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "retention.cli", "compact", "--config", str(config_path),
+                               "--json"], stdout=subprocess.PIPE, stderr=side, timeout=60)
+        os.close(side)
+        side = None
+        out = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        if side is not None:
+            os.close(side)
+        os.close(main)
+    assert done.returncode == 0
+    lines = [ln for ln in out.decode().splitlines() if "replaced" in ln]
+    assert len(lines) == 4 and all(ln.startswith("a: ") and "dropped dead 22" in ln for ln in lines)
+    assert len(json.loads(done.stdout)["logs"][0]["outputs"]) == 4

@@ -236,3 +236,25 @@ def test_a_fully_dead_run_disappears_and_its_offsets_become_a_gap(tmp_path):
     assert out.segment is None and out.bytes_after == 0 and out.dropped["dead"] == first_two
     assert scan_pairs(tmp_path / "a") == live
     assert timedelta(0) <= timedelta(seconds=result.duration)
+
+
+def test_records_a_pending_spark_job_may_still_make_visible_are_kept_even_when_marked(tmp_path):
+    dead_log(tmp_path / "a", 4)
+    _, config = compaction_config(tmp_path, tmp_path / "a")
+    asked = []
+
+    def pending(path):
+        asked.append(path)
+        return [(10, 40)]
+
+    c = Compactor(config, pending=pending)
+    result = c.run()
+    c.close()
+    assert asked == [str(tmp_path / "a")]
+    kept = [o for o, _ in scan_pairs(tmp_path / "a")]
+    # Marked but pending: still there (the store's marks still hide them from readers).
+    with CommitLog.open(tmp_path / "a", readonly=True) as log:
+        held = [o for o, *_ in log.record_facts(log.marks_snapshot(), 10, 40)]
+    assert held == list(range(10, 40))
+    assert all(o % 3 == 0 for o in kept)
+    assert sum(o.dropped["dead"] for o in result.logs[0].outputs) == 4 * 33 - 44 - 20

@@ -191,7 +191,12 @@ class Compactor:
         infos = log.segments()
         end = infos[-1].end_offset if infos else log.start_offset
         marks = log.marks_snapshot()
-        pending = PendingRanges(self._pending(watched.path) if self._pending is not None else ())
+        try:
+            pending = PendingRanges(self._pending(watched.path) if self._pending is not None else ())
+        except Exception as exc:  # noqa: BLE001 (without the pending ranges nothing is safe to drop)
+            entry.error = f"the pending-ranges hook failed, nothing compacted: {exc}"
+            logger.error("{}: {}", watched.name, entry.error)
+            return False
         rule, extra_dead, fresh = self._rule(log, policy, at, marks, pending, infos, end)
         segments = compaction_segments(infos, extra_dead)
         if only_if is not None and not only_if(segments, policy):

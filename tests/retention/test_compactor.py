@@ -258,3 +258,18 @@ def test_records_a_pending_spark_job_may_still_make_visible_are_kept_even_when_m
     assert held == list(range(10, 40))
     assert all(o % 3 == 0 for o in kept)
     assert sum(o.dropped["dead"] for o in result.logs[0].outputs) == 4 * 33 - 44 - 20
+
+
+def test_a_pending_hook_that_fails_compacts_nothing_in_that_log_and_says_why(tmp_path):
+    live = dead_log(tmp_path / "a", 2)
+    _, config = compaction_config(tmp_path, tmp_path / "a")
+    before = digest_tree(tmp_path / "a")
+
+    def broken(path):
+        raise RuntimeError("spark.db is locked")
+
+    c = Compactor(config, pending=broken)
+    result = c.run()
+    c.close()
+    assert result.failed and "spark.db is locked" in result.logs[0].error and result.outputs == 0
+    assert digest_tree(tmp_path / "a") == before and scan_pairs(tmp_path / "a") == live

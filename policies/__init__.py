@@ -49,6 +49,7 @@ from policies.planner import (
     SegmentDecision,
     UnconsumedRange,
     plan,
+    stale_groups,
 )
 from policies.loading import load_config, parse_config
 from policies.pressure import LEVEL_CLEAN, LEVEL_FORCE, LEVEL_NAMES, LEVEL_OK, LEVEL_REFUSE, Pressure, pressure
@@ -164,6 +165,7 @@ __all__ = [
     "SegmentDecision",
     "UnconsumedRange",
     "plan",
+    "stale_groups",
     # liveness (what compaction drops)
     "CAUSES",
     "DEAD",

@@ -29,7 +29,7 @@ deterministic, and its results are immutable, so it is thread-safe.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 
@@ -61,6 +61,7 @@ __all__ = [
     "SegmentDecision",
     "UnconsumedRange",
     "plan",
+    "stale_groups",
 ]
 
 
@@ -114,6 +115,12 @@ def _walk_filesystem(walks: list[_LogWalk]) -> None:
             heapq.heappop(pending)
 
 
+def stale_groups(groups: Iterable[GroupSnapshot], now: float, consumer_ttl: float) -> tuple[str, ...]:
+    """Names of the groups silent for longer than ``consumer_ttl`` at ``now`` (epoch seconds), sorted:
+    they protect nothing (the deletion walk here, the tombstone rule of ``policies.liveness``)."""
+    return tuple(sorted(g.name for g in groups if now - g.last_commit_at > consumer_ttl))
+
+
 class _LogWalk:
     """The mutable state of one log's oldest-first walk during a single ``plan`` call."""
 
@@ -127,8 +134,7 @@ class _LogWalk:
         # refuse-writes forces even with disk.force off: writers are already being turned away.
         self.forcing_trigger = (DISK_FORCE if DISK_FORCE in self.triggers
                                 else REFUSE_WRITES if REFUSE_WRITES in self.triggers else None)
-        ttl = policy.consumer_ttl
-        self.stale_groups = tuple(sorted(g.name for g in log.groups if self.now - g.last_commit_at > ttl))
+        self.stale_groups = stale_groups(log.groups, self.now, policy.consumer_ttl)
         self.protecting = (
             tuple(sorted((g for g in log.groups if g.name not in self.stale_groups), key=lambda g: g.name))
             if policy.protect_unconsumed

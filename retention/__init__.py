@@ -1,4 +1,4 @@
-"""retention: executes retention plans on commit logs, one-shot (`retention plan|clean|check`) or
+"""retention: executes retention plans on commit logs, one-shot (`retention plan|clean|compact|check`) or
 as a long-running sidecar (`retention serve`), or embedded (`RetentionScheduler`).
 
 Never imports pyspark.
@@ -6,13 +6,15 @@ Never imports pyspark.
 
 from .audit import AuditTrail, read_audit, read_events
 from .cleaner import DELETED, FAILED, HUNG, Cleaner
+from .compaction_report import CompactionResult, LogCompaction, OutputResult
+from .compactor import Compactor, Pending
 from .results import LogPassResult, PassResult
 from .pinned import PinnedFile, find_pinned, pinned_bytes
 from .snapshot import WatchedLog, disk_snapshot
 
 __all__ = [
-    "AuditTrail", "Cleaner", "DELETED", "FAILED", "HUNG", "LogPassResult", "PassResult",
-    "PassRunningError", "PinnedFile", "RetentionScheduler", "WatchedLog", "disk_snapshot", "find_pinned",
+    "AuditTrail", "Cleaner", "CompactionResult", "Compactor", "DELETED", "FAILED", "HUNG", "LogCompaction",
+    "LogPassResult", "OutputResult", "Pending", "PassResult", "PassRunningError", "PinnedFile", "RetentionScheduler", "WatchedLog", "disk_snapshot", "find_pinned",
     "pinned_bytes", "read_audit", "read_events",
 ]
 

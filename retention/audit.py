@@ -21,6 +21,8 @@ writers never interleave and a torn line left by a killed writer is told from on
   process removed the head first), `error`, `not-removed` (the process died before its removal),
   `removed-by-another` (another process removed and audited the segment) or `log-missing` (the
   log directory is gone).
+- `{"event": "compacted", "id", ...}`: a compaction output's outcome (`action: "compact"` intents;
+  the fields are `retention.compactor`'s). A compaction intent that did nothing ends `aborted`.
 - A line without `event` is a deletion written before intents existed.
 
 Durability: the intent is fsynced (one fsync per deletion, as before); the outcome is not, because a
@@ -45,7 +47,8 @@ import psutil
 from policies import DELETED
 
 INTENT, ABORTED = "intent", "aborted"
-EVENTS = (INTENT, DELETED, ABORTED)
+COMPACTED = "compacted"    # the outcome of a compaction output's intent (retention.compactor)
+EVENTS = (INTENT, DELETED, ABORTED, COMPACTED)
 # Why an intent removed nothing.
 ABORT_REASONS = ("held", "head-changed", "error", "not-removed", "removed-by-another", "log-missing")
 _BACKLOG_MAX = 10_000      # lines kept in memory while the audit file cannot be written
@@ -199,9 +202,9 @@ class AuditTrail:
         if event == INTENT:
             self._pending[ident] = raw
             return
-        if event in (DELETED, ABORTED):
+        if event in (DELETED, ABORTED, COMPACTED):
             self._pending.pop(ident, None)
-            if event == ABORTED or not self._pending:
+            if event != DELETED or not self._pending:
                 return
         if not raw.strip():
             return
@@ -216,7 +219,7 @@ class AuditTrail:
         event, ident = entry.get("event"), entry.get("id")
         if event == INTENT and isinstance(ident, str):
             self._pending[ident] = entry
-        elif event in (DELETED, ABORTED) and isinstance(ident, str):
+        elif event in (DELETED, ABORTED, COMPACTED) and isinstance(ident, str):
             self._pending.pop(ident, None)
             if event == DELETED:
                 key = (entry.get("path"), entry.get("base_offset"))

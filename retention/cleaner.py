@@ -304,6 +304,8 @@ class Cleaner:
         mine = {os.path.abspath(self.logs[n].path): self.logs[n]
                 for n in (names if names is not None else self.logs)}
         for intent in open_intents:
+            if intent.get("action", DELETE) != DELETE:
+                continue  # a compaction's intent: retention.compactor settles it
             watched = mine.get(os.path.dirname(str(intent.get("path"))))
             if watched is None or not isinstance(intent.get("base_offset"), int):
                 continue  # another cleaner's log

@@ -1,4 +1,4 @@
-"""The `retention` command: serve, plan, clean, check, status.
+"""The `retention` command: serve, plan, clean, compact, check, status.
 
 Exit status: 0 done; 2 the configuration or the command line is wrong; 1 anything else.
 """
@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     clean.add_argument("--config")
     clean.add_argument("--json", action="store_true")
     clean.add_argument("--force", action="store_true", help="also delete segments younger than reserve")
+    compact = sub.add_parser("compact", help="run one compaction pass now")
+    compact.add_argument("--config")
+    compact.add_argument("--json", action="store_true")
+    compact.add_argument("--dry-run", action="store_true", help="what it would do; nothing is changed")
     check = sub.add_parser("check", help="validate the configuration")
     check.add_argument("--config")
     status = sub.add_parser("status", help="ask a running sidecar")
@@ -81,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             from .service import serve
             return serve(config, config_path=args.config, demo=args.demo)
+        if args.command == "compact":
+            return _compact(args, config)
         at = _parse_at(args.at) if getattr(args, "at", None) else None
         return _plan_or_clean(args, config, at)
     except ConfigError as exc:
@@ -99,24 +105,43 @@ def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: dateti
     from .cleaner import Cleaner
     from .report import render_result
     cleaner = Cleaner(config)
-    try:
+
+    def work():
         if args.command == "plan":
-            result = cleaner.plan(at)
-        else:
-            cleaner.trigger_manual(force=args.force)
-            result = cleaner.run_pass()
+            return cleaner.plan(at)
+        cleaner.trigger_manual(force=args.force)
+        return cleaner.run_pass()
+    return _report(args, work, cleaner.close, render_result, lambda r: r.executed and r.failed)
+
+
+def _compact(args: argparse.Namespace, config: RetentionConfig) -> int:
+    from .compaction_report import render_compaction, render_output
+    from .compactor import Compactor
+    progress = None
+    if sys.stderr.isatty():   # a progress line per output on a terminal; stdout keeps the report
+        def progress(log, output):
+            print(render_output(log, output, dry_run=args.dry_run), file=sys.stderr, flush=True)
+    compactor = Compactor(config)
+    return _report(args, lambda: compactor.run(dry_run=args.dry_run, on_output=progress), compactor.close,
+                   render_compaction, lambda r: r.failed)
+
+
+def _report(args: argparse.Namespace, work, close, render, failed) -> int:
+    """Run `work()`, then print its result (JSON or `render`ed); status 1 when it raised or `failed`."""
+    try:
+        result = work()
     except Exception as exc:  # noqa: BLE001 (one line to the operator, status 1)
         logger.opt(exception=exc).debug("failed")
         print(f"retention: {args.command} failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:
-        cleaner.close()
+        close()
     if args.json:
         json.dump(result.to_json_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_result(result))
-    return EXIT_FAILED if result.executed and result.failed else EXIT_OK
+        sys.stdout.write(render(result))
+    return EXIT_FAILED if failed(result) else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -65,15 +65,18 @@ def new_scheduler(max_workers: int, metrics: RetentionMetrics) -> BackgroundSche
 
 
 def desired_jobs(config: RetentionConfig, *, cleanup: Callable[[str], None], hung: Callable[[str], None],
-                 disk_check: Callable[[], None]) -> dict[str, JobSpec]:
+                 disk_check: Callable[[], None], compact: Callable[[str], None] | None = None) -> dict[str, JobSpec]:
     """`cleanup:POLICY` every interval, `hung:POLICY` every hung.retry_every for each policy in use,
-    and `disk-check` every smallest disk_check_interval of them."""
+    `compact:POLICY` every compaction.interval for those with compaction enabled (when `compact` is
+    given), and `disk-check` every smallest disk_check_interval of them."""
     used = sorted({log.policy for log in config.logs.values()})
     jobs: dict[str, JobSpec] = {}
     for p in used:
         policy = config.policies[p]
         jobs[f"cleanup:{p}"] = JobSpec(cleanup, (p,), policy.interval, "default")
         jobs[f"hung:{p}"] = JobSpec(hung, (p,), policy.hung.retry_every, "default")
+        if compact is not None and policy.compaction.enabled:
+            jobs[f"compact:{p}"] = JobSpec(compact, (p,), policy.compaction.interval, "default")
     every = min((config.policies[p].disk_check_interval for p in used), default=1.0)
     jobs[JOB_DISK] = JobSpec(disk_check, (), every, "disk")
     return jobs

@@ -110,6 +110,15 @@ class RetentionMetrics:
         self.http_requests = Counter(
             "retention_http_requests", "HTTP requests answered, by endpoint (every unknown path counts "
             "as \"other\", so a scanner cannot add series) and status code.", ["path", "code"], registry=r)
+        self.compaction_reclaimed = Counter(
+            "retention_compaction_reclaimed_bytes", "Bytes of disk compaction gave back (its inputs' file "
+            "bytes less its outputs').", ["log"], registry=r)
+        self.compaction_bytes = Counter(
+            "retention_compaction_bytes", "Bytes compaction read (its inputs' records) and wrote (its "
+            "outputs), the figures its throttle counts.", ["log", "direction"], registry=r)
+        self.compaction_duration = Histogram(
+            "retention_compaction_duration_seconds", "Duration of compaction passes, throttle waits included.",
+            buckets=_DURATION_BUCKETS, registry=r)
         self._lock = threading.Lock()
         self._groups: dict[str, set[str]] = {}
         self._mounts: set[str] = set()
@@ -153,6 +162,15 @@ class RetentionMetrics:
     def deleted(self, log: str, trigger: str, nbytes: int) -> None:
         self.deleted_segments.labels(log, trigger).inc()
         self.deleted_bytes.labels(log, trigger).inc(nbytes)
+
+    def compacted(self, log: str, *, reclaimed: int, read: int, written: int) -> None:
+        """Count one compaction output of `log`."""
+        self.compaction_reclaimed.labels(log).inc(max(0, reclaimed))
+        self.compaction_bytes.labels(log, "read").inc(read)
+        self.compaction_bytes.labels(log, "written").inc(written)
+
+    def compaction_pass(self, seconds: float) -> None:
+        self.compaction_duration.observe(seconds)
 
     def observe_pass(self, kind: str, outcome: str, seconds: float) -> None:
         self.passes.labels(kind, outcome).inc()

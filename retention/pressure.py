@@ -42,17 +42,21 @@ class PressureWatch:
     run_pass: runs one pass over every log of a filesystem, `run_pass(dev)`, returning a
       `PassResult` or None (stopped, gone, raised).
     schedule: `schedule(func, args, job_id)` runs `func(*args)` once on the pass pool.
+    compact: `compact(dev)` after a pass that deleted nothing (deletion first); it decides itself
+      whether the disk is above force_ratio (with `disk.force` off too: compaction drops only dead records).
     """
 
     def __init__(self, *, metrics: RetentionMetrics, history: StatusHistory,
                  filesystems: Callable[[], dict[int, Filesystem]], run_pass: Callable[[int], object],
-                 schedule: Callable[[Callable, tuple, str], None], stopping: threading.Event) -> None:
+                 schedule: Callable[[Callable, tuple, str], None], stopping: threading.Event,
+                 compact: Callable[[int], object] | None = None) -> None:
         self._metrics = metrics
         self._history = history
         self._filesystems = filesystems
         self._run_pass = run_pass
         self._schedule = schedule
         self._stopping = stopping
+        self._compact = compact
         self._lock = threading.Lock()
         self.running: set[int] = set()   # filesystems with a pressure job scheduled or running
 
@@ -130,7 +134,11 @@ class PressureWatch:
                     return
                 ended = time.monotonic()
                 if result.deleted == 0:
-                    return   # nothing deletable now (held, active, consumed-protected): the disk check asks again
+                    # Nothing deletable now (held, active, consumed-protected): compaction may still
+                    # free space (deletion went first); then the disk check asks again.
+                    if self._compact is not None:
+                        self._compact(dev)
+                    return
                 pause = max(p.pause_between_files for p in fs.policies())
                 hot_until = ended + HOT_WINDOW
                 while not self.measure(fs).forcing:

@@ -54,6 +54,7 @@ ROUTES: dict[str, Route] = {
     "/status": Route("GET", "status"),
     "/plan": Route("GET", "plan"),
     "/clean": Route("POST", "clean"),
+    "/compact": Route("POST", "compact"),
     "/": Route("GET", "index"),
     "/ui/data": Route("GET", "ui_data"),
 }
@@ -187,22 +188,38 @@ class RetentionApp:
         """The status page's data (retention/page.py), bounded in size; the page polls it."""
         return Response(HTTPStatus.OK, self.page.json_bytes())
 
-    def clean(self, request: Request) -> Response:
+    def _refuse(self, request: Request) -> Response | None:
+        """The answer refusing a POST (wrong or missing token, service stopping), or None to go on."""
         token = self.service.token
         if token is not None:
             scheme, _, value = request.environ.get("HTTP_AUTHORIZATION", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
-                logger.warning("POST /clean from {} refused: missing or wrong token", request.client)
-                return json_response(HTTPStatus.UNAUTHORIZED, {"error": "POST /clean needs Authorization: "
+                logger.warning("POST {} from {} refused: missing or wrong token", request.path, request.client)
+                return json_response(HTTPStatus.UNAUTHORIZED, {"error": f"POST {request.path} needs Authorization: "
                                                                "Bearer TOKEN (service.token)"},
                                      {"WWW-Authenticate": "Bearer"})
         if self.stopping or not self.scheduler.running:
             return json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the service is stopping"})
+        return None
+
+    def _post(self, request: Request, run: Callable[[], object], running: str,
+              body: Callable[[object], dict]) -> Response:
+        """A POST that runs a pass: refused (token, stopping), 409 naming `running` when one runs."""
+        refused = self._refuse(request)
+        if refused is not None:
+            return refused
         try:
-            result = self.scheduler.clean(force=request.flag("force"))
+            result = run()
         except PassRunningError as exc:
-            return json_response(HTTPStatus.CONFLICT, {"error": str(exc), "running": "manual pass"})
+            return json_response(HTTPStatus.CONFLICT, {"error": str(exc), "running": running})
         self.invalidate()
-        body = result.to_json_dict()
-        body["interrupted"] = result.interrupted
-        return json_response(HTTPStatus.OK, body)
+        return json_response(HTTPStatus.OK, body(result))
+
+    def compact(self, request: Request) -> Response:
+        """One compaction pass now (`?dry_run=1`: what it would do); 409 while one runs on a filesystem."""
+        return self._post(request, lambda: self.scheduler.compact(dry_run=request.flag("dry_run")), "compaction",
+                          lambda result: result.to_json_dict())
+
+    def clean(self, request: Request) -> Response:
+        return self._post(request, lambda: self.scheduler.clean(force=request.flag("force")), "manual pass",
+                          lambda result: {**result.to_json_dict(), "interrupted": result.interrupted})

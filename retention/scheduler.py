@@ -22,6 +22,9 @@ Jobs (APScheduler 3.x `BackgroundScheduler`, UTC inside, every job `max_instance
   (`retention.pressure`).
 - the roll watch (`retention.rollwatch`, Linux inotify): a writer preparing or rolling a segment
   gets its filesystem checked at once, so pressure is acted on within milliseconds.
+- `compact:POLICY` every `compaction.interval` (policies with compaction enabled), and a compaction
+  right after a pressure pass that deleted nothing while the disk forces (`retention.compactions`:
+  one compaction per filesystem, beside the deletion lock, not inside it; why is written there).
 
 Passes are per filesystem: logs are grouped by the filesystem holding them, each group has its own
 `Cleaner` and lock, so at most one pass runs per filesystem at a time while different disks are
@@ -54,6 +57,9 @@ from policies import LEVEL_CLEAN, LEVEL_FORCE, LEVEL_OK, LEVEL_REFUSE, ManualTri
 
 from .audit import AuditTrail
 from .cleaner import Cleaner
+from .compaction_report import CompactionResult
+from .compactions import CompactionPasses
+from .compactor import Pending
 from .results import PassResult
 from .filesystems import Filesystem, build_filesystems, log_devs
 from .health import PassLedger
@@ -85,6 +91,7 @@ class RetentionScheduler:
     max_workers: threads for passes (created only as passes run concurrently).
     watch_rolls: check a filesystem when a segment is prepared or rolled there (inotify); default
       `service.watch_rolls` of the configuration, followed on reload.
+    pending: compaction's pending-ranges hook (`retention.compactor`; default none).
 
     Thread-safe: `clean()`, `plan()`, `status()`, `health()` and `reload()` may be called from any
     thread while it runs.
@@ -93,7 +100,8 @@ class RetentionScheduler:
     def __init__(self, config: RetentionConfig, *, metrics: RetentionMetrics | None = None,
                  clock: Callable[[], float] = time.time,
                  on_pass: Callable[[str, PassResult], object] | None = None,
-                 max_workers: int = DEFAULT_POOL, watch_rolls: bool | None = None) -> None:
+                 max_workers: int = DEFAULT_POOL, watch_rolls: bool | None = None,
+                 pending: Pending | None = None) -> None:
         self.metrics = metrics if metrics is not None else RetentionMetrics()
         self.history = StatusHistory()                  # for the status page (retention/page.py)
         self._clock = clock
@@ -119,7 +127,10 @@ class RetentionScheduler:
             metrics=self.metrics, history=self.history, filesystems=lambda: self._filesystems,
             run_pass=lambda dev: self._run_pass(dev, kind="pressure"),
             schedule=lambda func, args, job_id: add_once(self._scheduler, func, args, job_id),
-            stopping=self._stopping)
+            stopping=self._stopping, compact=lambda dev: self.compactions.after_pressure(dev))
+        self.compactions = CompactionPasses(
+            config=lambda: self._config, filesystems=lambda: self._filesystems, audit=lambda: self._audit,
+            metrics=self.metrics, clock=clock, stopping=self._stopping, pending=pending)
         self._watch_rolls = watch_rolls
         self._regrouped = time.monotonic()
         self._rolls: RollWatch | None = None
@@ -171,6 +182,7 @@ class RetentionScheduler:
         if self._scheduler.state != STATE_STOPPED:
             self._scheduler.shutdown(wait=True)
         deadline = time.monotonic() + timeout
+        self.compactions.wait(timeout)
         for fs in filesystems:
             lock = self._fs_lock(fs.dev)
             if lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
@@ -250,7 +262,7 @@ class RetentionScheduler:
 
     def _desired_jobs(self, config: RetentionConfig):
         return desired_jobs(config, cleanup=self._cleanup_job, hung=self._hung_job,
-                            disk_check=self._disk_check_job)
+                            disk_check=self._disk_check_job, compact=self.compactions.job)
 
     def _sync_jobs(self, config: RetentionConfig, *, first: bool) -> None:
         sync_jobs(self._scheduler, self._desired_jobs(config), first=first)
@@ -348,6 +360,12 @@ class RetentionScheduler:
         return self._manual.run(list(self._filesystems.values()),
                                 lambda dev: self._run_pass(dev, kind="manual"), force=force, clock=self._clock)
 
+    def compact(self, *, dry_run: bool = False) -> CompactionResult:
+        """One compaction pass now over every log whose policy has compaction enabled (the object
+        `retention compact --json` prints). PassRunningError, naming it, when a compaction runs on
+        any of their filesystems; `dry_run`: what it would do, nothing changed."""
+        return self.compactions.run_all(dry_run=dry_run)
+
     def plan(self, *, manual: bool = False, force: bool = False) -> PassResult:
         """What a pass would do now, for every log (the object `retention plan --json` prints).
         Open manual triggers count; `manual`/`force` plan as if one were opened now."""
@@ -388,9 +406,11 @@ class RetentionScheduler:
         """The `/status` object (see `retention/http.py`)."""
         config = self._config
         healthy, problems = self.health()
-        return build_status(config=config, healthy=healthy, problems=problems, ready=self.ready,
-                            filesystems=list(self._filesystems.values()), pressure_running=set(self.pressure.running),
-                            manual=self._open_manual(config), ledger=self.ledger, jobs=self.jobs(),
-                            audit=self._audit.path, loaded_at=self.loaded_at, started_mono=self._started_mono)
+        status = build_status(config=config, healthy=healthy, problems=problems, ready=self.ready,
+                              filesystems=list(self._filesystems.values()), pressure_running=set(self.pressure.running),
+                              manual=self._open_manual(config), ledger=self.ledger, jobs=self.jobs(),
+                              audit=self._audit.path, loaded_at=self.loaded_at, started_mono=self._started_mono)
+        status["compaction"] = self.compactions.status()
+        return status
 
 

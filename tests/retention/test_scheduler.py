@@ -87,7 +87,9 @@ def test_one_cleanup_and_one_hung_job_per_policy_in_use_and_one_disk_check(tmp_p
     s.start()
     try:
         jobs = _jobs(s)
-        assert set(jobs) == {"cleanup:fast", "cleanup:slow", "hung:fast", "hung:slow", "disk-check"}
+        assert set(jobs) == {"cleanup:fast", "cleanup:slow", "hung:fast", "hung:slow", "disk-check",
+                             "compact:fast", "compact:slow"}   # compaction is on by default, every 5m
+        assert _seconds(jobs["compact:fast"]) == 300
         assert _seconds(jobs["cleanup:fast"]) == 5 and _seconds(jobs["cleanup:slow"]) == 7
         assert _seconds(jobs["hung:fast"]) == 30 and _seconds(jobs["hung:slow"]) == 120
         assert _seconds(jobs["disk-check"]) == 0.5          # the smallest disk_check_interval in use
@@ -130,7 +132,8 @@ def test_reload_reschedules_adds_and_removes_jobs_and_swaps_the_cleaners(tmp_pat
             """, name="new.yaml")
         s.reload(new)
         jobs = _jobs(s)
-        assert set(jobs) == {"cleanup:fast", "cleanup:fresh", "hung:fast", "hung:fresh", "disk-check"}
+        assert set(jobs) == {"cleanup:fast", "cleanup:fresh", "hung:fast", "hung:fresh", "disk-check",
+                             "compact:fast", "compact:fresh"}
         assert _seconds(jobs["cleanup:fast"]) == 3          # rescheduled
         assert _seconds(jobs["cleanup:fresh"]) == 11        # added
         assert jobs["hung:fast"].next_run_time == untouched_next   # unchanged jobs keep their phase

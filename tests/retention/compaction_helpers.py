@@ -1,0 +1,69 @@
+"""Builders for the compaction tests: real logs with 4 KiB segments, records marked dead, configs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from commitlog import CommitLog
+
+from retention_helpers import write_config
+
+SEGMENT = 4096
+VALUE = b"v" * 100
+
+CONFIG = """
+service:
+  listen: 127.0.0.1:0
+  audit: {audit}{token}
+logs:
+  a:
+    path: {log}
+    segment_size: 4KiB
+policies:
+  default:
+    interval: 1h
+    delete_at_hours: []
+    compaction:
+{compaction}
+"""
+
+
+def compaction_config(tmp: Path, log: Path, *, token: str | None = None, **compaction):
+    """A config for one log `a` at `log` (a sidecar listening on a free loopback port, with
+    `token`); `compaction` settings as YAML values (strings or numbers)."""
+    body = "\n".join(f"      {k}: {v}" for k, v in compaction.items()) or "      enabled: true"
+    return write_config(tmp, CONFIG.format(audit=tmp / "audit.jsonl", log=log, compaction=body,
+                                           token=f"\n  token: {token}" if token else ""))
+
+
+def dead_log(path: Path, sealed: int = 4, *, keep_every: int = 3) -> list[tuple[int, bytes]]:
+    """A log with `sealed` full segments plus an active one, every record not a multiple of
+    `keep_every` marked dead; returns the live (offset, value) pairs, as a scan gives them."""
+    with CommitLog.open(path, segment_size=SEGMENT, flush="none") as log:
+        i = 0
+        while len(log.segments()) < sealed + 1:
+            log.append(VALUE + str(i).encode())
+            i += 1
+        log.mark_dead([o for o in range(log.end_offset) if o % keep_every])
+        return [(r.offset, r.value) for r in log.scan()]
+
+
+def scan_pairs(path: Path) -> list[tuple[int, bytes]]:
+    with CommitLog.open(path, readonly=True) as log:
+        return [(r.offset, bytes(r.value)) for r in log.scan()]
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).glob("*.log"))
+
+
+def digest_tree(root: Path) -> dict[str, str]:
+    """Every file under `root` -> sha256 of its bytes (and its size)."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            p = Path(dirpath) / name
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out

@@ -1,0 +1,275 @@
+"""The compaction runner on real logs: bytes back, liveness by marks, keys, tombstones against time and
+group progress, min_age, throttle, budget, dry run and the audit line of every output."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from commitlog import CommitLog
+from retention import read_events
+from retention.compactor import Compactor
+
+from compaction_helpers import SEGMENT, compaction_config, dead_log, digest_tree, dir_bytes, scan_pairs
+
+
+class FakeTime:
+    """A monotonic clock that only the (fake) sleep advances; records each sleep."""
+
+    def __init__(self) -> None:
+        self.now, self.sleeps = 0.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_a_marked_dead_log_gives_bytes_back_and_scans_exactly_its_live_records(tmp_path):
+    live = dead_log(tmp_path / "a", 4)
+    _, config = compaction_config(tmp_path, tmp_path / "a")
+    before = dir_bytes(tmp_path / "a")
+    c = Compactor(config)
+    result = c.run()
+    c.close()
+    entry = result.logs[0]
+    assert entry.error is None and entry.outputs
+    assert result.reclaimed_bytes > 0
+    assert dir_bytes(tmp_path / "a") == before - result.reclaimed_bytes
+    assert scan_pairs(tmp_path / "a") == live
+    assert sum(o.dropped["dead"] for o in entry.outputs) == 4 * 33 - sum(1 for o, _ in live if o < 4 * 33)
+    # A second pass finds nothing left to do.
+    c = Compactor(config)
+    assert c.run().outputs == 0
+    c.close()
+
+
+def _keyed_log(path):
+    """Keys k0..k29 written twice, then a tombstone of k5, then unique filler keys so every
+    superseded record and the tombstone lie in sealed segments. Returns the tombstone's offset."""
+    with CommitLog.open(path, segment_size=SEGMENT, flush="none") as log:
+        for _ in range(2):
+            for k in range(30):
+                log.append(b"x" * 90, key=b"k%d" % k)
+        tomb = log.append(b"", key=b"k5")
+        f = 0
+        while log.segments()[-1].base_offset <= tomb:
+            log.append(b"y" * 90, key=b"f%d" % f)
+            f += 1
+        return tomb
+
+
+def _newest_per_key(path):
+    with CommitLog.open(path, readonly=True) as log:
+        records = list(log.scan())
+    newest = {}
+    for r in records:
+        newest[r.key] = r.offset
+    return records, newest
+
+
+def test_keyed_log_drops_superseded_records_and_keeps_a_fresh_tombstone(tmp_path):
+    log_dir = tmp_path / "a"
+    tomb = _keyed_log(log_dir)
+    _, config = compaction_config(tmp_path, log_dir, keys="true", max_live_ratio=1.0, tombstone_retention="1h")
+    records, newest = _newest_per_key(log_dir)
+    c = Compactor(config)
+    result = c.run()
+    c.close()
+    dropped = sum(o.dropped["superseded"] for o in result.logs[0].outputs)
+    assert dropped == len(records) - len(newest) == 31      # 30 first versions, and k5's second
+    after, _ = _newest_per_key(log_dir)
+    assert [r.offset for r in after] == sorted(newest.values())
+    with CommitLog.open(log_dir, readonly=True) as log:
+        assert log.read(tomb).value == b""
+        seen = log.tombstones_first_seen()
+    assert abs(seen[tomb] - time.time()) < 60
+
+
+def _kill_fillers(log_dir, tomb):
+    """Mark the filler records beside the tombstone dead, so its segment is worth rewriting."""
+    with CommitLog.open(log_dir, readonly=True) as log:
+        log.mark_dead(range(tomb + 1, log.segments()[-1].base_offset))
+
+
+def _tombstones_dropped(config, at):
+    c = Compactor(config, clock=lambda: at)
+    try:
+        return sum(o.dropped["tombstone"] for o in c.run(dry_run=True).logs[0].outputs)
+    finally:
+        c.close()
+
+
+def test_a_tombstone_goes_after_its_retention_once_every_live_group_committed_past_it(tmp_path):
+    log_dir = tmp_path / "a"
+    tomb = _keyed_log(log_dir)
+    _, config = compaction_config(tmp_path, log_dir, keys="true", max_live_ratio=1.0, tombstone_retention="1h")
+    with CommitLog.open(log_dir, readonly=True) as log:
+        log.commit("etl", tomb)                 # at the tombstone: not consumed yet
+    Compactor(config).run()                     # first seen now
+    _kill_fillers(log_dir, tomb)
+    now, later = time.time(), time.time() + 2 * 3600
+    assert _tombstones_dropped(config, now + 1800) == 0      # within its retention
+    assert _tombstones_dropped(config, later) == 0           # etl has not consumed it
+    with CommitLog.open(log_dir, readonly=True) as log:
+        log.commit("etl", tomb + 1)
+    assert _tombstones_dropped(config, now + 1800) == 0      # consumed, but within its retention
+    assert _tombstones_dropped(config, later) == 1
+    c = Compactor(config, clock=lambda: later)
+    gone = c.run()
+    c.close()
+    assert sum(o.dropped["tombstone"] for o in gone.logs[0].outputs) == 1
+    assert tomb not in [o for o, _ in scan_pairs(log_dir)]
+
+
+def test_a_stale_group_does_not_keep_a_tombstone(tmp_path):
+    log_dir = tmp_path / "a"
+    tomb = _keyed_log(log_dir)
+    _, config = compaction_config(tmp_path, log_dir, keys="true", max_live_ratio=1.0, tombstone_retention="1h")
+    with CommitLog.open(log_dir, readonly=True) as log:
+        log.commit("etl", 0)                    # never consumed the tombstone
+    Compactor(config).run()
+    _kill_fillers(log_dir, tomb)
+    # A day on, etl (consumer_ttl 7d by default) still protects it; eight days on, it is stale.
+    assert _tombstones_dropped(config, time.time() + 86400) == 0
+    assert _tombstones_dropped(config, time.time() + 8 * 86400) == 1
+
+
+def test_min_age_leaves_young_segments_alone_until_they_are_old_enough(tmp_path):
+    live = dead_log(tmp_path / "a", 3)
+    _, config = compaction_config(tmp_path, tmp_path / "a", min_age="1h")
+    c = Compactor(config)
+    young = c.run()
+    c.close()
+    assert young.logs[0].planned == 0 and young.reclaimed_bytes == 0
+    later = time.time() + 2 * 3600
+    c = Compactor(config, clock=lambda: later)
+    old = c.run()
+    c.close()
+    assert old.logs[0].outputs and old.reclaimed_bytes > 0
+    assert scan_pairs(tmp_path / "a") == live
+
+
+def test_the_throttle_asks_for_the_wait_that_keeps_bytes_read_and_written_at_the_rate(tmp_path):
+    dead_log(tmp_path / "a", 4)
+    _, config = compaction_config(tmp_path, tmp_path / "a", max_bytes_per_second="1KiB", merge="false")
+    fake = FakeTime()
+    c = Compactor(config, sleep=fake.sleep, monotonic=fake.monotonic)
+    result = c.run()
+    c.close()
+    outputs = result.logs[0].outputs
+    assert len(outputs) == 4 and fake.sleeps
+    written = sum(o.bytes_after for o in outputs)
+    # Time passes only in the throttle's sleeps, so they add up to (read + written) / rate.
+    assert written + 4 * (33 * 121) <= fake.now * 1024 <= sum(o.bytes_before + o.bytes_after + 4 for o in outputs)
+
+
+def test_the_time_budget_ends_a_pass_between_two_outputs(tmp_path):
+    live = dead_log(tmp_path / "a", 4)
+    _, config = compaction_config(tmp_path, tmp_path / "a", max_bytes_per_second="1KiB", merge="false",
+                                  max_pass_duration="1s")
+    fake = FakeTime()
+    c = Compactor(config, sleep=fake.sleep, monotonic=fake.monotonic)
+    result = c.run()
+    c.close()
+    entry = result.logs[0]
+    assert result.interrupted and len(entry.outputs) == 1 and entry.planned == 4
+    assert scan_pairs(tmp_path / "a") == live
+
+
+def test_a_dry_run_changes_no_byte_and_counts_what_the_real_pass_drops(tmp_path):
+    live = dead_log(tmp_path / "a", 4)
+    _, config = compaction_config(tmp_path, tmp_path / "a")
+    before = digest_tree(tmp_path)
+    c = Compactor(config)
+    dry = c.run(dry_run=True)
+    c.close()
+    assert digest_tree(tmp_path) == before
+    assert dry.dry_run and dry.logs[0].outputs
+    c = Compactor(config)
+    real = c.run()
+    c.close()
+    assert [(o.inputs, o.dropped, o.bytes_before) for o in dry.logs[0].outputs] == \
+        [(o.inputs, o.dropped, o.bytes_before) for o in real.logs[0].outputs]
+    # The plan's bytes_after (live bytes and estimated gaps) is at least what the output holds.
+    for d, r in zip(dry.logs[0].outputs, real.logs[0].outputs):
+        assert r.bytes_after <= d.bytes_after <= r.bytes_after * 1.25
+    assert scan_pairs(tmp_path / "a") == live
+
+
+def test_every_output_has_an_intent_and_a_compacted_line_with_its_figures(tmp_path):
+    dead_log(tmp_path / "a", 4)
+    _, config = compaction_config(tmp_path, tmp_path / "a")
+    c = Compactor(config)
+    result = c.run()
+    c.close()
+    events = read_events(str(tmp_path / "audit.jsonl"))
+    intents = [e for e in events if e["event"] == "intent"]
+    done = [e for e in events if e["event"] == "compacted"]
+    outputs = result.logs[0].outputs
+    assert len(intents) == len(done) == len(outputs) >= 1
+    for intent, line, out in zip(intents, done, outputs):
+        assert intent["action"] == "compact" and intent["id"] == line["id"]
+        assert line["log"] == "a" and line["path"] == str(tmp_path / "a" / line["segment"])
+        assert line["inputs"] == [f"{b:020d}.log" for b in out.inputs]
+        assert (line["first_offset"], line["end_offset"]) == (out.inputs[0], out.end_offset)
+        assert line["bytes_before"] == out.bytes_before == len(out.inputs) * SEGMENT
+        assert line["bytes_after"] == out.bytes_after
+        assert line["dropped"] == {"dead": out.dropped["dead"], "superseded": 0, "tombstone": 0}
+        assert "recovered" not in line
+
+
+def test_a_fully_dead_run_disappears_and_its_offsets_become_a_gap(tmp_path):
+    with CommitLog.open(tmp_path / "a", segment_size=SEGMENT, flush="none") as log:
+        while len(log.segments()) < 4:
+            log.append(b"z" * 100)
+        first_two = log.segments()[2].base_offset
+        log.mark_dead(range(first_two))
+        live = [(r.offset, r.value) for r in log.scan()]
+    _, config = compaction_config(tmp_path, tmp_path / "a")
+    c = Compactor(config)
+    result = c.run()
+    c.close()
+    (out,) = result.logs[0].outputs
+    assert out.segment is None and out.bytes_after == 0 and out.dropped["dead"] == first_two
+    assert scan_pairs(tmp_path / "a") == live
+    assert timedelta(0) <= timedelta(seconds=result.duration)
+
+
+def test_records_a_pending_spark_job_may_still_make_visible_are_kept_even_when_marked(tmp_path):
+    dead_log(tmp_path / "a", 4)
+    _, config = compaction_config(tmp_path, tmp_path / "a")
+    asked = []
+
+    def pending(path):
+        asked.append(path)
+        return [(10, 40)]
+
+    c = Compactor(config, pending=pending)
+    result = c.run()
+    c.close()
+    assert asked == [str(tmp_path / "a")]
+    kept = [o for o, _ in scan_pairs(tmp_path / "a")]
+    # Marked but pending: still there (the store's marks still hide them from readers).
+    with CommitLog.open(tmp_path / "a", readonly=True) as log:
+        held = [o for o, *_ in log.record_facts(log.marks_snapshot(), 10, 40)]
+    assert held == list(range(10, 40))
+    assert all(o % 3 == 0 for o in kept)
+    assert sum(o.dropped["dead"] for o in result.logs[0].outputs) == 4 * 33 - 44 - 20
+
+
+def test_a_pending_hook_that_fails_compacts_nothing_in_that_log_and_says_why(tmp_path):
+    live = dead_log(tmp_path / "a", 2)
+    _, config = compaction_config(tmp_path, tmp_path / "a")
+    before = digest_tree(tmp_path / "a")
+
+    def broken(path):
+        raise RuntimeError("spark.db is locked")
+
+    c = Compactor(config, pending=broken)
+    result = c.run()
+    c.close()
+    assert result.failed and "spark.db is locked" in result.logs[0].error and result.outputs == 0
+    assert digest_tree(tmp_path / "a") == before and scan_pairs(tmp_path / "a") == live

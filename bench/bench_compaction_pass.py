@@ -5,6 +5,9 @@ One real log of 10,000 sealed 4 KiB segments (built as bench_retention_pass buil
 marked dead, so every segment is fully live: the compaction pass lists the segments, reads the
 marks, plans and writes nothing; the retention pass (reserve 72h, no hour window) plans and deletes
 nothing. Both keep their log open between passes, as the sidecar does; best of interleaved rounds.
+Then a record in every tenth segment is marked dead (live share 0.97: above max_live_ratio, still
+nothing to do), measured again; then all but three records of those segments, compacted away, and
+measured a third time: the marks are all applied, nothing to do, but the marks file is not empty.
 
     .venv/bin/python bench/bench_compaction_pass.py
 """
@@ -48,28 +51,46 @@ def main(rounds: int = 7) -> int:
         cleaner, compactor = Cleaner(config), Compactor(config)
         cleaner.run_pass()                                 # warm: both open the log once
         compactor.run()
-        cleans, compactions = [], []
-        for _ in range(rounds):
-            t = time.perf_counter()
-            result = cleaner.run_pass()
-            cleans.append(time.perf_counter() - t)
-            assert result.deleted == 0, result.deleted
-            t = time.perf_counter()
-            compacted = compactor.run()
-            compactions.append(time.perf_counter() - t)
-            assert compacted.outputs == 0 and not compacted.failed, compacted.to_json_dict()
+        ratios = [report("nothing marked", *interleaved(cleaner, compactor, rounds))]
+        log = compactor.logs["big"].log
+        sealed = log.segments()[:-1]
+        log.mark_dead([s.base_offset for s in sealed[::10]])   # 1 record of 33: above max_live_ratio
+        ratios.append(report("a little dead", *interleaved(cleaner, compactor, rounds)))
+        log.mark_dead([o for s in sealed[::10] for o in range(s.base_offset + 1, s.end_offset - 3)])
+        while compactor.run().outputs:                     # compacts them (at most 60 s a pass)
+            pass
+        assert all(s.live_bytes == s.used_bytes for s in log.segments())
+        ratios.append(report("marks all applied", *interleaved(cleaner, compactor, rounds)))
         cleaner.close()
         compactor.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    clean, compact = min(cleans), min(compactions)
-    ratio = compact / clean
-    print(f"{SEGMENTS:,} segments, nothing to do: compaction pass {compact * 1000:.1f} ms, "
-          f"retention pass {clean * 1000:.1f} ms, ratio {ratio:.2f} (target <= 2)")
-    print(f"FIGURE compaction_noop_pass_10k {compact * 1000:.1f} ms "
-          f"baseline=retention_pass:{clean * 1000:.1f}ms ratio={ratio:.2f}")
-    print("target met" if ratio <= 2 else "TARGET MISSED")
+    print("target met" if max(ratios) <= 2 else "TARGET MISSED")
     return 0
+
+
+def interleaved(cleaner: Cleaner, compactor: Compactor, rounds: int) -> tuple[float, float]:
+    """(best retention pass, best compaction pass) in seconds, each finding nothing to do."""
+    cleans, compactions = [], []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        result = cleaner.run_pass()
+        cleans.append(time.perf_counter() - t)
+        assert result.deleted == 0, result.deleted
+        t = time.perf_counter()
+        compacted = compactor.run()
+        compactions.append(time.perf_counter() - t)
+        assert compacted.outputs == 0 and not compacted.failed, compacted.to_json_dict()
+    return min(cleans), min(compactions)
+
+
+def report(case: str, clean: float, compact: float) -> float:
+    ratio = compact / clean
+    print(f"{SEGMENTS:,} segments, nothing to do ({case}): compaction pass {compact * 1000:.1f} ms, "
+          f"retention pass {clean * 1000:.1f} ms, ratio {ratio:.2f} (target <= 2)")
+    print(f"FIGURE compaction_noop_pass_10k_{case.replace(' ', '_')} {compact * 1000:.1f} ms "
+          f"baseline=retention_pass:{clean * 1000:.1f}ms ratio={ratio:.2f}")
+    return ratio
 
 
 if __name__ == "__main__":

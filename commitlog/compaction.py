@@ -191,11 +191,15 @@ def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: Marks
                                    f"fewer than {_MAX_SPAN}")
     paths = [segs.segment_path(b) for b in run]
     sizes = [os.stat(p).st_size for p in paths]
-    need = sum(s.used_bytes for s in summaries) + segs.segment_size
+    # The live bytes as the marks know them (what a planner reserves too) plus one segment; a
+    # keyed rule keeps less, gap records add a few bytes: ENOSPC stays the backstop.
+    marked = segs.marks
+    need = sum(s.used_bytes - marked.dead_bytes(b, s.end_offset(b), s.marks_seq)
+               for b, s in zip(run, summaries)) + segs.segment_size
     free = disk_usage(segs.path).free_bytes
     if free < need:
         raise StoreFullError(f"no room to compact segments {run} of {segs.path}: needs {need} "
-                             f"bytes (their used bytes plus one segment), {free} free")
+                             f"bytes (their live bytes plus one segment), {free} free")
     data_path = cleaned_path(segs.segment_path(first))
     index_tmp = cleaned_path(index_path(segs.segment_path(first)))
     writer = _Output(data_path, first, segs.segment_size, on_bytes)
@@ -226,7 +230,8 @@ def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: Marks
             raise StoreFullError(f"disk full while compacting segments {run} of {segs.path}; "
                                  f"nothing was swapped") from exc
         raise
-    return CompactionOutput(first, tuple(run), sum(sizes), writer.size, kept, dict(dropped))
+    return CompactionOutput(first, tuple(run), sum(sizes), writer.size + rec.LENGTH_SIZE, kept,
+                            dict(dropped))
 
 
 def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Decide,

@@ -117,12 +117,12 @@ def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: dateti
 def _compact(args: argparse.Namespace, config: RetentionConfig) -> int:
     from .compaction_report import render_compaction, render_output
     from .compactor import Compactor
-    progress = None
-    if sys.stderr.isatty():   # a progress line per output on a terminal; stdout keeps the report
-        def progress(log, output):
-            print(render_output(log, output, dry_run=args.dry_run), file=sys.stderr, flush=True)
+    def progress(log, output):
+        print(render_output(log, output, dry_run=args.dry_run), file=sys.stderr, flush=True)
+    # A progress line per output on a terminal only; stdout keeps the report.
+    on_output = progress if sys.stderr.isatty() else None
     compactor = Compactor(config)
-    return _report(args, lambda: compactor.run(dry_run=args.dry_run, on_output=progress), compactor.close,
+    return _report(args, lambda: compactor.run(dry_run=args.dry_run, on_output=on_output), compactor.close,
                    render_compaction, lambda r: r.failed)
 
 

@@ -48,8 +48,6 @@ store serialises them on `<log>/.compact.lock`.
 from __future__ import annotations
 
 import bisect
-import contextlib
-import dataclasses
 import math
 import os
 import threading
@@ -188,7 +186,10 @@ class Compactor:
         # ranges, then the key index up to that end. A Spark writer registering after `pending`
         # appends at or above the end of that moment, so every record the index or an input holds
         # was either settled or inside a pending range; later records never supersede anything here.
-        infos = log.segments()
+        # An unkeyed log's dead records are all marked: the segments whose marks take them below
+        # max_live_ratio, with their neighbours, are the plan's whole input (a pass over a large
+        # log stats only those).
+        infos = log.segments() if cfg.keys else log.segments_with_dead(below=cfg.max_live_ratio)
         end = infos[-1].end_offset if infos else log.start_offset
         marks = log.marks_snapshot()
         try:
@@ -325,12 +326,6 @@ class Compactor:
         if not done:
             return self._trail.aborted(ident, planned, "error", "the store compacted nothing", entry)
         o = done[0]
-        after = o.bytes_after
-        if o.segment is not None:
-            # The file's bytes, its end marker included (the store's figure counts records only).
-            with contextlib.suppress(FileNotFoundError):
-                after = os.stat(os.path.join(watched.path, segment_name(o.segment))).st_size
-        o = dataclasses.replace(o, bytes_after=after)
         result = OutputResult(o.segment, tuple(o.inputs), o.bytes_before, o.bytes_after,
                               dict(count_dropped(()), **o.dropped), out.base_offset, out.end_offset)
         self._trail.compacted(ident, {**planned, "segment": None if o.segment is None else segment_name(o.segment),

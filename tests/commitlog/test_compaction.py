@@ -52,6 +52,8 @@ def test_compaction_keeps_the_same_records_at_the_same_offsets(tmp_path):
         outs = log.compact([sealed[:3], sealed[3:4]], decide, marks=marks)
         assert [o.inputs for o in outs] == [tuple(sealed[:3]), (sealed[3],)]
         assert all(o.bytes_after < o.bytes_before for o in outs)
+        # bytes_after is the output file's size, its end marker included
+        assert [o.bytes_after for o in outs] == [os.path.getsize(s.path) for s in log.segments()[:2]]
         assert sum(o.dropped["dead"] for o in outs) == len([m for m in marked if m < sealed[4]])
         after = {r.offset: r for r in log.scan()}
         live = expected_live(log.end_offset, marked)

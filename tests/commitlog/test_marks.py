@@ -191,3 +191,19 @@ def test_segments_with_dead_are_the_dead_sealed_ones_with_neighbours_as_the_full
         fill(log, 30)
         log.mark_dead([log.end_offset - 1])  # the last segment: never a candidate, returned once
         assert log.segments_with_dead() == _expected_neighbourhoods(log.segments())
+
+
+def test_segments_with_dead_below_a_live_share_leave_out_the_mostly_live_ones(tmp_path):
+    with CommitLog.open(str(tmp_path / "log"), segment_size=SEG) as log:
+        fill(log, 1200)
+        full = log.segments()
+        mostly_live, mostly_dead = full[3], full[8]
+        log.mark_dead([mostly_live.base_offset])
+        log.mark_dead(range(mostly_dead.base_offset, mostly_dead.end_offset - 5))
+        bases = [s.base_offset for s in log.segments_with_dead(below=0.5)]
+        assert bases == [full[7].base_offset, mostly_dead.base_offset, full[9].base_offset,
+                         full[-1].base_offset]
+        assert mostly_live.base_offset in [s.base_offset for s in log.segments_with_dead()]
+        for bad in (0, 1.5, "0.5", True, None):
+            with pytest.raises(InvalidArgumentError, match="below must be a live share"):
+                log.segments_with_dead(below=bad)

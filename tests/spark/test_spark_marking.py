@@ -142,3 +142,251 @@ def test_an_aborted_jobs_records_are_marked_and_compaction_gives_their_disk_byte
     with CommitLog.open(log_path, readonly=True) as log:
         with pytest.raises(OffsetRemovedError):
             log.read(dead[0])
+
+
+# ---------------------------------------------------------------------- failed task attempts
+def _wait_for(predicate, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_failed_and_sigkilled_task_attempts_records_are_marked(spark, log_path, tmp_path):
+    stage(spark.range(0, 10, numPartitions=1), log_path)
+    target = _target(spark, log_path)
+    # An attempt whose task raises after three batches: the task itself declares it dead and marks.
+    with pytest.raises(RuntimeError, match="attempt failed"):
+        _attempt(target, range(100, 110), fail_after=3)
+    (_, _, raised), = _writers(log_path, "dead")
+    assert len(raised) == 3 and marked_offsets(log_path) == raised
+
+    # An attempt SIGKILLed mid-write in its own process: its writer stays `writing`, pending.
+    pickled = tmp_path / "target.pickle"
+    pickled.write_bytes(pickle.dumps(target))
+    child = subprocess.Popen([sys.executable, ATTEMPT_CHILD, str(pickled), "200"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: [w for w in _writers(log_path, "writing") if len(w[2]) >= 3],
+                  "the child attempt to append")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    (_, first, killed), = _writers(log_path, "writing")
+    assert pending_ranges(log_path) == [(first, OPEN_END)]   # it may have appended anywhere above
+
+    # The retried attempt succeeds; the driver commits it: the job's other attempts are dead.
+    CommitLogBatchWriter(target).commit([_attempt(target, range(300, 305))])
+    assert pending_ranges(log_path) == []
+    assert dead_offsets(log_path) == sorted(raised + killed)
+    assert marked_offsets(log_path) == sorted(raised + killed)
+    assert ids(load(spark, log_path)) == list(range(10)) + list(range(300, 305))
+
+
+def test_an_attempt_still_appending_after_its_job_committed_has_every_record_marked(
+        spark, log_path):
+    stage(spark.range(0, 1, numPartitions=1), log_path)
+    target = _target(spark, log_path)
+    gate = threading.Event()
+    failure: list[BaseException] = []
+
+    def slow_attempt():      # a speculative attempt: two batches, then held back, then two more
+        try:
+            _attempt(target, range(100, 104), gate=gate)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            failure.append(exc)
+
+    thread = threading.Thread(target=slow_attempt)
+    thread.start()
+    try:
+        _wait_for(lambda: [w for w in _writers(log_path, "writing") if len(w[2]) == 2],
+                  "the slow attempt's first records")
+        CommitLogBatchWriter(target).commit([_attempt(target, range(200, 202))])
+        (slow, _, early), = _writers(log_path, "dead")
+        assert marked_offsets(log_path) == early          # marked when the job committed
+    finally:
+        gate.set()
+        thread.join(60)
+    assert failure and "dead" in str(failure[0])          # its finish is refused...
+    (_, _, late), = _writers(log_path, "dead")
+    assert len(late) == 4 and marked_offsets(log_path) == late   # ...and its later records marked
+    with Ledger(log_path) as ledger:
+        assert ledger.unmarked_dead() == {}
+    assert ids(load(spark, log_path)) == [0, 200, 201]
+
+
+# ---------------------------------------------------------------------- duplicate micro-batch
+def _sink_query(spark, source: str, sink: str, checkpoint: str):
+    query = (spark.readStream.format("commitlog").option("path", source)
+             .option("maxRowsPerTrigger", "1").load()
+             .writeStream.format("commitlog").option("path", sink).option("segmentSize", "4096")
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert not query.isActive and query.exception() is None, query.exception()
+
+
+def test_a_duplicate_micro_batchs_records_are_marked_and_compacted_away(spark, tmp_path):
+    source, sink, checkpoint = (str(tmp_path / n) for n in ("source", "sink", "checkpoint"))
+    stage(spark.range(0, 300, numPartitions=3), source)       # 3 records: 3 micro-batches
+    _sink_query(spark, source, sink, checkpoint)
+    # Killed after the sink committed micro-batch 2, before Spark recorded it: it runs again.
+    for name in ("2", ".2.crc"):
+        os.unlink(os.path.join(checkpoint, "commits", name))
+    _sink_query(spark, source, sink, checkpoint)
+    assert [j.batch_id for j in jobs(sink) if j.reason and "duplicate" in j.reason] == [2]
+    dead = dead_offsets(sink)
+    assert dead and marked_offsets(sink) == dead
+    assert ids(load(spark, sink)) == list(range(300))          # each row once
+    stage(spark.range(300, 600, numPartitions=3), sink)        # seals the duplicate's segment
+    outputs, active = _compact(sink)
+    assert max(dead) < active
+    assert sum(o.dropped.get("dead", 0) for o in outputs) == len(dead)
+    assert ids(load(spark, sink)) == list(range(600))
+
+
+# ---------------------------------------------------------------------- a stream across compaction
+def _stream(spark, path: str, out: str, checkpoint: str):
+    query = (spark.readStream.format("commitlog").option("path", path).option("group", "etl")
+             .option("maxRowsPerTrigger", "7").load()
+             .writeStream.format("parquet").option("path", out)
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert not query.isActive and query.exception() is None, query.exception()
+
+
+def test_a_stream_resumes_across_a_compaction_and_reads_the_rest_exactly_once(
+        spark, log_path, tmp_path):
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    stage(spark.range(0, 1, numPartitions=1), log_path, segmentSize=4096)
+    _job(spark, log_path, range(1, 20), commit=True)
+    _job(spark, log_path, range(1000, 1020), commit=False)
+    _job(spark, log_path, range(20, 40), commit=True)
+    _stream(spark, log_path, out, checkpoint)                   # several micro-batches of 7 rows
+    with CommitLog.open(log_path, readonly=True) as log:
+        resume_at = log.committed()["etl"]
+    assert resume_at == _writers(log_path, "committed")[-1][2][-1] + 1   # all consumed
+    # Meanwhile: an aborted job right where the stream stopped, new rows, another aborted job.
+    _job(spark, log_path, range(2000, 2040), commit=False)
+    _job(spark, log_path, range(40, 60), commit=True)
+    _job(spark, log_path, range(3000, 3040), commit=False)
+    _job(spark, log_path, range(60, 80), commit=True)
+    dead = dead_offsets(log_path)
+    assert resume_at in dead and marked_offsets(log_path) == dead
+    outputs, active = _compact(log_path)
+    assert sum(o.dropped.get("dead", 0) for o in outputs) == len([o for o in dead if o < active])
+    with CommitLog.open(log_path, readonly=True) as log:
+        with pytest.raises(OffsetRemovedError):
+            log.read(resume_at)                                 # the stream resumes in a gap
+    _stream(spark, log_path, out, checkpoint)
+    got = sorted(r.id for r in spark.read.parquet(out).collect())
+    assert got == list(range(80))                               # every row exactly once
+    with CommitLog.open(log_path, readonly=True) as log:
+        assert log.committed()["etl"] > max(o for o in dead)
+
+
+# ---------------------------------------------------------------------- the catch-up
+def _open_as_write(spark, path):
+    stage(spark.range(500, 501, numPartitions=1), path)
+
+
+def _open_as_read(spark, path):
+    load(spark, path).count()
+
+
+def _open_as_stream(spark, path):
+    opts = Options.parse({"path": path, "group": "etl"})
+    reader = CommitLogStreamReader(opts, arrow_schema(stored_schema(path)))
+    try:
+        reader.initialOffset()
+    finally:
+        reader.stop()
+
+
+@pytest.mark.parametrize("reopen", [_open_as_write, _open_as_read, _open_as_stream],
+                         ids=["write", "read", "stream"])
+def test_the_catch_up_marks_what_a_crash_left_unmarked(spark, log_path, reopen):
+    stage(spark.range(0, 5, numPartitions=1), log_path)
+    target = _target(spark, log_path)
+    _attempt(target, range(100, 104))
+    with Ledger(log_path) as ledger:     # the ledger's abort, then a crash before the mark
+        ledger.abort_job(target.job_id, "aborted, then the driver was killed")
+        todo = ledger.unmarked_dead()
+    (dead,) = todo.values()
+    assert len(dead) == 4 and marked_offsets(log_path) == []
+    reopen(spark, log_path)
+    assert marked_offsets(log_path) == dead
+    with Ledger(log_path) as ledger:
+        assert ledger.unmarked_dead() == {}
+        # A crash after the mark, before the flag: the next catch-up marks nothing twice.
+        with ledger._tx() as db:
+            db.execute("UPDATE writers SET marked = 0")
+        assert mark_dead_records(log_path, ledger) == 0
+        assert ledger.unmarked_dead() == {}
+    assert marked_offsets(log_path) == dead
+    assert ids(load(spark, log_path)) == list(range(5)) + ([500] if reopen is _open_as_write else [])
+
+
+# ---------------------------------------------------------------------- beside a writer; pending
+WRITER_CHILD = """
+import sys, time
+from commitlog import CommitLog
+log = CommitLog.open(sys.argv[1])
+print("open", flush=True)
+deadline = time.monotonic() + float(sys.argv[2])
+n = 0
+while time.monotonic() < deadline:
+    log.append(b"another application's record %d" % n)
+    n += 1
+log.close()
+print(n, flush=True)
+"""
+
+
+def test_marking_works_while_another_process_writes_the_log(spark, log_path):
+    stage(spark.range(0, 3, numPartitions=1), log_path)
+    target = _target(spark, log_path)
+    _attempt(target, range(100, 110))
+    with Ledger(log_path) as ledger:
+        ledger.abort_job(target.job_id, "aborted; marking comes later")
+    child = subprocess.Popen([sys.executable, "-c", WRITER_CHILD, log_path, "3"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "open"       # it holds the writer lock
+        with CommitLog.open(log_path, readonly=True) as log:
+            end = log.end_offset
+            assert mark_dead_records(log_path) == 10
+            time.sleep(0.2)
+            assert log.end_offset > end                          # it kept appending
+        appended = int(child.stdout.readline())
+    finally:
+        child.wait(60)
+    assert child.returncode == 0 and appended > 0
+    assert marked_offsets(log_path) == dead_offsets(log_path)
+    with CommitLog.open(log_path, readonly=True) as log:
+        values = [bytes(r.value) for r in log.scan()]
+    assert len([v for v in values if v.startswith(b"another application")]) == appended
+    assert ids(load(spark, log_path)) == [0, 1, 2]
+
+
+def test_pending_ranges_follow_unfinished_writers(spark, log_path, tmp_path):
+    assert pending_ranges(str(tmp_path / "no-log")) == []
+    stage(spark.range(0, 1, numPartitions=1), log_path)
+    os.unlink(os.path.join(log_path, "spark.db"))
+    assert pending_ranges(log_path) == [] and not os.path.exists(os.path.join(log_path, "spark.db"))
+    stage(spark.range(0, 1, numPartitions=1), log_path)
+    target = _target(spark, log_path)
+    message = _attempt(target, range(10, 13))          # written, not committed: exact offsets
+    (_, _, written), = _writers(log_path, "written")
+    assert pending_ranges(log_path) == [(written[0], written[-1] + 1)]
+    CommitLogBatchWriter(target).commit([message])
+    assert pending_ranges(log_path) == []
+
+
+def test_pending_ranges_import_neither_pyspark_nor_pyarrow(spark, log_path):
+    stage(spark.range(0, 1, numPartitions=1), log_path)
+    code = ("import sys; from commitlog.spark.marking import pending_ranges; "
+            f"assert pending_ranges({log_path!r}) == []; "
+            "import commitlog.spark; commitlog.spark.jobs; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pyarrow', 'pandas')]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -323,12 +323,11 @@ class Ledger:
                            (WRITING, WRITTEN))
         return rows[0][0] if rows else None
 
-    def pending_ranges(self) -> list[tuple[int, int]]:
-        """Sorted, disjoint [start, end) ranges holding every record an unresolved writer appended
-        or may still append: [first offset, OPEN_END) for a writer still `writing` (it may append
-        anywhere at or above its first offset), the runs of its records' offsets for a `written`
-        one (it appends no more). A writer registering after this call appends at or above the
-        log's end of that moment."""
+    def pending_spans(self) -> list[tuple[int, int]]:
+        """[start, end) spans holding every record an unresolved writer appended or may still
+        append (unsorted, may overlap): [first offset, OPEN_END) for a writer still `writing`
+        (it may append anywhere at or above its first offset), one per record for a `written`
+        one (it appends no more)."""
         with self._lock:
             db = self._db
             db.execute("BEGIN")        # one snapshot: a writer's state and its records agree
@@ -340,22 +339,16 @@ class Ledger:
                     "WHERE w.state = ?", (WRITTEN,))]
             finally:
                 db.execute("COMMIT")
-        merged: list[tuple[int, int]] = []
-        for start, end in sorted(spans):
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-            else:
-                merged.append((start, end))
-        return merged
+        return spans
 
     def unmarked_dead(self) -> dict[str, list[int]]:
         """Dead writers whose records are not all marked in the store yet -> their offsets (in
         order). Found through a partial index: cheap when there are none."""
         out: dict[str, list[int]] = {}
         for writer_id, offset in self._query(
-                "SELECT w.writer_id, r.offset FROM writers w LEFT JOIN records r ON "
-                "r.writer_id = w.writer_id WHERE w.state = 'dead' AND w.marked = 0 "
-                "ORDER BY w.writer_id, r.offset"):
+                "SELECT w.writer_id, r.offset FROM writers w INDEXED BY writers_unmarked LEFT "
+                "JOIN records r ON r.writer_id = w.writer_id WHERE w.state = 'dead' AND "
+                "w.marked = 0 ORDER BY w.writer_id, r.offset"):
             offsets = out.setdefault(writer_id, [])
             if offset is not None:
                 offsets.append(offset)

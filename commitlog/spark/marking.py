@@ -89,4 +89,11 @@ def pending_ranges(log_path: str | os.PathLike) -> list[tuple[int, int]]:
     if not Ledger.exists(path):
         return []
     with Ledger(path) as ledger:
-        return ledger.pending_ranges()
+        spans = sorted(ledger.pending_spans())
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged

@@ -390,3 +390,19 @@ def test_pending_ranges_import_neither_pyspark_nor_pyarrow(spark, log_path):
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pyarrow', 'pandas')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_ledger_from_before_marks_gains_the_flag_and_its_dead_records_are_marked(
+        spark, log_path):
+    import sqlite3
+    stage(spark.range(0, 5, numPartitions=1), log_path)
+    target = _target(spark, log_path)
+    _attempt(target, range(100, 103))
+    with Ledger(log_path) as ledger:
+        ledger.abort_job(target.job_id, "aborted by a version that did not mark")
+    db = sqlite3.connect(os.path.join(log_path, "spark.db"))   # the writers table as it was
+    db.executescript("DROP INDEX writers_unmarked; ALTER TABLE writers DROP COLUMN marked;")
+    db.close()
+    assert marked_offsets(log_path) == []
+    assert ids(load(spark, log_path)) == list(range(5))          # a read opens and catches up
+    assert marked_offsets(log_path) == dead_offsets(log_path) and len(dead_offsets(log_path)) == 3

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 
 from commitlog import CommitLog, CommitLogError
 
@@ -41,30 +42,31 @@ def mark_dead_records(log_path: str, ledger: Ledger | None = None,
                       clog: CommitLog | None = None) -> int:
     """Mark in the store every record of the ledger's dead writers not marked yet; returns how
     many records were newly marked. Idempotent and cheap when there is nothing to mark (one
-    indexed query, the log not opened). Uses `ledger` / `clog` when given (not closed here)."""
-    own_ledger = ledger is None
-    ledger = Ledger(log_path) if own_ledger else ledger
+    indexed query, the log not opened). Uses `ledger` / `clog` when given (not closed here).
+    Never raises for a failure to mark (logged; the next call retries): it runs right after a
+    job's commit, which must not be reported failed once its rows are visible."""
     try:
-        todo = ledger.unmarked_dead()
-        if not todo:
-            return 0
-        offsets = sorted(o for found in todo.values() for o in found)
-        newly = 0
-        if offsets:
-            try:
-                newly = _mark(log_path, offsets, clog)
-            except CommitLogError as exc:
-                log.warning("could not mark %d dead Spark record(s) of %s (retried at the next "
-                            "job or stream on it): %s", len(offsets), log_path, exc)
-                return 0
-        ledger.note_marked(todo)
-        if newly:
-            log.info("marked %d record(s) of %d dead Spark writer(s) dead in %s", newly,
-                     len(todo), log_path)
-        return newly
-    finally:
-        if own_ledger:
-            ledger.close()
+        if ledger is not None:
+            return _mark_unmarked(log_path, ledger, clog)
+        with Ledger(log_path) as own:
+            return _mark_unmarked(log_path, own, clog)
+    except (CommitLogError, OSError, sqlite3.Error) as exc:
+        log.warning("could not mark the dead Spark records of %s (retried when a job, read or "
+                    "stream opens it): %s", log_path, exc)
+        return 0
+
+
+def _mark_unmarked(log_path: str, ledger: Ledger, clog: CommitLog | None) -> int:
+    todo = ledger.unmarked_dead()
+    if not todo:
+        return 0
+    offsets = sorted(o for found in todo.values() for o in found)
+    newly = _mark(log_path, offsets, clog) if offsets else 0
+    ledger.note_marked(todo)             # only once the marks are durable
+    if newly:
+        log.info("marked %d record(s) of %d dead Spark writer(s) dead in %s", newly, len(todo),
+                 log_path)
+    return newly
 
 
 def _mark(log_path: str, offsets: list[int], clog: CommitLog | None) -> int:

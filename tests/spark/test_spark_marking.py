@@ -406,3 +406,33 @@ def test_a_ledger_from_before_marks_gains_the_flag_and_its_dead_records_are_mark
     assert marked_offsets(log_path) == []
     assert ids(load(spark, log_path)) == list(range(5))          # a read opens and catches up
     assert marked_offsets(log_path) == dead_offsets(log_path) and len(dead_offsets(log_path)) == 3
+
+
+@pytest.mark.parametrize("small_fs", [("tmpfs", 4 << 20)], indirect=True)
+def test_no_room_to_mark_never_fails_a_commit_and_the_marks_come_later(spark, small_fs, caplog):
+    path = f"{small_fs}/staging"
+    stage(spark.range(0, 5, numPartitions=1), path, segmentSize="256KiB")
+    target = _target(spark, path)
+    left_out = _attempt(target, range(100, 103))     # a duplicate attempt the commit leaves out
+    chosen = _attempt(target, range(200, 203))
+    assert not os.path.exists(os.path.join(path, "marks"))
+    held = Ledger(path)      # keeps spark.db's WAL file (the last connection's close removes it)
+    try:
+        # SQLite's next commits overwrite WAL space it already has; the marks file needs new space.
+        with held._tx() as db:
+            db.execute("INSERT INTO staging_meta VALUES ('room', ?)", ("x" * (1 << 20),))
+        with held._tx() as db:
+            db.execute("DELETE FROM staging_meta WHERE key = 'room'")
+        held._query("PRAGMA wal_checkpoint(RESTART)")
+        st = os.statvfs(small_fs)
+        with open(os.path.join(small_fs, "ballast"), "wb") as f:   # 8 KiB left: below a marks step
+            f.write(b"\0" * (st.f_bavail * st.f_frsize - (8 << 10)))
+        CommitLogBatchWriter(target).commit([chosen])     # the mark fails; the commit does not
+        assert left_out.writer_id in held.unmarked_dead()
+        assert marked_offsets(path) == []
+        assert "no space left to record marks" in caplog.text
+        os.unlink(os.path.join(small_fs, "ballast"))
+    finally:
+        held.close()
+    assert ids(load(spark, path)) == list(range(5)) + list(range(200, 203))   # and catches up
+    assert marked_offsets(path) == dead_offsets(path) and len(dead_offsets(path)) == 3

@@ -10,38 +10,64 @@
     df.write.format("commitlog").option("path", p).mode("append").save()    # same as write
     spark.read.format("commitlog").option("path", p).load()                  # same rows as read
 
-Importing this package imports pyspark and pyarrow; importing `commitlog` alone never does.
-Spark's python workers must run this environment's interpreter (PYSPARK_PYTHON). A log lives on
-one host: tasks on another host than the planning driver fail (WrongHostError).
+Importing this package imports neither pyspark nor pyarrow: the names that need them (`register`,
+`read`, `write`, `await_termination`, ...) load their module on first use (PEP 562), so the ledger,
+`marking.pending_ranges` and the helpers below serve a process without Spark (retention). Importing
+`commitlog` alone never imports this package. Spark's python workers must run this environment's
+interpreter (PYSPARK_PYTHON). A log lives on one host: tasks on another host than the planning
+driver fail (WrongHostError).
 
 Modules: options (parsing), schema (the log's schema, the record payload), ledger (which records
 are visible: jobs, writers, sink batches, in <log>/spark.db), liveness (abandoned jobs), host
 (the one-host check), turns (the writer lock taken in turns), appender (task-side appends),
 target (driver-side preparation of a write), writer (batch writes), reader (batch reads), stream
 (the streaming source), sink (the streaming sink), source (the DataSource Spark instantiates),
-progress (the listener committing groups exactly), fastpath (read and write helpers).
+progress (the listener committing groups exactly), fastpath (read and write helpers), marking
+(dead records marked in the store, pending ranges for compaction), ledger_tables (spark.db's
+tables).
 """
 
 from __future__ import annotations
 
+import importlib
+
 from .errors import (DataLossError, JobStateError, NoSchemaError, OptionError,
                      OverwriteNotSupportedError, SchemaMismatchError, StagingError,
                      WriterTurnTimeout, WrongHostError)
-from .fastpath import FAST_WRITE_CONF, read, write
 from .ledger import JobInfo, Ledger
-from .progress import await_termination
-from .source import CommitLogDataSource, register, stored_schema
+from .marking import mark_dead_records, pending_ranges
 
-# The settings `write` applies for its job alone; setting them on a whole session (as before the
-# helpers existed) makes `df.write.format("commitlog")` as fast, and lifts the Arrow byte bound
-# for every Python path of that session.
-RECOMMENDED_SPARK_CONF = FAST_WRITE_CONF
+# Names whose modules import pyspark or pyarrow, loaded on first access.
+_LAZY = {
+    "FAST_WRITE_CONF": "fastpath", "read": "fastpath", "write": "fastpath",
+    "await_termination": "progress",
+    "CommitLogDataSource": "source", "register": "source", "stored_schema": "source",
+    # The settings `write` applies for its job alone; setting them on a whole session (as before
+    # the helpers existed) makes `df.write.format("commitlog")` as fast, and lifts the Arrow byte
+    # bound for every Python path of that session.
+    "RECOMMENDED_SPARK_CONF": "fastpath",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value        # later accesses skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "FAST_WRITE_CONF", "RECOMMENDED_SPARK_CONF", "CommitLogDataSource", "DataLossError", "JobInfo",
     "JobStateError", "Ledger", "NoSchemaError", "OptionError", "OverwriteNotSupportedError",
     "SchemaMismatchError", "StagingError", "WriterTurnTimeout", "WrongHostError", "abort_job",
-    "await_termination", "dead_offsets", "jobs", "read", "register", "stored_schema", "write",
+    "await_termination", "dead_offsets", "jobs", "mark_dead_records", "pending_ranges", "read",
+    "register", "stored_schema", "write",
 ]
 
 
@@ -63,3 +89,4 @@ def abort_job(path: str, job_id: str, reason: str = "aborted by an operator") ->
     driver on another machine): its records become dead and stop holding back streams."""
     with Ledger(path) as ledger:
         ledger.abort_job(job_id, reason)
+        mark_dead_records(path, ledger)

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from .host import check_host
 from .ledger import Ledger
+from .marking import mark_dead_records
 from .schema import conform, encode_bounded, record_key
 from .target import WriteTarget
 from .turns import append_turn, open_for_append, sync_segments
@@ -75,6 +76,7 @@ class Appender:
             if self.registered:
                 with contextlib.suppress(Exception):
                     self._ledger_handle().kill_writer(self.writer_id)
+                    mark_dead_records(self.target.options.path, self._ledger_handle())
             raise
         finally:
             if self._ledger is not None:

@@ -34,6 +34,7 @@ from .source import register, stored_schema
 # maxBytesPerBatch is exactly 2147483647 (no limit); that check costs about half of the JVM's CPU
 # in a write. Batches stay bounded by spark.sql.execution.arrow.maxRecordsPerBatch rows.
 FAST_WRITE_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": "2147483647"}
+RECOMMENDED_SPARK_CONF = FAST_WRITE_CONF   # the same settings, for a whole session
 
 _conf_lock = threading.Lock()
 _conf_users: dict[int, tuple[int, dict[str, str | None]]] = {}   # session -> (writers, saved)

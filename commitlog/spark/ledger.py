@@ -1,22 +1,14 @@
 """The staging ledger: which records of the log are visible, beside the log in SQLite.
 
 `<log>/spark.db` (WAL, synchronous=FULL) holds what the record store does not know about jobs:
-
-- `staging_meta`: the log's Spark schema (JSON) and the ledger's format version;
-- `writers`: one row per task attempt that appended (a *writer*): its job, its state
-  (`writing` → `written` → `committed` | `dead`), the first offset it may have written at
-  (registered under the append turn before its first append, so no record of it lies below),
-  and the processes whose death abandons it;
-- `records`: one row per record a writer appended: offset, rows, bytes, and `visible`, set in the
-  same transaction that commits the job;
-- `jobs`: one row per batch write or streaming micro-batch, with its outcome;
-- `sink_batches`: (sink id, micro-batch id) of every micro-batch a streaming sink committed, so a
-  restarted query does not stage a batch twice.
+jobs, writers (task attempts), their records and the micro-batches sinks committed (the tables:
+`ledger_tables`).
 
 A record is visible exactly when its row says so; everything else in the log (records of aborted
-jobs, of failed task attempts, of crashed writers, of other appenders) is invisible to readers
-and *dead* for a later compaction (`dead_offsets`). Streams never move past the first offset of
-an unresolved writer (`frontier`), so a job that commits late is never skipped.
+jobs, of failed task attempts, of crashed writers, of other appenders) is invisible to readers.
+The records of dead writers are also marked dead in the store (`commitlog.spark.marking`), so a
+compaction reclaims them. Streams never move past the first offset of an unresolved writer
+(`frontier`), so a job that commits late is never skipped.
 """
 
 from __future__ import annotations
@@ -32,65 +24,16 @@ from dataclasses import dataclass
 
 from commitlog import CorruptLogError
 
-from . import liveness
+from . import ledger_tables, liveness
 from .errors import JobStateError, NoSchemaError
 
 log = logging.getLogger("commitlog.spark")
 
 LEDGER_FILE = "spark.db"
-FORMAT_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS staging_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS jobs (
-    job_id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    state TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    finished_at REAL,
-    owner_pid INTEGER,
-    owner_start INTEGER,
-    sink_id TEXT,
-    batch_id INTEGER,
-    records INTEGER NOT NULL DEFAULT 0,
-    rows INTEGER NOT NULL DEFAULT 0,
-    reason TEXT
-);
-CREATE TABLE IF NOT EXISTS writers (
-    writer_id TEXT PRIMARY KEY,
-    job_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    first_offset INTEGER NOT NULL,
-    pid INTEGER NOT NULL,
-    pid_start INTEGER,
-    owner_pid INTEGER,
-    owner_start INTEGER,
-    records INTEGER NOT NULL DEFAULT 0,
-    rows INTEGER NOT NULL DEFAULT 0,
-    created_at REAL NOT NULL,
-    finished_at REAL
-);
-CREATE INDEX IF NOT EXISTS writers_by_state ON writers(state);
-CREATE INDEX IF NOT EXISTS writers_by_job ON writers(job_id);
-CREATE TABLE IF NOT EXISTS records (
-    offset INTEGER PRIMARY KEY,
-    writer_id TEXT NOT NULL,
-    rows INTEGER NOT NULL,
-    bytes INTEGER NOT NULL,
-    visible INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS records_by_writer ON records(writer_id);
-CREATE TABLE IF NOT EXISTS sink_batches (
-    sink_id TEXT NOT NULL,
-    batch_id INTEGER NOT NULL,
-    job_id TEXT NOT NULL,
-    committed_at REAL NOT NULL,
-    PRIMARY KEY (sink_id, batch_id)
-);
-"""
 
 OPEN, COMMITTED, ABORTED = "open", "committed", "aborted"
 WRITING, WRITTEN, DEAD = "writing", "written", "dead"
+OPEN_END = 1 << 63           # the end of a pending range that may still grow
 SINK_BATCHES_KEPT = 1000      # per sink (a restart re-runs only its last uncommitted batches)
 
 
@@ -127,10 +70,7 @@ class Ledger:
                                        check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-            with self._tx() as db:
-                db.execute("INSERT OR IGNORE INTO staging_meta(key, value) VALUES ('format', ?)",
-                           (str(FORMAT_VERSION),))
+            ledger_tables.create(self._db)
         except sqlite3.DatabaseError as exc:
             raise CorruptLogError(self.path, None, f"staging ledger is unreadable ({exc})") from exc
 
@@ -316,6 +256,10 @@ class Ledger:
         with self._tx() as db:
             db.executemany("INSERT INTO records(offset, writer_id, rows, bytes) VALUES (?, ?, ?, ?)",
                            [(o, writer_id, r, b) for o, r, b in records])
+            # A writer declared dead while it still appended (a speculative attempt outlived by
+            # its job's commit): these records are to be marked too.
+            db.execute("UPDATE writers SET marked = 0 WHERE writer_id = ? AND marked != 0",
+                       (writer_id,))
 
     def finish_writer(self, writer_id: str) -> tuple[int, int]:
         """The writer's task finished: `written`, awaiting its job's commit. Returns (records,
@@ -356,25 +300,68 @@ class Ledger:
         if not doomed and not jobs:
             return 0
         now = time.time()
+        killed = 0
         with self._tx() as db:
             for writer_id in doomed:
-                db.execute("UPDATE writers SET state = ?, finished_at = ? WHERE writer_id = ? "
-                           "AND state IN (?, ?)", (DEAD, now, writer_id, WRITING, WRITTEN))
+                killed += db.execute("UPDATE writers SET state = ?, finished_at = ? WHERE "
+                                     "writer_id = ? AND state IN (?, ?)",
+                                     (DEAD, now, writer_id, WRITING, WRITTEN)).rowcount
             for job_id in jobs:
                 db.execute("UPDATE jobs SET state = ?, finished_at = ?, reason = ? "
                            "WHERE job_id = ? AND state = ?",
                            (ABORTED, now, "abandoned: its driver process is gone", job_id, OPEN))
-                db.execute("UPDATE writers SET state = ?, finished_at = ? WHERE job_id = ? "
-                           "AND state IN (?, ?)", (DEAD, now, job_id, WRITING, WRITTEN))
-        log.warning("declared %d abandoned writer(s) and %d job(s) dead in %s", len(doomed),
+                killed += db.execute("UPDATE writers SET state = ?, finished_at = ? WHERE "
+                                     "job_id = ? AND state IN (?, ?)",
+                                     (DEAD, now, job_id, WRITING, WRITTEN)).rowcount
+        log.warning("declared %d abandoned writer(s) and %d job(s) dead in %s", killed,
                     len(jobs), self.log_path)
-        return len(doomed)
+        return killed
 
     def pending_floor(self) -> int | None:
         """The lowest offset an unresolved writer may have appended at (None: none pending)."""
         rows = self._query("SELECT min(first_offset) FROM writers WHERE state IN (?, ?)",
                            (WRITING, WRITTEN))
         return rows[0][0] if rows else None
+
+    def pending_spans(self) -> list[tuple[int, int]]:
+        """[start, end) spans holding every record an unresolved writer appended or may still
+        append (unsorted, may overlap): [first offset, OPEN_END) for a writer still `writing`
+        (it may append anywhere at or above its first offset), one per record for a `written`
+        one (it appends no more)."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN")        # one snapshot: a writer's state and its records agree
+            try:
+                spans = [(first, OPEN_END) for first, in db.execute(
+                    "SELECT first_offset FROM writers WHERE state = ?", (WRITING,))]
+                spans += [(o, o + 1) for o, in db.execute(
+                    "SELECT r.offset FROM records r JOIN writers w ON w.writer_id = r.writer_id "
+                    "WHERE w.state = ?", (WRITTEN,))]
+            finally:
+                db.execute("COMMIT")
+        return spans
+
+    def unmarked_dead(self) -> dict[str, list[int]]:
+        """Dead writers whose records are not all marked in the store yet -> their offsets (in
+        order). Found through a partial index: cheap when there are none."""
+        out: dict[str, list[int]] = {}
+        for writer_id, offset in self._query(
+                "SELECT w.writer_id, r.offset FROM writers w INDEXED BY writers_unmarked LEFT "
+                "JOIN records r ON r.writer_id = w.writer_id WHERE w.state = 'dead' AND "
+                "w.marked = 0 ORDER BY w.writer_id, r.offset"):
+            offsets = out.setdefault(writer_id, [])
+            if offset is not None:
+                offsets.append(offset)
+        return out
+
+    def note_marked(self, marked: dict[str, list[int]]) -> None:
+        """Remember that the offsets `unmarked_dead` gave are marked in the store: a writer stays
+        to mark when it gained a record since (its last offset differs)."""
+        with self._tx() as db:
+            for writer_id, offsets in marked.items():
+                db.execute("UPDATE writers SET marked = 1 WHERE writer_id = ? AND state = ? AND "
+                           "coalesce((SELECT max(offset) FROM records WHERE writer_id = ?), -1) = ?",
+                           (writer_id, DEAD, writer_id, offsets[-1] if offsets else -1))
 
     def visible(self, start: int, end: int) -> list[VisibleRecord]:
         return [VisibleRecord(*r) for r in self._query(

@@ -30,6 +30,7 @@ from commitlog import ATTR_CONTROL, ATTR_DEAD, CommitLog, OffsetOutOfRangeError
 from .errors import DataLossError, StagingError
 from .host import check_host, this_host
 from .ledger import Ledger, VisibleRecord
+from .marking import mark_dead_records
 from .options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_MIN_PARTITION_BYTES, Options
 from .schema import conform, decode
 
@@ -149,6 +150,7 @@ class CommitLogBatchReader(DataSourceReader):
             start = clog.start_offset if opts.start_offset is None else \
                 check_lost(opts, clog, opts.start_offset)
             records = ledger.visible(start, end)
+            mark_dead_records(opts.path, ledger, clog)   # the catch-up after a crash
         return plan_partitions(records, opts.max_partition_bytes)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -4,7 +4,7 @@ Each micro-batch is a job: tasks append as in a batch write; the driver's `commi
 batchId)` makes the batch visible in one ledger transaction that also records (sink id, batch id).
 A micro-batch id already recorded is not staged again: a query killed after the sink committed
 but before Spark recorded the batch re-runs it on restart, and that re-run's records are made
-dead instead. The sink id is option `sinkId`, by default the query's checkpoint location.
+dead instead (and marked dead in the store: `marking`). The sink id is option `sinkId`, by default the query's checkpoint location.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter
 
 from .appender import Appender
 from .ledger import Ledger
+from .marking import mark_dead_records
 from .target import WriteTarget
 from .writer import AppendedMessage, reports
 
@@ -45,6 +46,7 @@ class CommitLogStreamWriter(DataSourceStreamArrowWriter):
         with Ledger(self.target.options.path) as ledger:
             job = ledger.commit_job(job_id, reports(messages), tasks_job=self.target.job_id,
                                     kind="stream", sink_id=self.sink_id, batch_id=batchId)
+            mark_dead_records(self.target.options.path, ledger)   # a duplicate, failed attempts
         log.info("sink %s micro-batch %d: %s, %d record(s), %d row(s) in %s", self.sink_id,
                  batchId, job.state, job.records, job.rows, self.target.options.path)
 
@@ -55,5 +57,6 @@ class CommitLogStreamWriter(DataSourceStreamArrowWriter):
                              f"micro-batch {batchId} aborted by Spark", ids,
                              tasks_job=self.target.job_id, kind="stream", sink_id=self.sink_id,
                              batch_id=batchId)
+            mark_dead_records(self.target.options.path, ledger)
         log.warning("sink %s micro-batch %d aborted: its records in %s are dead", self.sink_id,
                     batchId, self.target.options.path)

@@ -37,6 +37,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from commitlog import CommitLog
 
 from .ledger import Ledger
+from .marking import mark_dead_records
 from .options import Options
 from .reader import LogPartition, check_lost, plan_partitions, read_partition
 
@@ -76,14 +77,18 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if self._clog is None:
             self._clog = CommitLog.open(self.options.path, readonly=True)
             self._ledger = Ledger(self.options.path)
+            # The catch-up: dead records a crash left unmarked.
+            mark_dead_records(self.options.path, self._ledger, self._clog)
         return self._clog, self._ledger
 
     def frontier(self) -> int:
         """The highest offset a micro-batch may end at now."""
         clog, ledger = self._handles()
         end = clog.end_offset                 # first the log's end, then the pending writers:
-        ledger.resolve_abandoned()            # a writer registering after this read of the end
+        dead = ledger.resolve_abandoned()     # a writer registering after this read of the end
         floor = ledger.pending_floor()        # appends at or above it
+        if dead:
+            mark_dead_records(self.options.path, ledger, clog)
         return end if floor is None else min(end, floor)
 
     # ------------------------------------------------------------------ offsets

@@ -20,6 +20,7 @@ from commitlog import CommitLog, SegmentSizeMismatchError
 from . import liveness
 from .host import this_host
 from .ledger import Ledger
+from .marking import mark_dead_records
 from .options import Options
 from .schema import arrow_schema, merge_for_append, schema_from_json
 from .turns import append_turn, open_for_append
@@ -82,6 +83,7 @@ def prepare_write(options: Options, schema: StructType, kind: str,
         else:
             job_id = "sink-" + hashlib.sha1(str(sink_id).encode()).hexdigest()[:16]
         ledger.prune(start_offset)
+        mark_dead_records(options.path, ledger)    # the catch-up after a crash
     return WriteTarget(options, arrow_schema(merged).serialize().to_pybytes(), segment_size,
                        job_id, owner, this_host())
 

@@ -4,7 +4,8 @@ A job is atomic. Each task appends its Arrow batches as records (see `appender`)
 writer in the commit message; the driver's `commit` makes exactly the reported writers' records
 visible, in one ledger transaction, and every other writer of the job (a failed or duplicate
 task attempt) dead. `abort` (a task failed, or raised `StoreFullError` under disk pressure) makes
-all of the job's records dead: readers see none of them.
+all of the job's records dead: readers see none of them. Dead records are then marked dead in the
+store, for a compaction to reclaim (`marking`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from .appender import Appender
 from .ledger import Ledger
+from .marking import mark_dead_records
 from .target import WriteTarget
 
 log = logging.getLogger("commitlog.spark")
@@ -50,6 +52,7 @@ class CommitLogBatchWriter(DataSourceArrowWriter):
     def commit(self, messages) -> None:
         with Ledger(self.target.options.path) as ledger:
             job = ledger.commit_job(self.target.job_id, reports(messages))
+            mark_dead_records(self.target.options.path, ledger)   # attempts it left out
         log.info("job %s committed %d record(s), %d row(s) to %s", job.job_id, job.records,
                  job.rows, self.target.options.path)
 
@@ -57,5 +60,6 @@ class CommitLogBatchWriter(DataSourceArrowWriter):
         ids = [r[0] for r in reports(messages)]
         with Ledger(self.target.options.path) as ledger:
             ledger.abort_job(self.target.job_id, "aborted by Spark (a task failed)", ids)
+            mark_dead_records(self.target.options.path, ledger)
         log.warning("job %s aborted: its records in %s are dead", self.target.job_id,
                     self.target.options.path)

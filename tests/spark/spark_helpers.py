@@ -22,10 +22,17 @@ def load(spark, path: str, **options):
 
 
 def spark_records(path: str) -> list[tuple[int, str]]:
-    """(offset, writer id) of every record a Spark writer appended, visible or not."""
+    """(offset, writer id) of every record a Spark writer appended, visible, dead or marked dead
+    (a scan passes over marked records: the store's record facts include them)."""
     with CommitLog.open(path, readonly=True) as log:
-        return [(r.offset, writer_of_key(r.key)) for r in log.scan()
-                if writer_of_key(r.key) is not None]
+        return [(offset, writer_of_key(key)) for offset, key, _, _ in
+                log.record_facts(log.marks_snapshot()) if writer_of_key(key) is not None]
+
+
+def marked_offsets(path: str) -> list[int]:
+    """Offsets the store holds marked dead (what a compaction drops)."""
+    with CommitLog.open(path, readonly=True) as log:
+        return [offset for offset, _, _, marked in log.record_facts(log.marks_snapshot()) if marked]
 
 
 def ids(df, column: str = "id") -> list[int]:

@@ -12,7 +12,7 @@ from commitlog import CommitLog
 from commitlog.spark import dead_offsets, jobs
 from commitlog.spark.ledger import Ledger
 
-from spark_helpers import ids, load, spark_records, stage
+from spark_helpers import ids, load, marked_offsets, spark_records, stage
 
 pytestmark = pytest.mark.spark
 
@@ -45,6 +45,7 @@ def test_a_job_whose_task_raises_after_writing_leaves_nothing_visible(spark, log
     failed_job = [(o, w) for o, w in records if (o, w) not in before]
     assert len(failed_job) >= 3                          # batches of the failing task landed
     assert dead_offsets(log_path) == [o for o, _ in failed_job]   # ...and are all dead
+    assert marked_offsets(log_path) == [o for o, _ in failed_job]  # ...in the store too
     assert ids(load(spark, log_path)) == list(range(10))  # nothing of the job is visible
     states = [j.state for j in jobs(log_path)]
     assert states == ["committed", "aborted"]
@@ -68,6 +69,7 @@ def test_a_full_disk_aborts_the_job_and_leaves_nothing_visible(spark, small_fs):
     failed_job = [o for o, w in spark_records(path) if (o, w) not in before]
     assert failed_job                                      # it had appended before the disk filled
     assert dead_offsets(path) == failed_job
+    assert marked_offsets(path) == failed_job   # writes are refused before the disk is full
     assert ids(load(spark, path)) == list(range(10))
     assert [j.state for j in jobs(path)] == ["committed", "aborted"]
 

@@ -1,0 +1,101 @@
+"""What the store must know of Spark's ledger for a compaction: which records are dead (marked
+through `CommitLog.mark_dead`) and which may still become visible (`pending_ranges`).
+
+Imports neither pyspark nor pyarrow: retention calls `pending_ranges` without them.
+
+**Marking.** A writer (task attempt) becomes dead in the ledger when its job aborts, when its job
+commits without it (a failed or duplicate attempt), when its micro-batch was already staged
+(a duplicate), when its task fails, or when its processes are found gone (`resolve_abandoned`).
+Each of those places calls `mark_dead_records` right after the ledger's transaction; the same
+call is the catch-up when a job, a read or a stream opens the log. It marks the records of every
+dead writer whose `marked` flag is still 0, then sets the flag (guarded: a writer that gained a
+record meanwhile stays to mark).
+
+Order, and why it is crash-safe: (1) the ledger commits the writer dead (durable, SQLite
+synchronous=FULL); (2) the store marks its records (durable when `mark_dead` returns); (3) the
+ledger sets `marked`. A crash after (1) leaves the flag 0: the next catch-up marks them. A crash
+after (2) marks them again next time, which the store passes over. The reverse order could mark
+the records of a job whose abort never committed, and a job that then commits would have rows no
+reader returns: marks are irreversible, so they follow the decision, never lead it. A dead writer
+never becomes visible again (commit_job requires `written`), so a mark is never wrong.
+
+Marking works while another process writes: the log is opened read-only (`mark_dead` from any
+process) and markers serialise on the store's marks lock. A failure to mark (disk full for the
+marks file, a log replaced under the ledger) is logged, never fails the Spark job: the flag stays
+0 and the next catch-up retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+
+from commitlog import CommitLog, CommitLogError
+
+from .ledger import Ledger
+
+log = logging.getLogger("commitlog.spark")
+
+
+def mark_dead_records(log_path: str, ledger: Ledger | None = None,
+                      clog: CommitLog | None = None) -> int:
+    """Mark in the store every record of the ledger's dead writers not marked yet; returns how
+    many records were newly marked. Idempotent and cheap when there is nothing to mark (one
+    indexed query, the log not opened). Uses `ledger` / `clog` when given (not closed here).
+    Never raises for a failure to mark (logged; the next call retries): it runs right after a
+    job's commit, which must not be reported failed once its rows are visible."""
+    try:
+        if ledger is not None:
+            return _mark_unmarked(log_path, ledger, clog)
+        with Ledger(log_path) as own:
+            return _mark_unmarked(log_path, own, clog)
+    except (CommitLogError, OSError, sqlite3.Error) as exc:
+        log.warning("could not mark the dead Spark records of %s (retried when a job, read or "
+                    "stream opens it): %s", log_path, exc)
+        return 0
+
+
+def _mark_unmarked(log_path: str, ledger: Ledger, clog: CommitLog | None) -> int:
+    todo = ledger.unmarked_dead()
+    if not todo:
+        return 0
+    offsets = sorted(o for found in todo.values() for o in found)
+    newly = _mark(log_path, offsets, clog) if offsets else 0
+    ledger.note_marked(todo)             # only once the marks are durable
+    if newly:
+        log.info("marked %d record(s) of %d dead Spark writer(s) dead in %s", newly, len(todo),
+                 log_path)
+    return newly
+
+
+def _mark(log_path: str, offsets: list[int], clog: CommitLog | None) -> int:
+    if clog is not None:
+        return clog.mark_dead(offsets)
+    with CommitLog.open(log_path, readonly=True) as handle:
+        return handle.mark_dead(offsets)
+
+
+def pending_ranges(log_path: str | os.PathLike) -> list[tuple[int, int]]:
+    """Sorted, disjoint [start, end) offset ranges of the log at `log_path` that a Spark job that
+    has not finished may still make visible: a compaction keeps every record in them, marked or
+    not (policies.liveness.PendingRanges). Empty when the log has no `spark.db`.
+
+    A task attempt still writing contributes [its first offset, 2**63) (it may append anywhere
+    above: conservative), one that finished writing the exact offsets of its records. Call it
+    after choosing the segments to compact: a writer that registers later appends at or above
+    the log's end of this call. Reads only: a job whose driver died stays pending until a Spark
+    stream on the log declares it abandoned (`resolve_abandoned`) or an operator aborts it
+    (`commitlog.spark.abort_job`). CorruptLogError when spark.db is unreadable."""
+    path = os.fspath(log_path)
+    if not Ledger.exists(path):
+        return []
+    with Ledger(path) as ledger:
+        spans = sorted(ledger.pending_spans())
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged

@@ -30,9 +30,10 @@ Per log and pass:
 **Pending ranges** of unfinished Spark jobs are kept whatever else holds (rule 1 of
 `policies.liveness`): `pending(log_path)` returns them as `(start, end)` offset ranges, called once
 per log and pass *after* the segments were listed and the marks snapshot taken (see `_log_pass`
-for why the order matters). The default is none; `commitlog.spark` is to provide the function
-without importing pyspark (`pending_ranges(log_path)` on its branch), and the scheduler and CLI pass
-it once it is merged. A hook that raises fails that log's pass (nothing is compacted without it).
+for why the order matters). The default is `commitlog.spark.marking.pending_ranges` (the Spark
+ledger's unfinished task attempts; empty for a log without `spark.db`; imports no pyspark). A hook
+that raises fails that log's pass (nothing is compacted without it). A Spark staging log is never
+compacted as keyed: its keys are writer ids (`keys: true` there is that log's error).
 
 **Dry run** (`dry_run=True`) changes no file (no intent, no settle, no tombstone note, no rewrite):
 each planned output is reported with its inputs and `bytes_before` (the inputs' file bytes), and
@@ -60,6 +61,8 @@ from loguru import logger
 from commitlog import (CommitLog, CommitLogError, InvalidArgumentError, SegmentInfo, StoreFullError, disk_usage,
                        segment_name)
 from commitlog.record import encode_gap, encoded_size
+from commitlog.spark.ledger import Ledger
+from commitlog.spark.marking import pending_ranges
 from policies import (SUPERSEDED, TOMBSTONE, CompactionOutput, CompactionSegment, GroupSnapshot, KeyIndex,
                       LivenessRule, PendingRanges, PolicyConfig, RetentionConfig, count_dropped,
                       plan_compaction, stale_groups, throttle_delay, within_pass_budget)
@@ -119,7 +122,7 @@ class Compactor:
         self._trail = CompactionAudit(self.audit, clock)
         self.metrics = metrics
         self._clock, self._mono, self._sleep = clock, monotonic, sleep
-        self._pending = pending
+        self._pending = pending_ranges if pending is None else pending
         self._stop = stop or (lambda: False)
         self.logs = {name: WatchedLog(name, cfg) for name, cfg in config.logs.items()}
         self._progress_lock = threading.Lock()
@@ -193,9 +196,14 @@ class Compactor:
         end = infos[-1].end_offset if infos else log.start_offset
         marks = log.marks_snapshot()
         try:
-            pending = PendingRanges(self._pending(watched.path) if self._pending is not None else ())
+            pending = PendingRanges(self._pending(watched.path))
         except Exception as exc:  # noqa: BLE001 (without the pending ranges nothing is safe to drop)
             entry.error = f"the pending-ranges hook failed, nothing compacted: {exc}"
+            logger.error("{}: {}", watched.name, entry.error)
+            return False
+        if cfg.keys and Ledger.exists(watched.path):
+            entry.error = ("compaction.keys is true for a Spark staging log (it has a spark.db): its "
+                           "keys are writer ids, not record keys, so nothing is compacted; set keys: false")
             logger.error("{}: {}", watched.name, entry.error)
             return False
         rule, extra_dead, fresh = self._rule(log, policy, at, marks, pending, infos, end)

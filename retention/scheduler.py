@@ -91,7 +91,7 @@ class RetentionScheduler:
     max_workers: threads for passes (created only as passes run concurrently).
     watch_rolls: check a filesystem when a segment is prepared or rolled there (inotify); default
       `service.watch_rolls` of the configuration, followed on reload.
-    pending: compaction's pending-ranges hook (`retention.compactor`; default none).
+    pending: compaction's pending-ranges hook (`retention.compactor`; default: the Spark ledger's).
 
     Thread-safe: `clean()`, `plan()`, `status()`, `health()` and `reload()` may be called from any
     thread while it runs.

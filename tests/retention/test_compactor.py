@@ -273,3 +273,36 @@ def test_a_pending_hook_that_fails_compacts_nothing_in_that_log_and_says_why(tmp
     c.close()
     assert result.failed and "spark.db is locked" in result.logs[0].error and result.outputs == 0
     assert digest_tree(tmp_path / "a") == before and scan_pairs(tmp_path / "a") == live
+
+
+def test_by_default_the_spark_ledgers_unfinished_attempts_are_pending_and_kept(tmp_path):
+    from commitlog.spark.ledger import Ledger   # the ledger alone: no pyspark
+    dead_log(tmp_path / "a", 4)
+    with Ledger(str(tmp_path / "a")) as ledger:  # a task attempt still writing from offset 40
+        ledger.open_job("job-1", "batch", None)
+        ledger.register_writer("w-1", "job-1", 40, None)
+    _, config = compaction_config(tmp_path, tmp_path / "a")
+    c = Compactor(config)
+    result = c.run()
+    c.close()
+    assert not result.failed and result.outputs >= 1
+    with CommitLog.open(tmp_path / "a", readonly=True) as log:
+        held = [o for o, *_ in log.record_facts(log.marks_snapshot())]
+        sealed_end = log.segments()[-1].base_offset
+    # Below 40 only the live records remain; from 40 on every record, marked or not, is kept.
+    assert [o for o in held if o < 40] == [o for o in range(40) if o % 3 == 0]
+    assert [o for o in held if o >= 40] == list(range(40, held[-1] + 1))
+    assert sealed_end > 40
+
+
+def test_a_keyed_policy_on_a_spark_staging_log_compacts_nothing_and_says_why(tmp_path):
+    from commitlog.spark.ledger import Ledger
+    live = dead_log(tmp_path / "a", 2)
+    Ledger(str(tmp_path / "a")).close()
+    _, config = compaction_config(tmp_path, tmp_path / "a", keys="true")
+    before = digest_tree(tmp_path / "a")
+    c = Compactor(config)
+    result = c.run()
+    c.close()
+    assert result.failed and "Spark staging log" in result.logs[0].error and result.outputs == 0
+    assert digest_tree(tmp_path / "a") == before and scan_pairs(tmp_path / "a") == live

@@ -98,10 +98,11 @@ def test_a_forced_pass_deletes_down_to_force_target(tmp_path, small_fs, force_ta
     seg_ratio = 256 * 1024 / (usage.used_bytes + usage.free_bytes)
     # Down to the low-water mark, well below force_ratio, and not one segment further. The plan
     # counts segment bytes; the removal's own small files (start.offset, the state's WAL) may add
-    # a few blocks after it, so "at the mark" allows 32 KiB of them.
+    # or give back a few blocks after it (a WAL checkpoint: 3 KiB once), so "at the mark" allows
+    # 32 KiB of them either way.
     metadata = 32 * 1024 / (usage.used_bytes + usage.free_bytes)
     assert before > 0.85 and usage.used_ratio <= target + metadata, (before, usage.used_ratio)
-    assert usage.used_ratio + seg_ratio > target - 0.002, (usage.used_ratio, target)
+    assert usage.used_ratio + seg_ratio > target - metadata, (usage.used_ratio, target)
     assert all("disk-force" in e["triggers"] for e in read_audit(tmp_path / "audit.jsonl"))
 
 

@@ -108,7 +108,7 @@ def _walk_filesystem(walks: list[_LogWalk]) -> None:
         projected_ratio = (disk.used_bytes - planned_bytes) / capacity if capacity > 0 else 0.0
         decision = walk.decide_next(projected_ratio)
         if decision.action == DELETE:
-            planned_bytes += decision.bytes
+            planned_bytes += decision.bytes + decision.index_bytes
         if walk.has_next():
             heapq.heapreplace(pending, (walk.next_sort_key(), walk))
         else:
@@ -244,6 +244,7 @@ class _LogWalk:
             age_seconds=age,
             used_bytes=segment.used_bytes,
             live_bytes=segment.live_bytes,
+            index_bytes=segment.index_bytes,
             detail_facts=MappingProxyType({code: fact for code, fact in details.items() if code in shown}),
         )
 

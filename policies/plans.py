@@ -68,6 +68,8 @@ class SegmentDecision:
     """Bytes of records in the segment (None: not known)."""
     live_bytes: int | None = None
     """Bytes of its records that are not dead (None: not known)."""
+    index_bytes: int = 0
+    """Bytes of its index file on disk, freed with it (not part of ``bytes``, the segment file's)."""
     detail_facts: Mapping[str, tuple] = field(default_factory=lambda: _EMPTY, hash=False, repr=False)
     """Per code, a formatter and its arguments; ``details`` turns them into words on first use,
     because a pass over 100,000 segments must not format 100,000 explanations nobody reads."""

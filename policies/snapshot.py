@@ -36,12 +36,17 @@ class SegmentSnapshot:
     """Bytes of records in it (None: not known to the caller)."""
     live_bytes: int | None = None
     """Bytes of its records that are not dead (``used_bytes`` less the marked ones); None: unknown."""
+    index_bytes: int = 0
+    """Bytes its index file takes on disk, freed with it (a pressure walk counts them toward its
+    target, or it deletes one segment too many); 0 when unknown."""
 
     def __post_init__(self) -> None:
         if self.end_offset < self.base_offset:
             raise ValueError(f"segment {self.path}: end_offset {self.end_offset} is below base_offset {self.base_offset}")
         if self.size_bytes < 0:
             raise ValueError(f"segment {self.path}: size_bytes must not be negative, got {self.size_bytes}")
+        if self.index_bytes < 0:
+            raise ValueError(f"segment {self.path}: index_bytes must not be negative, got {self.index_bytes}")
         if self.live_bytes is not None and not 0 <= self.live_bytes <= (self.used_bytes or 0):
             raise ValueError(f"segment {self.path}: expected 0 <= live_bytes <= used_bytes, got "
                              f"{self.live_bytes}, {self.used_bytes}")

@@ -6,8 +6,10 @@ data returned here without touching either.
 
 from __future__ import annotations
 
+import os
 
 from commitlog import CommitLog, CorruptLogError, disk_usage, is_log_directory, list_segments
+from commitlog.layout import index_path
 from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
 
 from .hung import HungRegistry
@@ -18,6 +20,14 @@ def disk_snapshot(path: str, *, forcing: bool = False) -> DiskSnapshot:
     the writers' disk guard uses); `forcing`: a disk force is under way there."""
     usage = disk_usage(path)
     return DiskSnapshot(usage.filesystem_id, usage.total_bytes, usage.used_bytes, usage.free_bytes, forcing)
+
+
+def _allocated(path: str) -> int:
+    """Bytes the file at `path` takes on disk (its blocks), 0 when it is missing."""
+    try:
+        return os.stat(path).st_blocks * 512
+    except FileNotFoundError:
+        return 0
 
 
 class WatchedLog:
@@ -88,7 +98,8 @@ class WatchedLog:
             info = log.segment_info(seg.base_offset, last=is_last)
             # Its own end, not the next base: a compaction may have left a gap between them.
             segments.append(SegmentSnapshot(seg.base_offset, info.end_offset, seg.path, info.size,
-                                            info.mtime, i == last, info.used_bytes, info.live_bytes))
+                                            info.mtime, i == last, info.used_bytes, info.live_bytes,
+                                            0 if is_last else _allocated(index_path(seg.path))))
             covered = info.end_offset
         times = log.commit_times()
         groups = tuple(GroupSnapshot(g, off, times.get(g, 0.0)) for g, off in log.committed().items())

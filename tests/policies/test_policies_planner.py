@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from datetime import datetime
 
@@ -239,6 +241,19 @@ def test_disk_force_continues_while_projected_ratio_is_above_force_target():
     one_byte_more = DiskSnapshot(filesystem_id=1, total_bytes=100_000, used_bytes=95_001, free_bytes=4_999)
     result = plan_one(log([5, 4, 3, 2, 1], segment_bytes=BIG, disk_snapshot=one_byte_more), **TARGET_85)
     assert [decision.action for decision in result.decisions] == [DELETE, DELETE, DELETE, KEEP, KEEP]
+
+
+def test_disk_force_counts_the_index_files_freed_with_the_segments():
+    # 95,001 bytes used: three 5,000-byte segments alone leave 80,001, above 80 %; with their
+    # 1-byte index files counted, three deletions reach 79,998: a fourth would go one too far.
+    one_byte_more = DiskSnapshot(filesystem_id=1, total_bytes=100_000, used_bytes=95_001, free_bytes=4_999)
+    bare = log([5, 4, 3, 2, 1, 1], segment_bytes=BIG, disk_snapshot=one_byte_more)
+    target_80 = {"disk": {"force_ratio": 0.85, "force_target": 0.80}}
+    assert [d.action for d in plan_one(bare, **target_80).decisions][:4] == [DELETE] * 4
+    indexed = dataclasses.replace(bare, segments=tuple(dataclasses.replace(s, index_bytes=1) for s in bare.segments))
+    decisions = plan_one(indexed, **target_80).decisions
+    assert [d.action for d in decisions][:4] == [DELETE, DELETE, DELETE, KEEP]
+    assert [d.index_bytes for d in decisions] == [1] * 6
 
 
 def test_after_the_force_expired_segments_still_go_under_disk_clean():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from commitlog import CommitLog
+from commitlog import CommitLog, segment_name
 from retention import read_events
 from retention.compactor import Compactor
 
@@ -99,9 +99,13 @@ def _check_after_kill(log_dir: Path, live: list, segments: list[tuple[int, int]]
 
 
 def _check_settled(audit: Path, log_dir: Path, live_offsets: set[int]) -> Counter:
-    """Right after a settle: a recovered `compacted` line's dead records are gone from the log,
-    a recovered `aborted` line's all there. Returns the recovered lines by event."""
-    present, _ = _facts(log_dir)
+    """Right after a settle: no leftover file; a recovered `compacted` line's dead records are gone
+    from the log, a recovered `aborted` line's all there. Returns the recovered lines by event."""
+    present, spans = _facts(log_dir)
+    # The settle also finished what the killed process left: superseded inputs, `.cleaned` files
+    # (a `.deleted` one is the head removers' to finish, as after a killed removal).
+    files = sorted(p.name for p in log_dir.iterdir() if p.name.endswith((".log", ".cleaned")))
+    assert files == [segment_name(b) for b, _ in spans]
     recovered = [e for e in read_events(str(audit)) if e.get("recovered")]
     for e in recovered:
         span = set(range(e["first_offset"], e["end_offset"]))
@@ -136,30 +140,37 @@ def _check_coverage(audit: Path, log_dir: Path, original: set[int], live_offsets
             assert not p.exists() or p.stat().st_ino != ino, f"{e} but its input {name} is still there"
 
 
-def test_a_kill_before_every_file_system_call_of_a_pass_leaves_every_output_audited(tmp_path):
-    """A real compacting process (a `Compactor` pass, merge: false, over 4 sealed 4 KiB segments two
-    thirds dead and one wholly dead, so a no-file output comes first) is SIGKILLed just before its
-    Nth file-changing call (opens for writing, writes, fsyncs, utime, renames, unlinks; counted by
-    compact_child.py `calls:N`), for EVERY N from 1 to the count of a pass that is not killed
-    (77 measured: settle, 4 intents, 4 swaps, 4 outcomes). After each kill: no live record lost, no
-    offset in two files; a fresh pass settles (recovered lines checked against the log) and
-    finishes; the `compacted` spans then cover exactly the offsets that left, each once, each
-    intent has one outcome, and the log equals that of the pass that was not killed."""
+@pytest.mark.parametrize("merge, fully_dead, outputs, no_file", [
+    ("false", (2,), 4, "00000000000000000066.log"),     # 4 one-input outputs, the no-file one first
+    ("true", (0, 1), 2, "00000000000000000000.log"),    # two-input outputs: the no-file one, then one
+])                                                      # whose second input is removed after its commit
+def test_a_kill_before_every_file_system_call_of_a_pass_leaves_every_output_audited(
+        tmp_path, merge, fully_dead, outputs, no_file):
+    """A real compacting process (a `Compactor` pass over 4 sealed 4 KiB segments two thirds dead,
+    one or two of them wholly dead so a no-file output is among the outputs) is SIGKILLed just
+    before its Nth file-changing call (opens for writing, writes, fsyncs, utime, renames, unlinks;
+    counted by compact_child.py `calls:N`), for EVERY N from 1 to the count of a pass that is not
+    killed, no bound: merge false, 77 calls (settle, 4 one-input outputs: intents, swaps, outcomes);
+    merge true, 49 calls (a two-input no-file output, then a two-input output whose second input is
+    removed after the commit rename). After each kill: no live record lost, no offset in two files;
+    a fresh pass settles (no leftover file, recovered lines checked against the log) and finishes;
+    the `compacted` spans then cover exactly the offsets that left, each once (a duplicate only
+    if recovered), every intent has one outcome, and the log equals that of a pass not killed."""
     template = tmp_path / "template"
-    live = dead_log(template / "a", 4, fully_dead=(2,))
+    live = dead_log(template / "a", 4, fully_dead=fully_dead)
     live_offsets = {o for o, _ in live}
     original, spans = _facts(template / "a")
     sealed = spans[:-1]
 
     dry = tmp_path / "dry"
     shutil.copytree(template, dry)
-    config_path, _ = compaction_config(dry, dry / "a", merge="false")
+    config_path, _ = compaction_config(dry, dry / "a", merge=merge)
     done = _run_child(config_path, "calls:0", dry)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
     calls = report["calls"]
-    assert report["outputs"] == 4 and len(calls) >= 40, report
-    assert sum(c == "rename 00000000000000000066.log" for c in calls) == 1   # the no-file output
+    assert report["outputs"] == outputs and len(calls) >= 10 * outputs, report
+    assert sum(c == f"rename {no_file}" for c in calls) == 1   # the no-file output
     finished, _ = _facts(dry / "a")
     assert finished == live_offsets
 
@@ -167,7 +178,7 @@ def test_a_kill_before_every_file_system_call_of_a_pass_leaves_every_output_audi
     for n in range(1, len(calls) + 1):
         run = tmp_path / f"kill{n}"
         shutil.copytree(template, run)
-        config_path, config = compaction_config(run, run / "a", merge="false")
+        config_path, config = compaction_config(run, run / "a", merge=merge)
         audit = run / "audit.jsonl"
         try:
             killed = _run_child(config_path, f"calls:{n}", run)

@@ -12,8 +12,9 @@ was live), `dropped: {dead, superseded, tombstone}`; the intent also holds `plan
 `"recovered": true`: `compacted` when the first input's file is no longer the inode the intent named
 (the swap renamed the output over it, its commit point, or an output with nothing live removed it),
 else `aborted` with `reason: not-compacted` (nothing was swapped; the `.cleaned` leftovers are removed
-by the next compaction or writable open). A recovered `compacted` line has `dropped: null`: only the
-dead process knew the counts. `log-missing` when the log directory is gone.
+by the settling `Compactor`). A recovered `compacted` line has `dropped: null`: only the dead process
+knew the counts; for an output with nothing live its `end_offset` stops at the first input still
+there (the inputs are removed oldest first; the pass that removes the rest audits them). `log-missing` when the log directory is gone.
 
 Thread-safe and process-safe as `AuditTrail` is.
 """

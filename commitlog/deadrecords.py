@@ -83,7 +83,8 @@ class DeadRecords:
         `on_bytes(n)`: bytes read plus written, about a megabyte at a time (sleep there to
         throttle); `should_stop()`: asked between outputs. StoreFullError (nothing changed) when
         the disk lacks room for an output plus one segment_size; InvalidArgumentError for a run
-        that is not consecutive sealed segments (never the last, active one)."""
+        that is not consecutive sealed segments (never the last, active one). With no run, it
+        only finishes what a killed compaction left (superseded inputs, `.cleaned` files)."""
         self._check_open()
         return compaction.compact(self._segs, runs, decide, marks, on_bytes=on_bytes,
                                   should_stop=should_stop)

@@ -12,8 +12,9 @@ was live), `dropped: {dead, superseded, tombstone}`; the intent also holds `plan
 `"recovered": true`: `compacted` when the first input's file is no longer the inode the intent named
 (the swap renamed the output over it, its commit point, or an output with nothing live removed it),
 else `aborted` with `reason: not-compacted` (nothing was swapped; the `.cleaned` leftovers are removed
-by the next compaction or writable open). A recovered `compacted` line has `dropped: null`: only the
-dead process knew the counts. `log-missing` when the log directory is gone.
+by the settling `Compactor`). A recovered `compacted` line has `dropped: null`: only the dead process
+knew the counts; for an output with nothing live its `end_offset` stops at the first input still
+there (the inputs are removed oldest first; the pass that removes the rest audits them). `log-missing` when the log directory is gone.
 
 Thread-safe and process-safe as `AuditTrail` is.
 """
@@ -26,6 +27,8 @@ from collections.abc import Callable, Mapping
 
 from loguru import logger
 
+from commitlog import parse_segment_name
+
 from .audit import ABORTED, COMPACTED, AuditTrail, audit_time
 
 __all__ = ["COMPACT", "CompactionAudit"]
@@ -37,6 +40,22 @@ _SPAN = ("log", "path", "segment", "first_offset", "end_offset")
 
 def _span(entry: dict) -> dict:
     return {k: entry.get(k) for k in _SPAN}
+
+
+def _removed_up_to(intent: dict, end: int) -> int:
+    """The end of what an output with nothing live removed before its process died: it removes its
+    inputs oldest first, so it stopped at the first one still there as the intent saw it (that
+    one's records did not leave; the pass that removes it audits them). `end` if none is left."""
+    directory = os.path.dirname(str(intent["path"]))
+    for name, inode in list(zip(intent.get("inputs") or (), intent["input_inodes"]))[1:]:
+        try:
+            still = os.stat(os.path.join(directory, name)).st_ino == inode
+        except FileNotFoundError:
+            still = False
+        base = parse_segment_name(name)
+        if still and base is not None:
+            return base
+    return end
 
 
 class CompactionAudit:
@@ -118,8 +137,11 @@ class CompactionAudit:
             self._outcome(intent["id"], ABORTED, {**_span(intent), "time": now, "reason": "not-compacted"},
                           recovered=True)
             return
+        span = _span(intent)
+        if st is None:
+            span["end_offset"] = _removed_up_to(intent, span["end_offset"])
         self._outcome(intent["id"], COMPACTED,
-                      {**_span(intent), "time": now, "inputs": intent.get("inputs"),
+                      {**span, "time": now, "inputs": intent.get("inputs"),
                        "bytes_before": intent.get("bytes_before"), "bytes_after": st.st_size if st else 0,
                        "dropped": None, "intent_time": intent.get("time")}, recovered=True)
         logger.warning("{}: audited the compaction of {} after the fact: the process (pid {}) died before "

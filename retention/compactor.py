@@ -360,8 +360,18 @@ class Compactor:
         return on_bytes
 
     def settle(self) -> int:
-        """Settle the compaction intents of dead processes for this compactor's logs; how many."""
-        return self._trail.settle({os.path.abspath(w.path): w for w in self.logs.values()})
+        """Settle the compaction intents of dead processes for this compactor's logs; how many.
+        After a kill, the store also finishes what the dead process left (inputs superseded by an
+        output, `.cleaned` files): else they hold their disk space until a later compaction has
+        work on that log, or its writer reopens it."""
+        settled = self._trail.settle({os.path.abspath(w.path): w for w in self.logs.values()})
+        for w in self.logs.values() if settled else ():
+            try:
+                if w.exists():
+                    w.log.compact([], _keep)   # no run: only the interrupted swaps are finished
+            except (CommitLogError, OSError) as exc:
+                logger.warning("{}: the leftovers of an interrupted compaction stay for now: {}", w.name, exc)
+        return settled
 
     def close(self) -> None:
         for w in self.logs.values():
@@ -369,6 +379,10 @@ class Compactor:
 
 
 _SPLIT = object()                         # _output's answer: try the output's two halves instead
+
+
+def _keep(*_) -> None:
+    return None
 
 
 def _inodes(path: str, bases: Iterable[int]) -> list[int]:

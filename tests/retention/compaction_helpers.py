@@ -38,15 +38,18 @@ def compaction_config(tmp: Path, log: Path, *, token: str | None = None, **compa
                                            token=f"\n  token: {token}" if token else ""))
 
 
-def dead_log(path: Path, sealed: int = 4, *, keep_every: int = 3) -> list[tuple[int, bytes]]:
+def dead_log(path: Path, sealed: int = 4, *, keep_every: int = 3,
+             fully_dead: tuple[int, ...] = ()) -> list[tuple[int, bytes]]:
     """A log with `sealed` full segments plus an active one, every record not a multiple of
-    `keep_every` marked dead; returns the live (offset, value) pairs, as a scan gives them."""
+    `keep_every` marked dead, and every record of the segments at positions `fully_dead` (0 the
+    oldest); returns the live (offset, value) pairs, as a scan gives them."""
     with CommitLog.open(path, segment_size=SEGMENT, flush="none") as log:
         i = 0
         while len(log.segments()) < sealed + 1:
             log.append(VALUE + str(i).encode())
             i += 1
-        log.mark_dead([o for o in range(log.end_offset) if o % keep_every])
+        spans = [(s.base_offset, s.end_offset) for n, s in enumerate(log.segments()) if n in fully_dead]
+        log.mark_dead([o for o in range(log.end_offset) if o % keep_every or any(b <= o < e for b, e in spans)])
         return [(r.offset, r.value) for r in log.scan()]
 
 

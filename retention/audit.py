@@ -43,6 +43,7 @@ import threading
 from datetime import datetime, timezone
 
 import psutil
+from loguru import logger
 
 from policies import DELETED
 
@@ -103,6 +104,15 @@ class AuditTrail:
         if recovered:
             line["recovered"] = True
         self.append(line, keep=True)
+
+    def outcome_or_log(self, ident: str, event: str, entry: dict, *, recovered: bool = False) -> None:
+        """`outcome`, logging instead of raising when the line cannot be written now (it is kept
+        and appended before the next line): an action already done is never undone for it."""
+        try:
+            self.outcome(ident, event, entry, recovered=recovered)
+        except OSError as exc:
+            logger.error("audit {} cannot be written ({}); kept in memory to append later: {}",
+                         self.path, exc, {"event": event, "id": ident, **entry})
 
     def append(self, entry: dict, *, sync: bool = False, keep: bool = False) -> None:
         """Append one line; with `keep`, a line that cannot be written is kept and retried first

@@ -225,7 +225,7 @@ class Cleaner:
             if removal.forced:
                 holders = [{"pid": p.pid, "command": p.command}
                            for p in find_pinned([watched.path]) if p.path == decision.path]
-            self._outcome(ident, DELETED, {**planned, "time": audit_time(now), "bytes": removal.bytes,
+            self.audit.outcome_or_log(ident, DELETED, {**planned, "time": audit_time(now), "bytes": removal.bytes,
                                            "forced": removal.forced, "pinned_by": holders})
             r.actions[decision.base_offset] = DELETED
             r.deleted_bytes += removal.bytes
@@ -237,14 +237,14 @@ class Cleaner:
                         f", unconsumed by {lost}" if lost else "")
             return True
         if removal.status == "held":
-            self._outcome(ident, ABORTED, aborted_entry(planned, at=now, reason="held"))
+            self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=now, reason="held"))
             entry = watched.hung.held(decision.base_offset, now)
             r.actions[decision.base_offset] = HUNG
             logger.warning("{}: {} is held by a reader (first found held {:.0f}s ago); kept for now",
                            r.name, decision.segment, now - entry.first_attempt_at)
             return False
         # mismatch or active: another process removed the head since the plan; not a failure.
-        self._outcome(ident, ABORTED, aborted_entry(planned, at=now, reason="head-changed"))
+        self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=now, reason="head-changed"))
         ahead = removal.base_offset is None or removal.base_offset > decision.base_offset
         if ahead:
             r.elsewhere.add(decision.base_offset)
@@ -269,13 +269,6 @@ class Cleaner:
                          decision.segment, self.audit.path, exc)
             return None
 
-    def _outcome(self, ident: str, event: str, entry: dict, *, recovered: bool = False) -> None:
-        try:
-            self.audit.outcome(ident, event, entry, recovered=recovered)
-        except OSError as exc:
-            logger.error("audit {} cannot be written ({}); kept in memory to append later: {}",
-                         self.audit.path, exc, {"event": event, "id": ident, **entry})
-
     def _settle(self, ident: str, planned: dict, watched: WatchedLog, *, reason: str) -> None:
         """After an error inside the removal: audit what the log's start offset says happened."""
         try:
@@ -283,9 +276,9 @@ class Cleaner:
         except (CommitLogError, OSError):
             return  # the intent stays open; a later pass settles it once this process is gone
         if gone:
-            self._outcome(ident, DELETED, {**planned, "error": reason})
+            self.audit.outcome_or_log(ident, DELETED, {**planned, "error": reason})
         else:
-            self._outcome(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason=reason))
+            self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason=reason))
 
     def _settle_intents(self, names: Iterable[str] | None) -> None:
         """Audit the intents of processes that died mid-removal, for the logs of this cleaner."""
@@ -312,7 +305,7 @@ class Cleaner:
             now = self._clock()
             try:
                 if not watched.exists():
-                    self._outcome(intent["id"], ABORTED,
+                    self.audit.outcome_or_log(intent["id"], ABORTED,
                                   aborted_entry(intent, at=now, reason="log-missing"), recovered=True)
                     continue
                 gone = watched.log.start_offset > intent["base_offset"]
@@ -320,16 +313,16 @@ class Cleaner:
                 logger.warning("{}: cannot settle the audit intent {}: {}", watched.name, intent["id"], exc)
                 continue
             if gone and intent.get("covered_by"):
-                self._outcome(intent["id"], ABORTED,
+                self.audit.outcome_or_log(intent["id"], ABORTED,
                               {**aborted_entry(intent, at=now, reason="removed-by-another"),
                                "covered_by": intent["covered_by"]}, recovered=True)
             elif gone:
-                self._outcome(intent["id"], DELETED, recovered_deletion(intent, at=now), recovered=True)
+                self.audit.outcome_or_log(intent["id"], DELETED, recovered_deletion(intent, at=now), recovered=True)
                 logger.warning("{}: audited {} [{}, {}) after the fact: the process removing it "
                                "(pid {}) died before its audit line", watched.name, intent["segment"],
                                intent["base_offset"], intent["end_offset"], intent.get("pid"))
             else:
-                self._outcome(intent["id"], ABORTED, aborted_entry(intent, at=now, reason="not-removed"),
+                self.audit.outcome_or_log(intent["id"], ABORTED, aborted_entry(intent, at=now, reason="not-removed"),
                               recovered=True)
 
     def close(self) -> None:

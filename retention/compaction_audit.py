@@ -82,12 +82,12 @@ class CompactionAudit:
             return None
 
     def compacted(self, ident: str, line: dict) -> None:
-        self._outcome(ident, COMPACTED, {**line, "time": audit_time(self._clock())})
+        self.trail.outcome_or_log(ident, COMPACTED, {**line, "time": audit_time(self._clock())})
 
     def aborted(self, ident: str, planned: dict, reason: str, exc, entry) -> None:
         """The output did nothing; `entry` (a `LogCompaction`) gets the error unless None (the plan
         was merely overtaken, or the output is retried as halves). Returns None."""
-        self._outcome(ident, ABORTED, {**_span(planned), "time": audit_time(self._clock()), "reason": reason,
+        self.trail.outcome_or_log(ident, ABORTED, {**_span(planned), "time": audit_time(self._clock()), "reason": reason,
                                        "error": str(exc)})
         if entry is not None:
             entry.error = str(exc)
@@ -95,13 +95,6 @@ class CompactionAudit:
         else:
             logger.info("{}: compacting {} not done ({}): {}", planned["log"], planned["segment"], reason, exc)
         return None
-
-    def _outcome(self, ident: str, event: str, entry: dict, *, recovered: bool = False) -> None:
-        try:
-            self.trail.outcome(ident, event, entry, recovered=recovered)
-        except OSError as exc:
-            logger.error("audit {} cannot be written ({}); kept in memory to append later: {}",
-                         self.trail.path, exc, {"event": event, "id": ident, **entry})
 
     def settle(self, logs: Mapping[str, object]) -> int:
         """Settle the compaction intents of dead processes for `logs` (absolute log directory ->
@@ -126,7 +119,7 @@ class CompactionAudit:
     def _settle_one(self, intent: dict, watched, first_inode: int) -> None:
         now = audit_time(self._clock())
         if not watched.exists():
-            self._outcome(intent["id"], ABORTED, {**_span(intent), "time": now, "reason": "log-missing"},
+            self.trail.outcome_or_log(intent["id"], ABORTED, {**_span(intent), "time": now, "reason": "log-missing"},
                           recovered=True)
             return
         try:
@@ -134,13 +127,13 @@ class CompactionAudit:
         except FileNotFoundError:
             st = None
         if st is not None and st.st_ino == first_inode:
-            self._outcome(intent["id"], ABORTED, {**_span(intent), "time": now, "reason": "not-compacted"},
+            self.trail.outcome_or_log(intent["id"], ABORTED, {**_span(intent), "time": now, "reason": "not-compacted"},
                           recovered=True)
             return
         span = _span(intent)
         if st is None:
             span["end_offset"] = _removed_up_to(intent, span["end_offset"])
-        self._outcome(intent["id"], COMPACTED,
+        self.trail.outcome_or_log(intent["id"], COMPACTED,
                       {**span, "time": now, "inputs": intent.get("inputs"),
                        "bytes_before": intent.get("bytes_before"), "bytes_after": st.st_size if st else 0,
                        "dropped": None, "intent_time": intent.get("time")}, recovered=True)

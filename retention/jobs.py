@@ -3,6 +3,22 @@
 Every job is `max_instances=1`, `coalesce=True`, with a `misfire_grace_time` of at least its own
 interval. `sync_jobs` makes the running scheduler hold exactly the desired jobs: on a reload, jobs
 are rescheduled (new intervals), added or removed (policies); one-off pressure jobs are left alone.
+
+The jobs of a `RetentionScheduler`:
+
+- `cleanup:POLICY` every `interval`: one pass over the logs of POLICY, the first right after
+  `start()` (a pass first finishes any `.deleted` file an interrupted removal left behind).
+- `hung:POLICY` every `hung.retry_every`: a pass over the logs of POLICY that have hung segments, so
+  a held segment is retried on time even when `interval` is longer.
+- `disk-check` every `disk_check_interval` (the smallest of the policies in use; a statvfs per
+  filesystem): crossing `clean_ratio` or `force_ratio` upwards starts a pass over every log on that
+  filesystem at once, and while the disk forces, passes run back to back down to `force_target`
+  (`retention.pressure`).
+- the roll watch (`retention.rollwatch`, Linux inotify): a writer preparing or rolling a segment
+  gets its filesystem checked at once, so pressure is acted on within milliseconds.
+- `compact:POLICY` every `compaction.interval` (policies with compaction enabled), and a compaction
+  right after a pressure pass that deleted nothing while the disk forces (`retention.compactions`:
+  one compaction per filesystem, beside the deletion lock, not inside it; why is written there).
 """
 
 from __future__ import annotations

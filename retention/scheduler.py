@@ -1,4 +1,5 @@
-"""The retention scheduler: cleanup passes on an interval, on disk pressure and for hung segments.
+"""The retention scheduler: cleanup passes on an interval, on disk pressure and for hung segments,
+and compaction passes.
 
 `RetentionScheduler(config)` runs inside any process (the sidecar's, or an application's own, as
 RocketMQ's broker runs its CleanCommitLogService)::
@@ -9,22 +10,8 @@ RocketMQ's broker runs its CleanCommitLogService)::
     ...
     scheduler.stop()             # cuts a running pass short between two files, then returns
 
-Jobs (APScheduler 3.x `BackgroundScheduler`, UTC inside, every job `max_instances=1`,
-`coalesce=True`, `misfire_grace_time` at least its own interval):
-
-- `cleanup:POLICY` every `interval`: one pass over the logs of POLICY, the first right after
-  `start()` (a pass first finishes any `.deleted` file an interrupted removal left behind).
-- `hung:POLICY` every `hung.retry_every`: a pass over the logs of POLICY that have hung segments, so
-  a held segment is retried on time even when `interval` is longer.
-- `disk-check` every `disk_check_interval` (the smallest of the policies in use; a statvfs per
-  filesystem): crossing `clean_ratio` or `force_ratio` upwards starts a pass over every log on that
-  filesystem at once, and while the disk forces, passes run back to back down to `force_target`
-  (`retention.pressure`).
-- the roll watch (`retention.rollwatch`, Linux inotify): a writer preparing or rolling a segment
-  gets its filesystem checked at once, so pressure is acted on within milliseconds.
-- `compact:POLICY` every `compaction.interval` (policies with compaction enabled), and a compaction
-  right after a pressure pass that deleted nothing while the disk forces (`retention.compactions`:
-  one compaction per filesystem, beside the deletion lock, not inside it; why is written there).
+The jobs (`cleanup:POLICY`, `hung:POLICY`, `disk-check`, `compact:POLICY`, the roll watch) are
+described in `retention.jobs`.
 
 Passes are per filesystem: logs are grouped by the filesystem holding them, each group has its own
 `Cleaner` and lock, so at most one pass runs per filesystem at a time while different disks are

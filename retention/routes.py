@@ -33,6 +33,7 @@ __all__ = ["ENDPOINTS", "OTHER", "PROBE_PATHS", "ROUTES", "VIEW_TTL", "Retention
 VIEW_TTL = 1.0      # seconds a computed /status, /plan or /metrics answer is shared
 OTHER = "other"     # the path label of every request to an unknown path
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
 _JSON = "application/json"
 
 
@@ -40,11 +41,14 @@ _JSON = "application/json"
 class Route:
     """An endpoint: its method ("GET" also answers HEAD) and the `RetentionApp` method answering it.
     `probe`: answered from state already known, on the server's probe lane (never queued behind a
-    costly request)."""
+    costly request). `flags`: the query flags a POST takes; any other parameter, or a flag that is
+    not one of 1/true/yes/on/0/false/no/off, gets 400 and nothing runs (a typo in `?dry_run=1`
+    must never run the real thing)."""
 
     method: str
     handler: str
     probe: bool = False
+    flags: tuple[str, ...] = ()
 
 
 ROUTES: dict[str, Route] = {
@@ -53,8 +57,8 @@ ROUTES: dict[str, Route] = {
     "/metrics": Route("GET", "metrics"),
     "/status": Route("GET", "status"),
     "/plan": Route("GET", "plan"),
-    "/clean": Route("POST", "clean"),
-    "/compact": Route("POST", "compact"),
+    "/clean": Route("POST", "clean", flags=("force",)),
+    "/compact": Route("POST", "compact", flags=("dry_run",)),
     "/": Route("GET", "index"),
     "/ui/data": Route("GET", "ui_data"),
 }
@@ -83,6 +87,18 @@ class Response:
     body: bytes
     content_type: str = _JSON
     headers: dict[str, str] = field(default_factory=dict)
+
+
+def _query_problem(request: Request, route: Route) -> str | None:
+    """What is wrong with a POST's query string (one line), or None."""
+    for name, values in request.query.items():
+        if name not in route.flags:
+            takes = ", ".join(route.flags) or "no parameters"
+            return f"{request.path} takes {takes}, not {name[:60]!r}"
+        bad = [v for v in values if v.lower() not in _TRUE | _FALSE]
+        if bad:
+            return f"{request.path}: {name} must be 1/true/yes/on or 0/false/no/off, not {bad[0][:60]!r}"
+    return None
 
 
 def json_response(status: int, obj, headers: dict[str, str] | None = None) -> Response:
@@ -119,7 +135,7 @@ class RetentionApp:
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         raw_path = environ.get("PATH_INFO") or "/"
         request = Request(environ.get("REQUEST_METHOD", "GET"), raw_path.rstrip("/") or "/",
-                          parse_qs(environ.get("QUERY_STRING", "")), environ)
+                          parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True), environ)
         response = self.respond(request)
         if response.status >= 400:
             reason = ""
@@ -152,6 +168,10 @@ class RetentionApp:
             allow = "GET, HEAD" if route.method == "GET" else route.method
             return json_response(HTTPStatus.METHOD_NOT_ALLOWED,
                                  {"error": f"{request.path} takes {route.method}"}, {"Allow": allow})
+        if route.method == "POST":
+            problem = _query_problem(request, route)
+            if problem is not None:
+                return json_response(HTTPStatus.BAD_REQUEST, {"error": problem})
         try:
             return getattr(self, route.handler)(request)
         except Exception as exc:  # noqa: BLE001 (one request fails, the server goes on)

@@ -158,6 +158,25 @@ def test_post_compact_needs_the_token_and_a_second_one_gets_409_while_one_runs(t
     assert scan_pairs(tmp_path / "a") == live
 
 
+def test_a_post_with_a_mistyped_or_unknown_query_gets_400_and_changes_nothing(tmp_path):
+    dead_log(tmp_path / "a", 3)
+    config_path, _ = compaction_config(tmp_path, tmp_path / "a", interval="1h")
+    with Sidecar(config_path, cwd=tmp_path) as s:
+        s.wait_ready()
+        before = digest_tree(tmp_path / "a")
+        for query, words in (("dry_run=ye", "dry_run must be"), ("dry_run", "dry_run must be"),
+                             ("dryrun=1", "takes dry_run, not 'dryrun'"), ("force=1", "not 'force'")):
+            status, _, body = s.request("POST", f"/compact?{query}")
+            assert status == 400 and words in json.loads(body)["error"], (query, body)
+        status, _, body = s.request("POST", "/clean?force=maybe")
+        assert status == 400 and "force must be" in json.loads(body)["error"]
+        assert digest_tree(tmp_path / "a") == before
+        assert s.get_json("/status")[1]["compaction"]["last"] is None
+        status, _, body = s.request("POST", "/compact?dry_run=on")    # a real dry run: still nothing
+        assert status == 200 and json.loads(body)["dry_run"] is True
+        assert digest_tree(tmp_path / "a") == before
+
+
 PRESSURE = """
 service:
   audit: {audit}

@@ -100,6 +100,8 @@ class ActiveSegment:
         except BaseException as exc:
             if prepared is not None:
                 prepared.close()
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(prepared.index_path)  # its space back too, as when the name fails
             else:
                 os.close(fd)
             os.unlink(path)

@@ -149,12 +149,18 @@ def full_disk_appender(path: str, segment_size: int, max_len: int) -> None:
     from commitlog import CommitLog, StoreFullError
     log = CommitLog.open(path, segment_size, flush="none", refuse_writes_ratio=None)
     error = None
+    refused = 0
+    # Full means refused three times running: a refused roll may leave a segment prepared
+    # before the disk filled, which the next append rightly uses.
     for _ in range(10_000_000):
         try:
             append_deterministic(log, log.end_offset, max_len)
+            refused = 0
         except StoreFullError as exc:
             error = exc
-            break
+            refused += 1
+            if refused == 3:
+                break
     end = log.end_offset
     batch_error = single_error = None
     try:

@@ -18,11 +18,10 @@ import os
 import shutil
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
-from bench_retention_pass import build_log
+from bench_retention_pass import build_log, idle_config
 from loguru import logger
 from policies import load_config
 from retention import Cleaner, Compactor
@@ -35,20 +34,7 @@ def main(rounds: int = 7) -> int:
     try:
         log_dir = tmp / "log"
         build_log(log_dir, SEGMENTS)
-        config_path = tmp / "retention.yaml"
-        config_path.write_text(textwrap.dedent(f"""
-            service:
-              audit: {tmp}/audit.jsonl
-            logs:
-              big:
-                path: {log_dir}
-                segment_size: 4KiB
-            policies:
-              default:
-                delete_at_hours: []
-                reserve: 72h
-        """))
-        config = load_config(config_path)
+        config = load_config(idle_config(tmp, log_dir, "retention.yaml"))
         cleaner, compactor = Cleaner(config), Compactor(config)
         cleaner.run_pass()                                 # warm: both open the log once
         compactor.run()

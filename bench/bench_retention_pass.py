@@ -60,10 +60,9 @@ def bare_scandir(path: Path) -> float:
     return time.perf_counter() - t
 
 
-def time_pass(tmp: Path, segments: int, repeats: int = 5) -> tuple[float, float]:
-    log_dir = tmp / f"log{segments}"
-    build_log(log_dir, segments)
-    config = tmp / f"retention{segments}.yaml"
+def idle_config(tmp: Path, log_dir: Path, name: str) -> Path:
+    """A configuration under which a pass over `log_dir` (segments an hour old) deletes nothing."""
+    config = tmp / name
     config.write_text(textwrap.dedent(f"""
         service:
           audit: {tmp}/audit.jsonl
@@ -76,7 +75,13 @@ def time_pass(tmp: Path, segments: int, repeats: int = 5) -> tuple[float, float]
             delete_at_hours: []
             reserve: 72h
     """))
-    cleaner = Cleaner(load_config(config))
+    return config
+
+
+def time_pass(tmp: Path, segments: int, repeats: int = 5) -> tuple[float, float]:
+    log_dir = tmp / f"log{segments}"
+    build_log(log_dir, segments)
+    cleaner = Cleaner(load_config(idle_config(tmp, log_dir, f"retention{segments}.yaml")))
     cleaner.run_pass()                                   # warm: opens the log, caches the policy
     passes, scans = [], []
     for _ in range(repeats):

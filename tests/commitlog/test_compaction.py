@@ -242,8 +242,6 @@ def test_a_handle_that_knew_the_merged_inputs_finds_their_records_in_the_output(
         fill(writer, 10)
 
 
-
-
 def test_offsets_before_the_first_segment_after_the_head_was_compacted_away(tmp_path):
     path = str(tmp_path / "log")
     value = b"v" * 979                                   # 1000 bytes framed: four records a segment

@@ -38,8 +38,8 @@ from policies import RetentionConfig
 
 from .metrics import RetentionMetrics
 
-__all__ = ["DEFAULT_POOL", "JOB_DISK", "PRESSURE_PREFIX", "JobSpec", "add_once", "desired_jobs", "list_jobs",
-           "new_scheduler", "seconds", "sync_jobs"]
+__all__ = ["DEFAULT_POOL", "JOB_DISK", "PRESSURE_PREFIX", "JobSpec", "add_once", "describe_jobs", "desired_jobs",
+           "list_jobs", "new_scheduler", "seconds", "sync_jobs"]
 
 DEFAULT_POOL = 16          # threads are created lazily, only as jobs run concurrently
 JOB_DISK = "disk-check"
@@ -53,8 +53,15 @@ class JobSpec(NamedTuple):
     executor: str
 
 
-def seconds(value: float) -> str:
-    return f"{value:g}"
+def seconds(value: float | None) -> str:
+    """An interval for a log line; a one-shot job (a pressure pass) has none."""
+    return "?" if value is None else f"{value:g}"
+
+
+def describe_jobs(jobs: list[dict]) -> str:
+    """`id every Ns` per interval job, `id once` per one-shot job (the start-up line)."""
+    return ", ".join(f"{j['id']} once" if j["interval_seconds"] is None
+                     else f"{j['id']} every {seconds(j['interval_seconds'])}s" for j in jobs)
 
 
 def new_scheduler(max_workers: int, metrics: RetentionMetrics) -> BackgroundScheduler:

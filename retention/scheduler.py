@@ -52,7 +52,7 @@ from .filesystems import Filesystem, build_filesystems, log_devs
 from .health import PassLedger
 from .history import StatusHistory
 from .hung import HUNG_FILE
-from .jobs import (DEFAULT_POOL, JOB_DISK, add_once, desired_jobs, list_jobs, new_scheduler, seconds,
+from .jobs import (DEFAULT_POOL, JOB_DISK, add_once, describe_jobs, desired_jobs, list_jobs, new_scheduler,
                    sync_jobs)
 from .manual import ManualPasses, PassRunningError, open_triggers
 from .metrics import OK, RetentionMetrics
@@ -147,8 +147,7 @@ class RetentionScheduler:
             self._scheduler.start()
             self._sync_jobs(self._config, first=True)
             self._watch_logs()
-        logger.info("retention scheduler started: {}", ", ".join(
-            f"{j['id']} every {seconds(j['interval_seconds'])}s" for j in self.jobs()))
+        logger.info("retention scheduler started: {}", describe_jobs(self.jobs()))
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop: a running pass ends before its next file (never between a rename and its unlink),

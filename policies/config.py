@@ -215,6 +215,14 @@ class ServiceConfig(_Strict):
         "A reload applies it to the next connection accepted.",
     )
 
+    failed_passes_unhealthy: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="How many passes in a row must fail (or find the log unreadable) before a log makes "
+        "/healthz answer 503 (problem passes-failing). 1 to 1000; default 3. A reload applies it.",
+    )
+
     watch_rolls: bool = Field(
         default=True,
         description="Check a log's disk the moment a writer prepares or rolls a segment in it (Linux "

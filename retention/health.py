@@ -12,11 +12,14 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 
+from loguru import logger
+
 from policies import DELETED, FAILED, HUNG, RetentionConfig
 
 from .results import LogPassResult, PassResult
 from .history import StatusHistory
 from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, RetentionMetrics
+from .problems import LOG_MISSING, PASSES_FAILING, PASSES_LATE, Problem
 from .statusview import describe_log, iso, primary_trigger
 
 __all__ = ["PassLedger", "log_outcome", "merge_results", "pass_outcome"]
@@ -32,6 +35,10 @@ class PassLedger:
         self._last_pass: dict[str, dict] = {}
         self._state: dict[str, dict] = {}
         self._passed: set[str] = set()
+        self._failures: dict[str, tuple[int, str]] = {}   # failed passes in a row, the last error
+        self._existed: set[str] = set()                   # logs whose directory was seen
+        self._missing: set[str] = set()                   # ... and is gone at the last pass
+        self._told_absent: set[str] = set()               # never seen, said so once
         self._ready = False
 
     def configure(self, names: Iterable[str]) -> None:
@@ -44,6 +51,9 @@ class PassLedger:
                     self._since.pop(name)
                     self._last_pass.pop(name, None)
                     self._state.pop(name, None)
+                    self._failures.pop(name, None)
+                    self._existed.discard(name)
+                    self._missing.discard(name)
                     self.metrics.forget_log(name)
             for name in names:
                 self._since.setdefault(name, now)
@@ -54,18 +64,36 @@ class PassLedger:
                 self._ready = True
             return self._ready
 
-    def problems(self, config: RetentionConfig) -> list[str]:
-        """Logs with no completed pass for more than three of their intervals."""
+    def not_passed(self, names: Iterable[str]) -> list[str]:
+        """The logs of `names` with no pass recorded yet (what readiness waits for)."""
+        with self._lock:
+            return sorted(set(names) - self._passed)
+
+    def problems(self, config: RetentionConfig) -> list[Problem]:
+        """Per log: no completed pass for more than three of its intervals (passes-late); its last
+        `failed_passes_unhealthy` passes failed (passes-failing); its directory, seen before, is
+        gone (log-missing)."""
         problems = []
         now = time.monotonic()
+        failing = config.service.failed_passes_unhealthy
         with self._lock:
             for name in config.logs:
                 interval = config.policy_for(name).interval
                 last = self._last_pass.get(name, {}).get("_end_mono") or self._since.get(name, now)
                 if now - last > 3 * interval:
-                    problems.append(f"log {name}: no completed pass for {now - last:.0f}s "
-                                    f"(more than 3 intervals of {interval:g}s)")
+                    problems.append(Problem(PASSES_LATE, name, f"no completed pass for {now - last:.0f}s "
+                                            f"(more than 3 intervals of {interval:g}s)"))
+                count, error = self._failures.get(name, (0, ""))
+                if count >= failing:
+                    problems.append(Problem(PASSES_FAILING, name, f"the last {count} passes failed: {error}"))
+                if name in self._missing:
+                    problems.append(Problem(LOG_MISSING, name, f"the log directory {config.logs[name].path} "
+                                            "existed and is gone"))
         return problems
+
+    def _count_failure(self, name: str, error: str | None) -> None:
+        count, _ = self._failures.get(name, (0, ""))
+        self._failures[name] = (count + 1, error or "failed")
 
     def view(self, name: str) -> tuple[dict | None, dict | None]:
         """(what the last pass saw, the last pass without internal fields) of log `name`."""
@@ -83,6 +111,7 @@ class PassLedger:
         with self._lock:
             for name in names:
                 previous = self._last_pass.get(name, {})
+                self._count_failure(name, str(exc))
                 self._last_pass[name] = {
                     "at": iso(at), "finished_at": iso(at), "kind": kind, "deleted": 0, "freed_bytes": 0,
                     "outcome": ERROR, "error": str(exc), "duration_seconds": round(duration, 6),
@@ -123,6 +152,19 @@ class PassLedger:
                 }
                 self._state[r.name] = state
                 self._passed.add(r.name)
+                if outcome == FAILED_OUTCOME:
+                    self._count_failure(r.name, self._last_pass[r.name]["error"])
+                elif success:
+                    self._failures.pop(r.name, None)
+                if state["exists"]:
+                    self._existed.add(r.name)
+                    self._missing.discard(r.name)
+                elif r.name in self._existed:
+                    self._missing.add(r.name)
+                elif r.name not in self._told_absent:
+                    self._told_absent.add(r.name)
+                    logger.warning("log {}: directory {} does not exist yet; nothing to clean until a "
+                                   "writer creates it", r.name, watched[r.name].path)
             if success:
                 self.metrics.set_last_success(r.name, end_wall)
         outcome = pass_outcome(outcomes)

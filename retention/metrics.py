@@ -104,6 +104,9 @@ class RetentionMetrics:
         self.last_reload = Gauge(
             "retention_config_last_reload_success_timestamp_seconds",
             "Unix time the running configuration was loaded.", registry=r)
+        self.health_problems = Gauge(
+            "retention_health_problems", "Active health problems by kind (each makes /healthz 503; "
+            "README \"Health contract\").", ["problem"], registry=r)
         self.interval = Gauge(
             "retention_policy_interval_seconds", "The policy's interval between cleanup passes.",
             ["policy"], registry=r)

@@ -180,14 +180,16 @@ class RetentionApp:
 
     # ------------------------------------------------------------------ endpoints
     def healthz(self, request: Request) -> Response:
-        healthy, problems = self.scheduler.health()
-        return json_response(HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE,
-                             {"status": "ok" if healthy else "unhealthy", "problems": problems})
+        problems = self.scheduler.health_problems()
+        return json_response(HTTPStatus.SERVICE_UNAVAILABLE if problems else HTTPStatus.OK,
+                             {"status": "unhealthy" if problems else "ok",
+                              "problems": [p.describe() for p in problems],
+                              "details": [p.as_json() for p in problems]})
 
     def readyz(self, request: Request) -> Response:
-        ready = self.scheduler.ready and not self.stopping
-        return json_response(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE,
-                             {"status": "ready" if ready else "not ready"})
+        reasons = ["the HTTP server is stopping"] if self.stopping else self.scheduler.not_ready_reasons()
+        return json_response(HTTPStatus.SERVICE_UNAVAILABLE if reasons else HTTPStatus.OK,
+                             {"status": "not ready" if reasons else "ready", "reasons": reasons})
 
     def metrics(self, request: Request) -> Response:
         return Response(HTTPStatus.OK, self._metrics.get(), self.scheduler.metrics.content_type)

@@ -50,6 +50,7 @@ from .compactor import Pending
 from .results import PassResult
 from .filesystems import Filesystem, build_filesystems, log_devs
 from .health import PassLedger
+from .problems import DISK_CHECK_STALLED, RELOAD_FAILED, SCHEDULER_STOPPED, HealthProblems, Problem
 from .history import StatusHistory
 from .hung import HUNG_FILE
 from .jobs import (DEFAULT_POOL, JOB_DISK, add_once, describe_jobs, desired_jobs, list_jobs, new_scheduler,
@@ -58,7 +59,7 @@ from .manual import ManualPasses, PassRunningError, open_triggers
 from .metrics import OK, RetentionMetrics
 from .pressure import PressureWatch
 from .rollwatch import RollWatch
-from .statusview import LAG_NOTE, build_status, primary_trigger
+from .statusview import LAG_NOTE, build_status, iso, primary_trigger
 
 _REGROUP_EVERY = 10.0     # seconds between two looks for a log directory moved to another filesystem
 
@@ -108,6 +109,8 @@ class RetentionScheduler:
         self._config = config
         self._audit = AuditTrail(str(config.service.audit))
         self.ledger = PassLedger(self.metrics, self.history)
+        self.problems = HealthProblems(self.metrics.health_problems)
+        self.reload_error: str | None = None            # the last reload's failure, until a good one
         self._filesystems: dict[int, Filesystem] = build_filesystems(config, {}, self._new_cleaner)
         self._log_devs = {n: fs.dev for fs in self._filesystems.values() for n in fs.logs}
         self.pressure = PressureWatch(
@@ -190,6 +193,7 @@ class RetentionScheduler:
         """Apply `config` without a restart (see the module docstring)."""
         self._apply(config)
         self.loaded_at = time.time()
+        self.reload_error = None
         self.metrics.reload(OK, self.loaded_at)
 
     def _apply(self, config: RetentionConfig) -> None:
@@ -301,6 +305,7 @@ class RetentionScheduler:
             rolls.retry()       # a log directory the writer has created since
         for dev in list(self._filesystems):
             self.pressure.check(dev)
+        self.health_problems()          # problems start and clear in the log without a probe
 
     # ------------------------------------------------------------------ passes
     def _run_pass(self, dev: int, *, kind: str, policy: str | None = None,
@@ -368,25 +373,61 @@ class RetentionScheduler:
     # ------------------------------------------------------------------ health and status
     def alive(self) -> bool:
         """The scheduler thread runs and its disk check ran recently."""
+        return self._liveness_problem() is None
+
+    def _liveness_problem(self) -> Problem | None:
         if self._scheduler.state != STATE_RUNNING or self._stopping.is_set():
-            return False
+            return Problem(SCHEDULER_STOPPED, "", "the scheduler is not running"
+                           + (" (stopping)" if self._stopping.is_set() else ""))
         every = self._desired_jobs(self._config)[JOB_DISK].every
         allowed = max(3 * every, 5.0)
         since = self._heartbeat if self._heartbeat is not None else self._started_mono
-        return since is not None and time.monotonic() - since <= allowed
+        late = time.monotonic() - since if since is not None else None
+        if late is None or late > allowed:
+            return Problem(DISK_CHECK_STALLED, "", f"the disk check last ran {late or 0:.0f}s ago "
+                           f"(allowed {allowed:g}s)")
+        return None
 
     def health(self) -> tuple[bool, list[str]]:
-        """(healthy, problems): the scheduler is alive and every log had a pass no older than three
-        of its intervals (counted from start for a log not passed yet)."""
-        problems = [] if self.alive() else ["the scheduler is not running (or its disk check has stalled)"]
-        problems += self.ledger.problems(self._config)
-        return not problems, problems
+        """(healthy, problems): the health contract (`retention.problems`). Evaluating it logs each
+        problem's start and end once; the sidecar evaluates it every second or two, `/healthz` on
+        every probe."""
+        problems = self.health_problems()
+        return not problems, [p.describe() for p in problems]
+
+    def health_problems(self) -> list[Problem]:
+        """The active problems (evaluated now, transitions logged)."""
+        found = self.ledger.problems(self._config)
+        liveness = self._liveness_problem()
+        if liveness is not None:
+            found.append(liveness)
+        if self.reload_error is not None:
+            found.append(Problem(RELOAD_FAILED, "", f"an older configuration runs (loaded "
+                                 f"{iso(self.loaded_at)}): {self.reload_error}"))
+        return self.problems.update(found)
+
+    def reload_failed(self, error: str) -> None:
+        """A reload was refused (the service's SIGHUP): unhealthy until a good reload."""
+        self.reload_error = error
+        self.metrics.reload("error")
+        self.health_problems()
 
     @property
     def ready(self) -> bool:
         """Started, not stopping, and the first pass over every log (finishing interrupted
         removals) is done."""
-        return self.running and (self.ledger.ready(self._config.logs) or not self._config.logs)
+        return not self.not_ready_reasons()
+
+    def not_ready_reasons(self) -> list[str]:
+        """Why the sidecar is not ready (empty when it is)."""
+        if not self._started:
+            return ["the scheduler has not started"]
+        if not self.running:
+            return ["the scheduler is stopping" if self._stopping.is_set() else "the scheduler is not running"]
+        if not self._config.logs or self.ledger.ready(self._config.logs):
+            return []
+        waiting = self.ledger.not_passed(self._config.logs)
+        return [f"the first pass has not finished for log {name}" for name in waiting]
 
     def status(self) -> dict:
         """The `/status` object (see `retention/http.py`)."""
@@ -397,6 +438,8 @@ class RetentionScheduler:
                               manual=self._open_manual(config), ledger=self.ledger, jobs=self.jobs(),
                               audit=self._audit.path, loaded_at=self.loaded_at, started_mono=self._started_mono)
         status["compaction"] = self.compactions.status()
+        status["health"] = {"problems": self.problems.describe_active(), "reload_error": self.reload_error,
+                            "not_ready": self.not_ready_reasons()}
         return status
 
 

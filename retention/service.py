@@ -85,6 +85,16 @@ class _Signals:
         os.close(self._write)
 
 
+_HEALTH_EVERY = 2.0     # seconds between the main thread's health evaluations
+
+
+def _evaluate_health(scheduler) -> None:
+    try:
+        scheduler.health_problems()
+    except Exception as exc:  # noqa: BLE001 (health reporting must never end the sidecar)
+        logger.opt(exception=exc).error("evaluating health failed: {}", exc)
+
+
 def _describe(config: RetentionConfig, source: str) -> str:
     logs = "; ".join(f"{n} -> {log.path} (policy {log.policy}, every "
                      f"{config.policies[log.policy].interval:g}s)" for n, log in config.logs.items())
@@ -151,7 +161,10 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
         if watchdog is not None:
             notifier.watchdog()
         while signals.stop is None:
-            signals.wait(watchdog)
+            # Health is evaluated here too, so a problem is logged when it starts even when the
+            # disk check itself has stalled and nobody probes /healthz.
+            signals.wait(min(watchdog, _HEALTH_EVERY) if watchdog is not None else _HEALTH_EVERY)
+            _evaluate_health(scheduler)
             if signals.reload and signals.stop is None:
                 signals.reload = False
                 config = _reload(load, source, scheduler, http, notifier)
@@ -189,12 +202,12 @@ def _reload(load, source: str, scheduler, http, notifier: SystemdNotifier) -> Re
             new = load()
         except ConfigError as exc:
             logger.error("reload (SIGHUP) failed, still running the previous configuration: {}", exc)
-            scheduler.metrics.reload("error")
+            scheduler.reload_failed(str(exc))
             return scheduler.config
         except Exception as exc:  # noqa: BLE001 (an unreadable file, an I/O error)
             logger.error("reload (SIGHUP) failed, still running the previous configuration: {}: {}",
                          source, exc)
-            scheduler.metrics.reload("error")
+            scheduler.reload_failed(f"{source}: {exc}")
             return scheduler.config
         configure_logging(new.service.log_level, new.service.log_format)
         scheduler.reload(new)

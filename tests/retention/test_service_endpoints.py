@@ -57,9 +57,9 @@ def sidecar(tmp_path_factory):
 
 def test_healthz_and_readyz(sidecar):
     status, body = sidecar.get_json("/healthz")
-    assert (status, body) == (200, {"status": "ok", "problems": []})
+    assert (status, body) == (200, {"status": "ok", "problems": [], "details": []})
     status, body = sidecar.get_json("/readyz")
-    assert (status, body) == (200, {"status": "ready"})
+    assert (status, body) == (200, {"status": "ready", "reasons": []})
 
 
 def test_metrics_are_prometheus_text_with_the_documented_families(sidecar):

@@ -131,14 +131,25 @@ def test_sighup_with_an_invalid_file_keeps_running_on_the_old_configuration(tmp_
         assert "retention.yaml:" in errors[0] and "policies.default.interval" in errors[0]  # file, key
         assert "still running the previous configuration" in errors[0]
         assert s.proc.poll() is None
-        assert s.request("GET", "/healthz")[0] == 200
+        # an older configuration runs: unhealthy, and says why, until a good reload
+        status, body = s.get_json("/healthz")
+        assert status == 503 and [d["problem"] for d in body["details"]] == ["reload-failed"]
+        assert "policies.default.interval" in body["details"][0]["message"]
+        assert s.get_json("/status")[1]["health"]["reload_error"]
         assert _interval(s) == 3600
         metrics = s.request("GET", "/metrics")[2].decode()
         assert 'retention_config_reloads_total{result="error"} 1.0' in metrics
+        assert 'retention_health_problems{problem="reload-failed"} 1.0' in metrics
         config_path.write_text("this: [is not yaml")
         s.send(signal.SIGHUP)
         s.wait_for(lambda: s.log().count("reload (SIGHUP) failed") == 2, what="the second error")
         assert s.proc.poll() is None and _interval(s) == 3600
+        assert s.request("GET", "/healthz")[0] == 503
+        assert s.log().count("problem started: reload-failed") == 1     # one line when it starts
+        config_path.write_text(_config(tmp_path, interval="1h"))
+        s.send(signal.SIGHUP)
+        s.wait_for(lambda: s.request("GET", "/healthz")[0] == 200, what="healthy after a good reload")
+        s.wait_for(lambda: "problem cleared: reload-failed" in s.log(), what="the cleared line")
         assert s.stop() == 0
 
 

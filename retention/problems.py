@@ -1,0 +1,105 @@
+"""Health problems: the named conditions that make `/healthz` answer 503, and their transitions.
+
+The health contract (README "Health contract"): `/healthz` is 503 while any problem below is
+active. Each problem is a kind and a subject (a log name, or "" for the process):
+
+- `scheduler-stopped`: the scheduler is not running (stopped, or stopping).
+- `disk-check-stalled`: the disk check has not run for max(3 x disk_check_interval, 5 s).
+- `passes-failing`: a log's last `service.failed_passes_unhealthy` passes failed or could not
+  read it (a corrupt log, a read-only mount, a pass that raised).
+- `passes-late`: a log had no completed pass for more than three of its intervals.
+- `log-missing`: a log directory that existed in this process's life is gone (a directory never
+  created yet is normal: a writer creates it).
+- `log-owned-elsewhere`: another process owns the log's retention (a second sidecar).
+- `reload-failed`: the last reload failed, so an older configuration runs (until a good reload).
+
+`HealthProblems.update` takes the full set of active problems each time it is evaluated and logs
+exactly one WARNING when a problem starts and one INFO when it clears, and keeps the gauge
+`retention_health_problems{problem}` (active problems of each kind, every kind always exported).
+Thread-safe: every method takes the tracker's lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+from typing import NamedTuple
+
+from loguru import logger
+
+__all__ = ["KINDS", "HealthProblems", "Problem"]
+
+SCHEDULER_STOPPED = "scheduler-stopped"
+DISK_CHECK_STALLED = "disk-check-stalled"
+PASSES_FAILING = "passes-failing"
+PASSES_LATE = "passes-late"
+LOG_MISSING = "log-missing"
+LOG_OWNED_ELSEWHERE = "log-owned-elsewhere"
+RELOAD_FAILED = "reload-failed"
+KINDS = (SCHEDULER_STOPPED, DISK_CHECK_STALLED, PASSES_FAILING, PASSES_LATE, LOG_MISSING,
+         LOG_OWNED_ELSEWHERE, RELOAD_FAILED)
+
+
+class Problem(NamedTuple):
+    kind: str
+    subject: str       # a log name, or "" for the process as a whole
+    message: str
+
+    def describe(self) -> str:
+        where = f"log {self.subject}: " if self.subject else ""
+        return f"{self.kind}: {where}{self.message}"
+
+    def as_json(self, since: float | None = None) -> dict:
+        out = {"problem": self.kind, "log": self.subject or None, "message": self.message}
+        if since is not None:
+            out["since"] = datetime.fromtimestamp(since, timezone.utc).isoformat()
+        return out
+
+
+class HealthProblems:
+    """The active problems, their start times, and the one-line-per-transition log."""
+
+    def __init__(self, gauge=None) -> None:
+        self._gauge = gauge
+        self._lock = threading.Lock()
+        self._active: dict[tuple[str, str], Problem] = {}
+        self._since: dict[tuple[str, str], float] = {}     # wall time each active problem started
+        for kind in KINDS:
+            self._set_gauge(kind, 0)
+
+    def update(self, problems: list[Problem], *, kinds: tuple[str, ...] = KINDS) -> list[Problem]:
+        """Make `problems` the active ones among `kinds` (problems of other kinds are left as they
+        are); log the transitions; return every active problem, oldest first."""
+        wanted = {(p.kind, p.subject): p for p in problems if p.kind in kinds}
+        with self._lock:
+            for key, problem in list(self._active.items()):
+                if key[0] in kinds and key not in wanted:
+                    del self._active[key]
+                    self._since.pop(key, None)
+                    logger.info("health: problem cleared: {}", problem.describe())
+            for key, problem in wanted.items():
+                if key not in self._active:
+                    logger.warning("health: problem started: {}", problem.describe())
+                    self._since[key] = time.time()
+                self._active[key] = problem       # the newest message (figures change)
+            counts = {kind: 0 for kind in kinds}
+            for kind, _ in self._active:
+                if kind in counts:
+                    counts[kind] += 1
+            for kind, count in counts.items():
+                self._set_gauge(kind, count)
+            return list(self._active.values())
+
+    def active(self) -> list[Problem]:
+        with self._lock:
+            return list(self._active.values())
+
+    def describe_active(self) -> list[dict]:
+        """The active problems as JSON objects with the time each started (`/status`)."""
+        with self._lock:
+            return [p.as_json(self._since.get(key)) for key, p in self._active.items()]
+
+    def _set_gauge(self, kind: str, value: int) -> None:
+        if self._gauge is not None:
+            self._gauge.labels(problem=kind).set(value)

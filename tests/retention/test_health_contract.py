@@ -1,0 +1,139 @@
+"""The health contract (README "Health contract", `retention.problems`), on a real `retention serve`:
+every named problem makes `/healthz` 503 and `/status` unhealthy, gives one WARNING line when it
+starts and one INFO line when it clears, and shows in `retention_health_problems{problem}`;
+`/readyz` says why it is not ready.
+
+Before the contract, a log on a read-only mount failed every pass while `/healthz` said 200 `ok`
+and no WARNING was logged; a vanished log directory was silent too."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from retention import RetentionScheduler
+
+from retention_helpers import make_log, set_age, write_config
+from sidecar_helpers import Sidecar
+
+CONFIG = """
+service:
+  listen: 127.0.0.1:0
+  audit: {audit}
+  failed_passes_unhealthy: 3
+logs:
+  staging:
+    path: {log}
+    segment_size: 4KiB
+policies:
+  default:
+    interval: {interval}
+    delete_at_hours: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+    reserve: 1s
+    files_per_pass: 100
+    pause_between_files: {pause}
+    disk_check_interval: 1s
+"""
+
+
+def _config(tmp, log, *, interval="1s", pause="0ms") -> str:
+    return CONFIG.format(audit=tmp / "audit.jsonl", log=log, interval=interval, pause=pause)
+
+
+def _problems(s: Sidecar) -> list[tuple[str, str | None]]:
+    return [(d["problem"], d["log"]) for d in s.get_json("/healthz")[1]["details"]]
+
+
+def _remount(mountpoint: str, mode: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{mode}", mountpoint], check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("small_fs", [("tmpfs", 8 << 20)], indirect=True)
+def test_passes_failing_on_a_read_only_mount_are_a_problem_said_once_and_cleared_once(small_fs, tmp_path):
+    log = os.path.join(small_fs, "staging")
+    bases = make_log(log, 4)
+    set_age(Path(log), bases[:-1], 3600)   # expired: every pass must delete
+    _remount(small_fs, "ro")
+    path, _ = write_config(tmp_path, _config(tmp_path, log))
+    try:
+        with Sidecar(path, cwd=tmp_path) as s:
+            s.wait_for(lambda: ("passes-failing", "staging") in _problems(s), timeout=30,
+                       what="passes-failing on the read-only log")
+            status, body = s.get_json("/healthz")
+            assert status == 503 and body["status"] == "unhealthy"
+            assert "the last 3 passes failed" in body["details"][0]["message"]
+            st = s.get_json("/status")[1]
+            assert st["healthy"] is False
+            assert [p["problem"] for p in st["health"]["problems"]] == ["passes-failing"]
+            metrics = s.request("GET", "/metrics")[2].decode()
+            assert 'retention_health_problems{problem="passes-failing"} 1.0' in metrics
+            time.sleep(4)            # more failing passes: still one WARNING line, not one a pass
+            assert s.log().count("problem started: passes-failing") == 1, s.log()
+            assert "WARNING" in s.log()
+            _remount(small_fs, "rw")
+            s.wait_for(lambda: s.request("GET", "/healthz")[0] == 200, timeout=30, what="healthy again")
+            s.wait_for(lambda: "problem cleared: passes-failing" in s.log(), what="the cleared line")
+            assert s.log().count("problem cleared: passes-failing") == 1
+            assert 'retention_health_problems{problem="passes-failing"} 0.0' in \
+                s.request("GET", "/metrics")[2].decode()
+    finally:
+        _remount(small_fs, "rw")
+
+
+def test_a_log_directory_that_vanishes_is_a_problem_and_one_never_created_is_said_once(tmp_path):
+    log = tmp_path / "staging"
+    later = tmp_path / "later"
+    make_log(log, 2)
+    path, _ = write_config(tmp_path, _config(tmp_path, log).replace(
+        "logs:\n", f"logs:\n  later:\n    path: {later}\n    segment_size: 4KiB\n"))
+    with Sidecar(path, cwd=tmp_path) as s:
+        s.wait_ready()
+        time.sleep(2.5)
+        assert s.request("GET", "/healthz")[0] == 200          # not created yet is normal
+        assert s.log().count(f"directory {later} does not exist yet") == 1
+        os.rename(log, tmp_path / "moved-away")
+        s.wait_for(lambda: ("log-missing", "staging") in _problems(s), timeout=15, what="log-missing")
+        os.rename(tmp_path / "moved-away", log)
+        s.wait_for(lambda: s.request("GET", "/healthz")[0] == 200, timeout=15, what="healthy again")
+        assert s.log().count("problem started: log-missing") == 1
+        assert s.log().count("problem cleared: log-missing") == 1
+
+
+def test_readyz_names_the_logs_whose_first_pass_has_not_finished(tmp_path):
+    log = tmp_path / "staging"
+    bases = make_log(log, 4)
+    set_age(log, bases[:-1], 3600)
+    path, _ = write_config(tmp_path, _config(tmp_path, log, interval="1h", pause="1500ms"))
+    with Sidecar(path, cwd=tmp_path) as s:
+        status, body = s.get_json("/readyz")          # the first pass pauses 1.5 s between files
+        assert status == 503 and body == {"status": "not ready",
+                                          "reasons": ["the first pass has not finished for log staging"]}
+        s.wait_ready(timeout=30)
+        assert s.get_json("/readyz") == (200, {"status": "ready", "reasons": []})
+
+
+def test_a_stopped_scheduler_and_a_stalled_disk_check_are_named(tmp_path):
+    log = tmp_path / "staging"
+    make_log(log, 2)
+    _, config = write_config(tmp_path, _config(tmp_path, log, interval="1h"))
+    scheduler = RetentionScheduler(config, watch_rolls=False)
+    assert scheduler.not_ready_reasons() == ["the scheduler has not started"]
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 10
+        while scheduler.not_ready_reasons() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert scheduler.health() == (True, [])
+        scheduler._scheduler.pause_job("disk-check")      # the disk check's thread stops answering
+        deadline = time.monotonic() + 10
+        while scheduler.health()[0] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [p.kind for p in scheduler.health_problems()] == ["disk-check-stalled"]
+    finally:
+        scheduler.stop()
+    assert [p.kind for p in scheduler.health_problems()] == ["scheduler-stopped"]
+    assert scheduler.not_ready_reasons() == ["the scheduler is stopping"]

@@ -247,8 +247,9 @@ def build_page_data(status: dict, result, disks: dict, history, deletions: list[
     pinned = [dict(p, log=log["name"]) for log in status["logs"] for p in log["pinned"]][:LIST_CAP]
     return {
         "generated_at": now, "plan_at": result.at.isoformat(),
-        "service": {k: status[k] for k in ("pid", "healthy", "problems", "ready", "uptime_seconds",
-                                           "config_loaded_at", "audit")},
+        "service": {**{k: status[k] for k in ("pid", "healthy", "problems", "ready", "uptime_seconds",
+                                              "config_loaded_at", "audit")},
+                    "health": status.get("health", {"problems": [], "reload_error": None, "not_ready": []})},
         "filesystems": filesystems, "logs": logs, "logs_not_shown": max(0, len(status["logs"]) - len(logs)),
         "pinned": pinned, "deletions": [_deletion(e) for e in deletions],
         "passes": history.passes()[:LIST_CAP // 2],

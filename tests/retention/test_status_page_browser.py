@@ -158,3 +158,22 @@ def test_each_bar_shows_the_live_share_of_its_segments(sidecar, browser):
     assert "live 100.0 %" in bars[-1].get_attribute("title")
     errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
     assert errors == [], errors
+
+
+def test_a_health_problem_gets_a_row_on_the_page_until_it_clears(sidecar, browser):
+    server, counts, _ = sidecar
+    browser.get(server.url + "/?refresh=500")
+    _wait(lambda: _segments_shown(browser, "staging") == f"{counts['staging']} segments", "the page loaded")
+    assert not browser.find_element("id", "healthbox").is_displayed()
+    server.scheduler.reload_failed("retention.yaml:7: policies.default.interval: must be positive")
+    _wait(lambda: browser.find_element("id", "healthbox").is_displayed(), "the health problems section")
+    row = browser.find_element("css selector", "#problems tr").text
+    assert "reload-failed" in row and "policies.default.interval" in row
+    assert browser.find_element("id", "health").text == "UNHEALTHY"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / "status-page-problem.png"))
+    server.scheduler.reload(server.scheduler.config)          # a good reload clears it
+    _wait(lambda: not browser.find_element("id", "healthbox").is_displayed(), "the section hidden again")
+    assert browser.find_element("id", "health").text == "healthy"
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert errors == [], errors

@@ -13,7 +13,7 @@ does, on demand.
 from .compaction import CompactionOutput, MarksSnapshot
 from .diskusage import DiskUsage, disk_usage
 from .errors import (CommitLogError, CorruptLogError, InvalidArgumentError, InvalidCommitError,
-                     LogClosedError, LogLockedError, NotALogError, OffsetOutOfRangeError,
+                     LogClosedError, LogLockedError, LogNotWritableError, NotALogError, OffsetOutOfRangeError,
                      OffsetRemovedError,
                      ReadOnlyLogError, RecordTooLargeError, SegmentSizeMismatchError,
                      StoreFullError)
@@ -32,7 +32,7 @@ __all__ = [
     "DEFAULT_ON_FULL", "DEFAULT_REFUSE_WRITES_RATIO", "DEFAULT_RESUME_RATIO",
     "DEFAULT_SEGMENT_SIZE", "DELETED_SUFFIX", "FLUSH_MODES", "META_FILE", "ON_FULL_MODES",
     "CommitLog", "CommitLogError", "CompactionOutput", "MarksSnapshot", "CorruptLogError", "DiskUsage", "InvalidArgumentError",
-    "InvalidCommitError", "LogClosedError", "LogLockedError", "LogOptions", "NotALogError",
+    "InvalidCommitError", "LogClosedError", "LogLockedError", "LogNotWritableError", "LogOptions", "NotALogError",
     "OffsetOutOfRangeError", "OffsetRemovedError", "ReadOnlyLogError", "Record", "RecordTooLargeError",
     "RemovalResult", "SegmentFile", "SegmentInfo", "SegmentListing", "SegmentSizeMismatchError",
     "StoreFullError", "disk_usage", "is_log_directory", "list_segments", "parse_segment_name",

@@ -44,6 +44,7 @@ class DeadRecords:
         written yet or not an int >= 0 (nothing is marked then); StoreFullError when the disk
         has no room for the marks file to grow."""
         self._check_open()
+        self._check_media("mark records dead")
         if isinstance(offsets, (str, bytes)) or not isinstance(offsets, Iterable):
             raise InvalidArgumentError(f"offsets must be an iterable of ints, got {offsets!r}")
         if not (isinstance(offsets, range) and offsets.step == 1):
@@ -86,6 +87,7 @@ class DeadRecords:
         that is not consecutive sealed segments (never the last, active one). With no run, it
         only finishes what a killed compaction left (superseded inputs, `.cleaned` files)."""
         self._check_open()
+        self._check_media("compact")
         return compaction.compact(self._segs, runs, decide, marks, on_bytes=on_bytes,
                                   should_stop=should_stop)
 
@@ -98,4 +100,5 @@ class DeadRecords:
         """Record when tombstones kept by a compaction were first seen (earliest time wins,
         durable on return, any process); returns how many were new."""
         self._check_open()
+        self._check_media("record tombstones")
         return TombstoneBook(tombstones_path(self.path)).note(seen)

@@ -14,6 +14,9 @@
     │   ├── NotALogError                (also FileNotFoundError) the path is not a log directory: a
     │   │                               read-only open of a directory without meta.json, or a plain file
     │   ├── ReadOnlyLogError            a write through a log opened with readonly=True
+    │   │   └── LogNotWritableError     the log's files cannot be written (a read-only mount, EROFS, or
+    │   │                               a directory this process may not write, EACCES); names the path.
+    │   │                               A readonly=True open still reads such a log (a snapshot, a backup)
     │   ├── LogClosedError              an operation on a closed log
     │   ├── InvalidArgumentError        (also ValueError and TypeError) an argument of the Python API of
     │   │   │                           the wrong type or value; names the argument and what it got
@@ -133,6 +136,15 @@ class RecordTooLargeError(InvalidArgumentError):
 
 class ReadOnlyLogError(CommitLogError):
     """A write through a log opened read-only."""
+
+
+class LogNotWritableError(ReadOnlyLogError):
+    """The log's directory cannot be written: a read-only filesystem or no write permission."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"log {path} cannot be written: {reason} (open it with readonly=True to read it)")
+        self.path = path
+        self.reason = reason
 
 
 class LogClosedError(CommitLogError):

@@ -8,13 +8,14 @@ description, so a second descriptor would not add anything but cost).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import mmap
 import os
 import threading
 from dataclasses import dataclass
 
-from .errors import LogLockedError
+from .errors import LogLockedError, LogNotWritableError
 from .layout import lock_path
 
 
@@ -23,7 +24,12 @@ class WriterLock:
 
     def __init__(self, directory: str) -> None:
         self.path = lock_path(directory)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise LogNotWritableError(directory, os.strerror(exc.errno).lower()) from exc
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

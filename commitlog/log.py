@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from . import reading, record as rec, removal, seginfo, swap
 from .arguments import check_commit, check_offset, check_record, check_scan_range
-from .errors import (InvalidArgumentError, LogClosedError, NotALogError, OffsetOutOfRangeError,
-                     ReadOnlyLogError)
+from .errors import (InvalidArgumentError, LogClosedError, LogNotWritableError, NotALogError,
+                     OffsetOutOfRangeError, ReadOnlyLogError)
 from .guard import DiskGuard, Flusher
 from .layout import META_FILE, is_log_directory, state_path
 from .locks import WriterLock
@@ -32,7 +32,7 @@ from .deadrecords import DeadRecords
 from .removal import RemovalResult
 from .segment import SegmentInfo
 from .segments import SegmentList
-from .state import LogState
+from .state import LogState, on_readonly_filesystem
 
 __all__ = ["DEFAULT_SEGMENT_SIZE", "CommitLog", "RemovalResult"]
 
@@ -83,6 +83,7 @@ class CommitLog(DeadRecords):
         self._segs: SegmentList | None = None
         self._flusher: Flusher | None = None
         self._lock = threading.Lock()
+        self._media_readonly = False
         self._guard = DiskGuard(self.path, options.refuse_writes_ratio, options.resume_ratio,
                                 options.on_full, options.block_timeout, self._release_prepared)
         try:
@@ -97,6 +98,8 @@ class CommitLog(DeadRecords):
                 self._writer_lock = WriterLock(self.path)
             self.segment_size = load_meta(self.path, options.segment_size, create=not readonly)
             self._state = LogState(state_path(self.path))
+            # A snapshot or backup: readable; every write names the read-only filesystem instead.
+            self._media_readonly = readonly and on_readonly_filesystem(self.path)
             self._segs = segs = SegmentList(self.path, self.segment_size, self._state, readonly)
             if not readonly:
                 with removal.removal_lock(self.path):
@@ -298,6 +301,7 @@ class CommitLog(DeadRecords):
         `force`. Never the last (active) segment. With `expected_base`, only that segment is
         removed (`mismatch` otherwise)."""
         self._check_open()
+        self._check_media("remove a segment")
         return removal.remove_head(self._segs, force=force, expected_base=expected_base)
 
     def finish_removals(self) -> list[str]:
@@ -305,6 +309,8 @@ class CommitLog(DeadRecords):
         start offset that were never renamed. Returns the paths removed. Any process may call
         it; removers serialise on `<log>/.remove.lock`."""
         self._check_open()
+        if self._media_is_readonly():
+            return []                  # nothing can have been left half-removed on it by us
         with removal.removal_lock(self.path):
             return removal.finish_removals(self._segs)
 
@@ -316,6 +322,7 @@ class CommitLog(DeadRecords):
     def commit(self, group: str, offset: int) -> None:
         """Record that `group` consumed everything below `offset`."""
         self._check_open()
+        self._check_media("commit a consumer offset")
         check_commit(group, offset, self.end_offset, self.path)
         self._state.commit(group, offset)
 
@@ -332,6 +339,15 @@ class CommitLog(DeadRecords):
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
+
+    def _media_is_readonly(self) -> bool:
+        if self._media_readonly:       # re-asked: a long-lived reader outlives a remount read-write
+            self._media_readonly = on_readonly_filesystem(self.path)
+        return self._media_readonly
+
+    def _check_media(self, what: str) -> None:
+        if self._media_is_readonly():
+            raise LogNotWritableError(self.path, f"cannot {what}: it is on a read-only filesystem")
 
     def _check_writable(self) -> None:
         self._check_open()

@@ -43,6 +43,7 @@ _MAGIC = b"CLSO"
 _SLOT_SPACING = 4096                      # one slot per page: a torn page write spoils one slot only
 FILE_SIZE = 2 * _SLOT_SPACING
 _FULL = (errno.ENOSPC, errno.EDQUOT)
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 def _slot_position(seq: int) -> int:
@@ -68,9 +69,11 @@ class StartOffsetFile:
     """An open `start.offset` (see the module docstring). `open` returns None when the file does
     not exist; `create` writes one. Thread-safe; process-safe."""
 
-    def __init__(self, path: str, fd: int) -> None:
+    def __init__(self, path: str, fd: int, *, writable: bool = True) -> None:
         self.path = path
         self._fd = fd
+        self._writable = writable
+        self._retired: list[int] = []
         self._lock = threading.Lock()
         self._raw: tuple[bytes, bytes] | None = None
         self._seq = 0
@@ -81,15 +84,19 @@ class StartOffsetFile:
     def open(cls, path: str) -> "StartOffsetFile | None":
         try:
             fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+            writable = True
         except FileNotFoundError:
             return None
-        except PermissionError:
+        except OSError as exc:      # a read-only mount (EROFS) or no write permission: read it
+            if exc.errno not in _NOT_WRITABLE:
+                raise
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            writable = False
         try:
             size = os.fstat(fd).st_size
             if size != FILE_SIZE:
                 raise CorruptLogError(path, None, f"start offset file is {size} bytes, expected {FILE_SIZE}")
-            return cls(path, fd)
+            return cls(path, fd, writable=writable)
         except BaseException:
             os.close(fd)
             raise
@@ -140,6 +147,8 @@ class StartOffsetFile:
 
     def advance(self, offset: int) -> None:
         """Move the start offset forward to `offset` (never back), durably, allocating nothing."""
+        if not self._writable:
+            self._reopen_writable()
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
             current = self._read()
@@ -152,8 +161,19 @@ class StartOffsetFile:
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
+    def _reopen_writable(self) -> None:
+        # Opened where it could not be written (a read-only mount since remounted, say): the
+        # OSError of a still read-only one is the caller's to translate.
+        fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with self._lock:   # the old descriptor closes with the file: a reader may be using it
+            self._retired.append(self._fd)
+            self._fd, self._writable = fd, True
+
     def close(self) -> None:
         with self._lock:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+            for fd in self._retired:
+                os.close(fd)
+            self._retired.clear()

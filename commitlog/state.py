@@ -17,6 +17,11 @@ reconnecting costs more than a query. A file changed less than `_RACY_NS` before
 a read may change again with the same coarse timestamp, so such an answer is not reused (git's
 "racily clean" rule).
 
+On a read-only filesystem (a snapshot, a backup) the database is opened `mode=ro`, which reads a
+dead writer's committed WAL frames through its existing `-shm`; with no `-shm` to use (none can be
+created there), `immutable=1`, which is exact as long as no `-wal` holds frames. Writes there raise
+LogNotWritableError.
+
 One `LogState` is safe to share between threads of a process (a lock serialises its
 connection); any number of processes may open the same database.
 """
@@ -29,7 +34,7 @@ import sqlite3
 import threading
 import time
 
-from .errors import CorruptLogError, StoreFullError
+from .errors import CorruptLogError, LogNotWritableError, StoreFullError
 from .layout import start_offset_path
 from .startoffset import StartOffsetFile
 
@@ -63,8 +68,10 @@ class LogState:
         self._start_file: StartOffsetFile | None = None
         self._legacy_start: int | None = None  # state.db's row, read once the file exists
         self._groups: tuple[tuple, list[tuple]] | None = None  # (files' signature, rows) last read
+        self._media_readonly = on_readonly_filesystem(os.path.dirname(path) or ".")
         try:
-            self._connect()
+            if not (self._media_readonly and not os.path.exists(path)):
+                self._connect()
         except sqlite3.DatabaseError as exc:
             if _primary(exc) not in _NO_ROOM:
                 raise CorruptLogError(path, None, f"consumer state database is unreadable ({exc})") from exc
@@ -76,6 +83,8 @@ class LogState:
 
     # ------------------------------------------------------------------ SQLite
     def _connect(self) -> sqlite3.Connection:
+        if self._db is None and self._media_readonly:
+            self._db = _connect_readonly_media(self.path)
         if self._db is None:
             db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             try:
@@ -88,7 +97,22 @@ class LogState:
             self._db = db
         return self._db
 
+    def _refresh_media(self) -> None:
+        """A read-only mount remounted read-write: reconnect normally, so commits work again."""
+        if self._media_readonly and not on_readonly_filesystem(os.path.dirname(self.path) or "."):
+            with self._lock:
+                if self._db is not None:
+                    self._db.close()
+                self._db = None
+                self._groups = None
+                self._media_readonly = False
+
     def _query(self, sql: str, args: tuple = (), *, write: bool = False) -> list[tuple]:
+        self._refresh_media()
+        if write and self._media_readonly:
+            raise LogNotWritableError(os.path.dirname(self.path), "it is on a read-only filesystem")
+        if self._media_readonly and not os.path.exists(self.path):
+            return []                        # no consumer ever committed, and none can now
         with self._lock:
             if write:
                 self._groups = None
@@ -199,6 +223,27 @@ class LogState:
                 self._start_file.close()
 
 
+def on_readonly_filesystem(directory: str) -> bool:
+    """Whether `directory` is on a filesystem mounted read-only (False when it does not exist)."""
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _connect_readonly_media(path: str) -> sqlite3.Connection:
+    uri = "file:" + path.replace("?", "%3f").replace("#", "%23")
+    db = sqlite3.connect(uri + "?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchall()   # opens the -shm, or fails
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+    # No -shm to map: immutable reads the database file alone, exact unless a -wal holds frames.
+    return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, isolation_level=None,
+                           check_same_thread=False)
+
+
 def _stat_key(path: str, empty: object = 0) -> tuple[int, int, int, int] | None:
     """(inode, size, mtime, device); None when missing. With `empty=None`, an empty file counts
     as missing: a connection creates an empty -wal and the last one to close deletes it, and
@@ -221,4 +266,6 @@ def _translate(path: str, exc: sqlite3.DatabaseError) -> Exception:
     # A full disk is not a damaged database: callers treat the two very differently.
     if getattr(exc, "sqlite_errorcode", None) in _FULL:
         return StoreFullError(f"no space left to update the consumer state {path}: {exc}")
+    if _primary(exc) == sqlite3.SQLITE_READONLY:
+        return LogNotWritableError(os.path.dirname(path), f"its consumer state database is read-only ({exc})")
     return CorruptLogError(path, None, f"consumer state database failed: {exc}")

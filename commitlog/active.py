@@ -223,7 +223,7 @@ class ActiveSegment:
         self._advance(end, k, ts, now_ns)
 
     def _advance(self, end: int, records: int, ts: int, now_ns: int) -> None:
-        if self.first_ts is None:
+        if self.first_ts is None and not self.count:  # after append()s, summary() reads record 0
             self.first_ts = ts
         self.last_ts = ts
         self.last_write_ns = now_ns

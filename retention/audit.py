@@ -307,6 +307,37 @@ def recovered_deletion(intent: dict, *, at: float) -> dict:
     return {"time": audit_time(at), **entry, "intent_time": intent.get("time")}
 
 
+class SettledIntents:
+    """Tallies the intents settled for dead processes, to say once per log what was settled
+    (one line, however many intents a crash left). Not thread-safe: one settling pass owns it."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what                       # "removal" or "compaction"
+        self._counts: dict[str, dict[str, int]] = {}
+        self._pids: dict[str, set] = {}
+
+    def add(self, log: str, outcome: str, pid: object) -> None:
+        per_log = self._counts.setdefault(log, {})
+        per_log[outcome] = per_log.get(outcome, 0) + 1
+        self._pids.setdefault(log, set()).add(pid if isinstance(pid, int) else "?")
+
+    @property
+    def total(self) -> int:
+        return sum(sum(c.values()) for c in self._counts.values())
+
+    def lines(self) -> list[str]:
+        """One line per log, e.g. `staging: settled 3 audit intents of interrupted removals
+        (pid 4242, died before writing their outcome): 1 deleted, 2 not-removed`."""
+        out = []
+        for log, counts in sorted(self._counts.items()):
+            total = sum(counts.values())
+            pids = ", ".join(str(p) for p in sorted(self._pids[log], key=str))
+            outcomes = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+            out.append(f"{log}: settled {total} audit intent{'s' if total != 1 else ''} of interrupted "
+                       f"{self.what}s (pid {pids}, died before writing the outcome): {outcomes}")
+        return out
+
+
 def read_events(path: str) -> list[dict]:
     """Every well-formed line of an audit file, intents and outcomes, skipping torn lines."""
     out = []

@@ -34,7 +34,8 @@ from policies import (DELETE, DELETED, FAILED, HUNG, NO_MANUAL_TRIGGER, ManualTr
                       SegmentDecision, active_triggers, plan)
 from policies import KEEP  # noqa: F401 (re-exported: the one vocabulary, policies.outcomes)
 
-from .audit import ABORTED, AuditTrail, aborted_entry, audit_time, deletion_entry, recovered_deletion
+from .audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_time, deletion_entry,
+                    recovered_deletion)
 from .pinned import find_pinned
 from .results import LogPassResult, PassResult  # re-exported
 from .snapshot import WatchedLog, disk_snapshot
@@ -296,34 +297,43 @@ class Cleaner:
             return
         mine = {os.path.abspath(self.logs[n].path): self.logs[n]
                 for n in (names if names is not None else self.logs)}
+        settled = SettledIntents("removal")
         for intent in open_intents:
             if intent.get("action", DELETE) != DELETE:
                 continue  # a compaction's intent: retention.compactor settles it
             watched = mine.get(os.path.dirname(str(intent.get("path"))))
             if watched is None or not isinstance(intent.get("base_offset"), int):
                 continue  # another cleaner's log
-            now = self._clock()
-            try:
-                if not watched.exists():
-                    self.audit.outcome_or_log(intent["id"], ABORTED,
-                                  aborted_entry(intent, at=now, reason="log-missing"), recovered=True)
-                    continue
-                gone = watched.log.start_offset > intent["base_offset"]
-            except (CommitLogError, OSError) as exc:
-                logger.warning("{}: cannot settle the audit intent {}: {}", watched.name, intent["id"], exc)
-                continue
-            if gone and intent.get("covered_by"):
+            outcome = self._settle_one(intent, watched)
+            if outcome is not None:
+                settled.add(watched.name, outcome, intent.get("pid"))
+        for line in settled.lines():
+            logger.warning(line)
+
+    def _settle_one(self, intent: dict, watched: WatchedLog) -> str | None:
+        """Write the outcome of a dead process's removal intent; returns what it was (None when
+        it cannot be told yet)."""
+        now = self._clock()
+        try:
+            if not watched.exists():
                 self.audit.outcome_or_log(intent["id"], ABORTED,
-                              {**aborted_entry(intent, at=now, reason="removed-by-another"),
-                               "covered_by": intent["covered_by"]}, recovered=True)
-            elif gone:
-                self.audit.outcome_or_log(intent["id"], DELETED, recovered_deletion(intent, at=now), recovered=True)
-                logger.warning("{}: audited {} [{}, {}) after the fact: the process removing it "
-                               "(pid {}) died before its audit line", watched.name, intent["segment"],
-                               intent["base_offset"], intent["end_offset"], intent.get("pid"))
-            else:
-                self.audit.outcome_or_log(intent["id"], ABORTED, aborted_entry(intent, at=now, reason="not-removed"),
-                              recovered=True)
+                                          aborted_entry(intent, at=now, reason="log-missing"), recovered=True)
+                return "log-missing"
+            gone = watched.log.start_offset > intent["base_offset"]
+        except (CommitLogError, OSError) as exc:
+            logger.warning("{}: cannot settle the audit intent {}: {}", watched.name, intent["id"], exc)
+            return None
+        if gone and intent.get("covered_by"):
+            self.audit.outcome_or_log(intent["id"], ABORTED,
+                                      {**aborted_entry(intent, at=now, reason="removed-by-another"),
+                                       "covered_by": intent["covered_by"]}, recovered=True)
+            return "removed-by-another"
+        if gone:
+            self.audit.outcome_or_log(intent["id"], DELETED, recovered_deletion(intent, at=now), recovered=True)
+            return DELETED
+        self.audit.outcome_or_log(intent["id"], ABORTED, aborted_entry(intent, at=now, reason="not-removed"),
+                                  recovered=True)
+        return "not-removed"
 
     def close(self) -> None:
         for w in self.logs.values():

@@ -29,7 +29,7 @@ from loguru import logger
 
 from commitlog import parse_segment_name
 
-from .audit import ABORTED, COMPACTED, AuditTrail, audit_time
+from .audit import ABORTED, COMPACTED, AuditTrail, SettledIntents, audit_time
 
 __all__ = ["COMPACT", "CompactionAudit"]
 
@@ -106,22 +106,23 @@ class CompactionAudit:
         except OSError as exc:
             logger.warning("audit {} cannot be read to settle interrupted compactions: {}", self.trail.path, exc)
             return 0
-        settled = 0
+        settled = SettledIntents("compaction")
         for intent in open_intents:
             watched = logs.get(os.path.dirname(str(intent.get("path"))))
             inodes = intent.get("input_inodes")
             if intent.get("action") != COMPACT or watched is None or not isinstance(inodes, list) or not inodes:
                 continue
-            self._settle_one(intent, watched, inodes[0])
-            settled += 1
-        return settled
+            settled.add(watched.name, self._settle_one(intent, watched, inodes[0]), intent.get("pid"))
+        for line in settled.lines():
+            logger.warning(line)
+        return settled.total
 
-    def _settle_one(self, intent: dict, watched, first_inode: int) -> None:
+    def _settle_one(self, intent: dict, watched, first_inode: int) -> str:
         now = audit_time(self._clock())
         if not watched.exists():
             self.trail.outcome_or_log(intent["id"], ABORTED, {**_span(intent), "time": now, "reason": "log-missing"},
                           recovered=True)
-            return
+            return "log-missing"
         try:
             st = os.stat(intent["path"])
         except FileNotFoundError:
@@ -129,7 +130,7 @@ class CompactionAudit:
         if st is not None and st.st_ino == first_inode:
             self.trail.outcome_or_log(intent["id"], ABORTED, {**_span(intent), "time": now, "reason": "not-compacted"},
                           recovered=True)
-            return
+            return "not-compacted"
         span = _span(intent)
         if st is None:
             span["end_offset"] = _removed_up_to(intent, span["end_offset"])
@@ -137,5 +138,4 @@ class CompactionAudit:
                       {**span, "time": now, "inputs": intent.get("inputs"),
                        "bytes_before": intent.get("bytes_before"), "bytes_after": st.st_size if st else 0,
                        "dropped": None, "intent_time": intent.get("time")}, recovered=True)
-        logger.warning("{}: audited the compaction of {} after the fact: the process (pid {}) died before "
-                       "its audit line", watched.name, intent.get("segment"), intent.get("pid"))
+        return COMPACTED

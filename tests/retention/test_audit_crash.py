@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from loguru import logger
 
 from commitlog import CommitLog
 from retention import Cleaner, read_audit
@@ -110,8 +111,22 @@ def test_a_kill_at_each_step_of_a_removal_leaves_no_removal_unaudited(tmp_path, 
     proc = run_child(config_path, "--kill", f"{point}:2")
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     before = start_offset(log_dir)
-    finish(config)
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        finish(config)
+    finally:
+        logger.remove(sink)
     stats = check_coverage(log_dir, audit)
+    # What the restart settled is said in one line for the log, not silently.
+    said = [line for line in lines if "settled" in line]
+    if point == "after-outcome":
+        assert said == []
+    else:
+        outcome = "1 not-removed" if point == "after-intent" else "1 deleted"
+        assert len(said) == 1 and said[0].startswith("staging: settled 1 audit intent of interrupted "
+                                                     "removals (pid "), said
+        assert said[0].rstrip().endswith(outcome), said
     events = read_events(str(audit))
     second = [e for e in events if e.get("event") == "intent"][1]
     settled = [e for e in events if e.get("id") == second["id"] and e.get("event") != "intent"]

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from loguru import logger
 
 from commitlog import CommitLog, segment_name
 from retention import read_events
@@ -43,9 +44,18 @@ def test_an_intent_left_by_a_killed_compaction_is_settled_by_the_next_pass(tmp_p
     intent = events[0]
     assert scan_pairs(tmp_path / "a") == live            # whatever happened, nothing live was lost
 
-    c = Compactor(config)
-    result = c.run()
-    c.close()
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        c = Compactor(config)
+        result = c.run()
+        c.close()
+    finally:
+        logger.remove(sink)
+    said = [line for line in lines if "settled" in line]
+    assert len(said) == 1 and said[0].startswith(f"{intent['log']}: settled 1 audit intent of "
+                                                 f"interrupted compactions (pid {intent['pid']}"), said
+    assert said[0].rstrip().endswith(f"1 {reason or 'compacted'}"), said
     events = read_events(str(tmp_path / "audit.jsonl"))
     settled = [e for e in events if e.get("id") == intent["id"] and e["event"] != "intent"]
     assert len(settled) == 1

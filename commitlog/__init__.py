@@ -22,7 +22,7 @@ from .layout import (DELETED_SUFFIX, META_FILE, SegmentFile, SegmentListing, is_
 from .log import CommitLog
 from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERVAL, DEFAULT_ON_FULL,
                       DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
-                      FLUSH_MODES, ON_FULL_MODES, LogOptions)
+                      FLUSH_MODES, MAX_SEGMENT_SIZE, MIN_SEGMENT_SIZE, ON_FULL_MODES, LogOptions)
 from .record import ATTR_CONTROL, ATTR_DEAD, ATTR_GAP, Record
 from .removal import RemovalResult
 from .segment import SegmentInfo
@@ -30,7 +30,8 @@ from .segment import SegmentInfo
 __all__ = [
     "ATTR_CONTROL", "ATTR_DEAD", "ATTR_GAP", "DEFAULT_BLOCK_TIMEOUT", "DEFAULT_FLUSH", "DEFAULT_FLUSH_INTERVAL",
     "DEFAULT_ON_FULL", "DEFAULT_REFUSE_WRITES_RATIO", "DEFAULT_RESUME_RATIO",
-    "DEFAULT_SEGMENT_SIZE", "DELETED_SUFFIX", "FLUSH_MODES", "META_FILE", "ON_FULL_MODES",
+    "DEFAULT_SEGMENT_SIZE", "DELETED_SUFFIX", "FLUSH_MODES", "MAX_SEGMENT_SIZE", "META_FILE", "MIN_SEGMENT_SIZE",
+    "ON_FULL_MODES",
     "CommitLog", "CommitLogError", "CompactionOutput", "MarksSnapshot", "CorruptLogError", "DiskUsage", "InvalidArgumentError",
     "InvalidCommitError", "LogClosedError", "LogLockedError", "LogNotWritableError", "LogOptions", "NotALogError",
     "OffsetOutOfRangeError", "OffsetRemovedError", "ReadOnlyLogError", "Record", "RecordTooLargeError",

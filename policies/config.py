@@ -11,6 +11,7 @@ and safe to share between threads.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import re
@@ -508,9 +509,21 @@ class LogConfig(_Strict):
     segment_size: ByteSize = Field(
         default=64 * _MIB,
         description="Bytes of each preallocated segment file: an integer or '64MiB' (B, KiB, MiB, GiB). "
-        "Positive; default 64MiB.",
+        "Within the store's limits (4KiB to 4GiB - 1 B, from commitlog.options, checked when the "
+        "retention command or sidecar loads the file); default 64MiB.",
     )
     policy: Name = Field(default=DEFAULT_POLICY, description="Name of the policy in policies; default 'default'.")
+
+    @field_validator("segment_size", mode="after")
+    @classmethod
+    def _check_segment_size(cls, value: int, info: ValidationInfo) -> int:
+        # The store owns the range; its caller passes it in (policies imports no store).
+        limits = (info.context or {}).get("store_limits") or {}
+        low, high = limits.get("segment_size", (1, None))
+        if value < low or (high is not None and value > high):
+            bound = f"at least {format_size(low)}" if value < low else f"at most {format_size(high)}"
+            raise ValueError(f"must be {bound} (the store's limit), got {value} bytes")
+        return value
 
     @field_validator("path", mode="plain")
     @classmethod
@@ -529,6 +542,12 @@ Policies = Annotated[
     AfterValidator(_frozen_mapping),
     WrapSerializer(lambda value, handler: handler(dict(value))),
 ]
+
+
+@functools.cache
+def _implicit_default_policy() -> PolicyConfig:
+    """The one ``default`` policy added to a file without its own (told apart by identity)."""
+    return PolicyConfig()
 
 
 class RetentionConfig(_Strict):
@@ -551,7 +570,7 @@ class RetentionConfig(_Strict):
     def _add_default_policy(cls, policies: Mapping[str, PolicyConfig]) -> Mapping[str, PolicyConfig]:
         if DEFAULT_POLICY in policies:
             return policies
-        return MappingProxyType({DEFAULT_POLICY: PolicyConfig(), **policies})
+        return MappingProxyType({DEFAULT_POLICY: _implicit_default_policy(), **policies})
 
     @model_validator(mode="after")
     def _check_logs(self) -> RetentionConfig:
@@ -566,6 +585,11 @@ class RetentionConfig(_Strict):
                 raise _config_problem(f"is already the path of log {seen[real]!r} ({log.path})", "logs", name, "path")
             seen[real] = name
         return self
+
+    @property
+    def defined_policies(self) -> tuple[str, ...]:
+        """The names of the policies the file defines (``policies`` less an implicit ``default``)."""
+        return tuple(name for name, policy in self.policies.items() if policy is not _implicit_default_policy())
 
     def policy_for(self, log_name: str) -> PolicyConfig:
         """Return the policy of the log named ``log_name`` (KeyError if there is no such log)."""

@@ -68,6 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check(path: str | None, config) -> int:
+    where = path or "embedded default"
+    if not config.logs:
+        print(f"retention: warning: {where}: logs is empty: the sidecar would look after nothing",
+              file=sys.stderr)
+    logs, policies = len(config.logs), len(config.defined_policies)
+    builtin = sum(1 for log in config.logs.values() if log.policy not in config.defined_policies)
+    print(f"{where}: ok ({logs} log{'s' if logs != 1 else ''}, {policies} "
+          f"polic{'ies' if policies != 1 else 'y'}"
+          + (f"; the built-in default policy looks after {builtin})" if builtin else ")"))
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command != "serve":   # a server must outlive a client that hangs up: it keeps SIG_IGN
@@ -78,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             return print_status(args.url, as_json=args.json)
         config = load(args.config)
         if args.command == "check":
-            print(f"{args.config or 'embedded default'}: ok ({len(config.logs)} logs, "
-                  f"{len(config.policies)} policies)")
-            return EXIT_OK
+            return _check(args.config, config)
         configure_logging(config.service.log_level, config.service.log_format)
         if args.command == "serve":
             from .service import serve

@@ -17,9 +17,9 @@ import yaml
 from loguru import logger
 
 from commitlog import CommitLog, StoreFullError
-from policies import LogConfig, PolicyConfig, RetentionConfig, parse_config
+from policies import LogConfig, PolicyConfig, RetentionConfig
 
-from .embedded import default_config_text, demo_config_text
+from .embedded import default_config_text, demo_config_text, parse
 
 DEMO_LOG = "demo"
 DEMO_GROUP = "demo-consumer"
@@ -33,8 +33,7 @@ def load_demo_config() -> RetentionConfig:
     demo = yaml.safe_load(demo_config_text())
     for section in ("logs", "policies"):
         merged.setdefault(section, {}).update(demo[section])
-    return parse_config(yaml.safe_dump(merged, sort_keys=False), source=DEMO_CONFIG_SOURCE,
-                        base_dir=os.getcwd())
+    return parse(yaml.safe_dump(merged, sort_keys=False), source=DEMO_CONFIG_SOURCE)
 
 
 class DemoWriter:

@@ -26,7 +26,7 @@ import time
 
 from loguru import logger
 
-from policies import ConfigError, RetentionConfig, load_config
+from policies import ConfigError, RetentionConfig
 
 from .embedded import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from .embedded import load as load_embedded
@@ -114,7 +114,7 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
         source = os.path.abspath(config_path)
 
         def load() -> RetentionConfig:
-            return load_config(config_path)
+            return load_embedded(config_path)
     elif demo:
         source = DEMO_CONFIG_SOURCE
         load = load_demo_config
@@ -139,6 +139,8 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
                         else "embedded default configuration",
                         os.path.join(os.getcwd(), "data"))
         logger.info("retention serve: {}", _describe(config, source))
+        if not config.logs:
+            logger.warning("retention serve: {} has no logs: nothing will be cleaned", source)
         if demo:
             if DEMO_LOG not in config.logs:
                 logger.error("--demo needs a log named {!r} in {} (the embedded demo configuration has one)",

@@ -157,3 +157,39 @@ def test_version_prints_the_distributions_version_and_exits_0(tmp_path):
     result = run("--version", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"retention {version('commitlog-retention')}"
+
+
+def test_check_counts_the_policies_the_file_defines_not_the_implicit_default(tmp_path):
+    two = write_config(tmp_path, """
+logs:
+  a: {path: a, policy: hourly}
+  b: {path: b, policy: nightly}
+policies:
+  hourly: {}
+  nightly: {}
+""")[0]
+    result = run("check", "--config", str(two), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{two}: ok (2 logs, 2 policies)" and result.stderr == ""
+    with_default = write_config(tmp_path, "logs:\n  a: {path: a}\npolicies:\n  default: {}\n", "own.yaml")[0]
+    assert run("check", "--config", str(with_default), cwd=tmp_path).stdout.strip() == \
+        f"{with_default}: ok (1 log, 1 policy)"
+    implicit = write_config(tmp_path, "logs:\n  a: {path: a}\n", "implicit.yaml")[0]
+    assert run("check", "--config", str(implicit), cwd=tmp_path).stdout.strip() == \
+        f"{implicit}: ok (1 log, 0 policies; the built-in default policy looks after 1)"
+
+
+def test_check_warns_that_a_file_without_logs_cleans_nothing(tmp_path):
+    empty = write_config(tmp_path, "logs: {}\n")[0]
+    result = run("check", "--config", str(empty), cwd=tmp_path)
+    assert result.returncode == 0
+    assert "warning" in result.stderr and "logs is empty" in result.stderr and str(empty) in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_check_refuses_a_segment_size_the_store_would_refuse_with_its_line(tmp_path):
+    bad = write_config(tmp_path, "logs:\n  a:\n    path: a\n    segment_size: 100\n")[0]
+    result = run("check", "--config", str(bad), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"retention: {bad}:4: logs.a.segment_size: must be at least 4KiB "
+                                     f"(the store's limit), got 100 bytes")

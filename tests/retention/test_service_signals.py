@@ -233,3 +233,20 @@ def test_systemd_notify_ready_reloading_watchdog_stopping(tmp_path):
         assert s.wait(timeout=10) == 0
     server.close()
     assert os.path.exists(sock_path)
+
+
+def test_a_reload_that_interrupts_a_pass_runs_the_rest_of_its_work_at_once(tmp_path):
+    # Before: the interrupted pass's remaining expired segments waited for the next interval
+    # (an hour here); now a resumed pass on the new configuration deletes them at once.
+    hours = "[" + ", ".join(map(str, range(24))) + "]"
+    bases = make_log(tmp_path / "staging", 8)
+    set_age(tmp_path / "staging", bases[:-1], 7200)
+    path, _ = write_config(tmp_path, _config(tmp_path, hours=hours, pause="1500ms"))
+    with Sidecar(path, cwd=tmp_path) as s:
+        s.wait_for(lambda: len(read_audit(str(tmp_path / "audit.jsonl"))) >= 1, what="the first deletion")
+        s.send(signal.SIGHUP)                       # the same file: the pass is cut short anyway
+        s.wait_for(lambda: "reload (SIGHUP): applied" in s.log(), what="the reload")
+        s.wait_for(lambda: len(read_audit(str(tmp_path / "audit.jsonl"))) == 8, timeout=30,
+                   what="every expired segment deleted without waiting an interval")
+        assert "resum" in s.log(), s.log()
+    assert segment_bases(tmp_path / "staging") == bases[-1:]

@@ -10,6 +10,7 @@
         tombstones                      when a compaction first saw each tombstone it kept
         .remove.lock                    serialises head removers of any process
         .compact.lock                   serialises compactions of any process
+        .retention.lock                 the retention owner's flock, naming its pid (retention.owner)
         00000000000000000000.log        a segment, named by the 20-digit offset of its first record
         00000000000000000000.index      its sparse index (commitlog.index)
         <segment>.index.tmp             an index being rebuilt (write_sealed's temporary)
@@ -45,6 +46,7 @@ START_OFFSET_FILE = "start.offset"
 LOCK_FILE = ".lock"
 REMOVE_LOCK_FILE = ".remove.lock"
 COMPACT_LOCK_FILE = ".compact.lock"
+RETENTION_LOCK_FILE = ".retention.lock"
 MARKS_FILE = "marks"
 TOMBSTONES_FILE = "tombstones"
 CLEANED_SUFFIX = ".cleaned"

@@ -25,25 +25,35 @@ class WriterLock:
     def __init__(self, directory: str) -> None:
         self.path = lock_path(directory)
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd, holder = try_pid_lock(self.path)
         except OSError as exc:
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise LogNotWritableError(directory, os.strerror(exc.errno).lower()) from exc
             raise
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_pid(fd)
-            os.close(fd)
-            raise LogLockedError(directory, holder) from None
-        # A fixed-width record, so no truncate: on ext4 that can wait for a journal commit.
-        os.pwrite(fd, f"{os.getpid():<20}\n".encode(), 0)
+        if fd is None:
+            raise LogLockedError(directory, holder)
         self._fd = fd
 
     def release(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def try_pid_lock(path: str) -> tuple[int | None, int | None]:
+    """Open (creating) `path`, take its exclusive flock without waiting and write this process's
+    pid in it: `(fd, None)`; `(None, holder's pid or None)` when another open file holds it. The
+    lock lasts until `fd` is closed (or the process dies). OSError when `path` cannot be opened."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_pid(fd)
+        os.close(fd)
+        return None, holder
+    # A fixed-width record, so no truncate: on ext4 that can wait for a journal commit.
+    os.pwrite(fd, f"{os.getpid():<20}\n".encode(), 0)
+    return fd, None
 
 
 def _read_pid(fd: int) -> int | None:

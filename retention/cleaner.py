@@ -36,6 +36,7 @@ from policies import KEEP  # noqa: F401 (re-exported: the one vocabulary, polici
 
 from .audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_time, deletion_entry,
                     recovered_deletion)
+from .owner import OwnedElsewhere
 from .pinned import find_pinned
 from .results import LogPassResult, PassResult  # re-exported
 from .snapshot import WatchedLog, disk_snapshot
@@ -87,11 +88,14 @@ class Cleaner:
         return PassResult(at, results, executed=False)
 
     def _plan(self, at: datetime, names: Iterable[str] | None, *,
-              finish_interrupted: bool = False, examine_only: bool = False, forcing: bool = False
-              ) -> tuple[list[LogPassResult], Plan]:
+              finish_interrupted: bool = False, examine_only: bool = False, forcing: bool = False,
+              claim: bool = False) -> tuple[list[LogPassResult], Plan]:
+        """`claim`: become each log's retention owner first (a pass does; a plan does not), and
+        leave out a log another process owns."""
         watched = [self.logs[n] for n in (names if names is not None else self.logs)]
         snapshots = {}
         errors: dict[str, str] = {}
+        owned: dict[str, int | None] = {}      # log -> the pid of the process that owns it
         left_out: dict[str, int] = {}
         disks: dict[int, object] = {}
         with self._manual_lock:
@@ -101,6 +105,8 @@ class Cleaner:
                 if not w.exists():
                     errors[w.name] = f"{w.path} is not a commit log yet (no {META_FILE}): nothing to do"
                     continue
+                if claim:
+                    w.claim()
                 disk = disks.get(os.stat(w.path).st_dev)            # one reading per filesystem
                 if disk is None:
                     disk = disk_snapshot(w.path, forcing=forcing)
@@ -115,6 +121,8 @@ class Cleaner:
                     examine = policy.files_per_pass + 1 if triggered else 1
                 snap, left_out[w.name] = self._snapshot(w, disk, finish_interrupted, examine)
                 snapshots[w.name] = snap
+            except OwnedElsewhere as exc:
+                errors[w.name], owned[w.name] = str(exc), exc.holder_pid
             except (CommitLogError, OSError) as exc:
                 errors[w.name] = str(exc)
         the_plan = plan(list(snapshots.values()), self.config.policies, at, manual)
@@ -124,7 +132,8 @@ class Cleaner:
             lp = by_name.get(w.name)
             results.append(LogPassResult(w.name, w.path, lp, error=errors.get(w.name),
                                          left_out=left_out.get(w.name, 0), snapshot=snapshots.get(w.name),
-                                         start_offset=w.start_seen if w.name in snapshots else None))
+                                         start_offset=w.start_seen if w.name in snapshots else None,
+                                         owned_elsewhere=w.name in owned, owner_pid=owned.get(w.name)))
             if lp is not None:
                 # One line per decision, built only when TRACE is on (lazy).
                 logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)
@@ -157,7 +166,7 @@ class Cleaner:
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
             self._settle_intents(names)
             results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True,
-                                           forcing=forcing)
+                                           forcing=forcing, claim=True)
             self._consume_manual(the_plan)
             interrupted = self._execute(results, wait)
             self._attach_pins(results)

@@ -70,6 +70,7 @@ from policies import (SUPERSEDED, TOMBSTONE, CompactionOutput, CompactionSegment
 from .audit import AuditTrail, audit_time
 from .compaction_audit import COMPACT, CompactionAudit
 from .compaction_report import CompactionResult, LogCompaction, OutputResult
+from .owner import OwnedElsewhere
 from .snapshot import WatchedLog
 
 __all__ = ["COMPACT", "Compactor", "Pending", "compaction_segments"]
@@ -163,7 +164,13 @@ class Compactor:
                 self._progress = {"log": name, "outputs_done": 0, "outputs_planned": 0, "bytes_moved": 0,
                                   "started_at": audit_time(self._clock())}
             try:
+                if not dry_run:
+                    watched.claim()
                 stopped = self._log_pass(watched, entry, at, started, dry_run, on_output, only_if)
+            except OwnedElsewhere as exc:
+                entry.error = str(exc)
+                logger.debug("{}: not compacted: {}", name, exc)
+                stopped = False
             except (CommitLogError, OSError) as exc:
                 entry.error = str(exc)
                 logger.error("{}: compaction failed: {}", name, exc)

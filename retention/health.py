@@ -18,8 +18,8 @@ from policies import DELETED, FAILED, HUNG, RetentionConfig
 
 from .results import LogPassResult, PassResult
 from .history import StatusHistory
-from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, RetentionMetrics
-from .problems import LOG_MISSING, PASSES_FAILING, PASSES_LATE, Problem
+from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, OWNED_ELSEWHERE, RetentionMetrics
+from .problems import LOG_MISSING, LOG_OWNED_ELSEWHERE, PASSES_FAILING, PASSES_LATE, Problem
 from .statusview import describe_log, iso, primary_trigger
 
 __all__ = ["PassLedger", "log_outcome", "merge_results", "pass_outcome"]
@@ -39,6 +39,7 @@ class PassLedger:
         self._existed: set[str] = set()                   # logs whose directory was seen
         self._missing: set[str] = set()                   # ... and is gone at the last pass
         self._told_absent: set[str] = set()               # never seen, said so once
+        self._owned_elsewhere: dict[str, str] = {}        # log -> why it is left alone
         self._ready = False
 
     def configure(self, names: Iterable[str]) -> None:
@@ -54,6 +55,7 @@ class PassLedger:
                     self._failures.pop(name, None)
                     self._existed.discard(name)
                     self._missing.discard(name)
+                    self._owned_elsewhere.pop(name, None)
                     self.metrics.forget_log(name)
             for name in names:
                 self._since.setdefault(name, now)
@@ -89,6 +91,8 @@ class PassLedger:
                 if name in self._missing:
                     problems.append(Problem(LOG_MISSING, name, f"the log directory {config.logs[name].path} "
                                             "existed and is gone"))
+                if name in self._owned_elsewhere:
+                    problems.append(Problem(LOG_OWNED_ELSEWHERE, name, self._owned_elsewhere[name]))
         return problems
 
     def _count_failure(self, name: str, error: str | None) -> None:
@@ -152,6 +156,10 @@ class PassLedger:
                 }
                 self._state[r.name] = state
                 self._passed.add(r.name)
+                if r.owned_elsewhere:
+                    self._owned_elsewhere[r.name] = r.error or "another process owns it"
+                else:
+                    self._owned_elsewhere.pop(r.name, None)
                 if outcome == FAILED_OUTCOME:
                     self._count_failure(r.name, self._last_pass[r.name]["error"])
                 elif success:
@@ -174,6 +182,8 @@ class PassLedger:
                              "duration_seconds": round(result.duration, 6)})
 
 def log_outcome(r: LogPassResult, interrupted: bool, exists: bool) -> str:
+    if r.owned_elsewhere:
+        return OWNED_ELSEWHERE
     actions = set(r.actions.values())
     if FAILED in actions or (r.error and r.plan is not None):
         return FAILED_OUTCOME
@@ -187,7 +197,7 @@ def log_outcome(r: LogPassResult, interrupted: bool, exists: bool) -> str:
     return OK
 
 def pass_outcome(outcomes: list[str]) -> str:
-    for o in (FAILED_OUTCOME, INTERRUPTED, HUNG_OUTCOME):
+    for o in (FAILED_OUTCOME, INTERRUPTED, HUNG_OUTCOME, OWNED_ELSEWHERE):
         if o in outcomes:
             return o
     return OK

@@ -17,10 +17,11 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
 
 # Pass outcomes (the `outcome` label, and `last_pass.outcome` in /status).
 OK, HUNG_OUTCOME, FAILED_OUTCOME, INTERRUPTED, ERROR = "ok", "hung", "failed", "interrupted", "error"
-OUTCOMES = (OK, HUNG_OUTCOME, FAILED_OUTCOME, INTERRUPTED, ERROR)
+OWNED_ELSEWHERE = "owned-elsewhere"     # another process owns the log's retention: left alone
+OUTCOMES = (OK, HUNG_OUTCOME, FAILED_OUTCOME, INTERRUPTED, ERROR, OWNED_ELSEWHERE)
 
 # What started a pass (the `kind` label).
-PASS_KINDS = ("interval", "pressure", "hung-retry", "manual")
+PASS_KINDS = ("interval", "pressure", "hung-retry", "manual", "resumed")
 
 # Thresholds exported per filesystem (retention_disk_<name>), in the order of the pressure levels.
 THRESHOLDS = ("clean_ratio", "force_ratio", "refuse_writes_ratio")

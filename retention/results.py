@@ -31,6 +31,8 @@ class LogPassResult:
     snapshot: LogSnapshot | None = None                       # what the plan was made from
     start_offset: int | None = None                           # the log's start offset then
     pinned: list[PinnedFile] = field(default_factory=list)
+    owned_elsewhere: bool = False                             # another process owns its retention
+    owner_pid: int | None = None                              # ... that one, when it left its pid
 
     @property
     def deleted(self) -> int:
@@ -38,8 +40,11 @@ class LogPassResult:
 
     def to_json_dict(self, *, executed: bool) -> dict:
         if self.plan is None:
-            return {"name": self.name, "path": self.path, "error": self.error, "files": [],
-                    "triggers": [], "deleted": 0, "freed_bytes": 0}
+            out = {"name": self.name, "path": self.path, "error": self.error, "files": [],
+                   "triggers": [], "deleted": 0, "freed_bytes": 0}
+            if self.owned_elsewhere:
+                out["owned_by"] = {"pid": self.owner_pid}
+            return out
         out = self.plan.to_json_dict()
         if executed:
             for f in out["files"]:

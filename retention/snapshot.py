@@ -12,6 +12,7 @@ from commitlog import CommitLog, CorruptLogError, disk_usage, is_log_directory, 
 from commitlog.layout import index_path
 from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
 
+from . import owner
 from .hung import HungRegistry
 
 
@@ -41,6 +42,13 @@ class WatchedLog:
         self._log: CommitLog | None = None
         self._hung: HungRegistry | None = None
         self.start_seen: int | None = None    # the start offset the last snapshot saw
+        self._claim: str | None = None         # this process's retention ownership (retention.owner)
+
+    def claim(self) -> None:
+        """Become (or stay) the log's retention owner, until `close`; OwnedElsewhere when another
+        process is. A log that cannot be locked (read-only, gone) is passed as it is."""
+        if self._claim is None:
+            self._claim = owner.claim(self.path)
 
     def exists(self) -> bool:
         return is_log_directory(self.path)
@@ -111,6 +119,9 @@ class WatchedLog:
         return snap, left_out
 
     def close(self) -> None:
+        if self._claim is not None:
+            owner.release(self._claim)
+            self._claim = None
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -105,7 +105,7 @@ def build_status(*, config: RetentionConfig, healthy: bool, problems: list[str],
 def empty_state(exists: bool) -> dict:
     return {"exists": exists, "segments": None, "bytes": None, "start_offset": None, "end_offset": None,
             "triggers": [], "hung": [], "pinned": [], "pinned_bytes": 0, "consumer_groups": [],
-            "stale_groups": [], "error": None, "as_of": None, "dead_bytes": None}
+            "stale_groups": [], "error": None, "as_of": None, "dead_bytes": None, "owned_by": None}
 
 
 def describe_log(watched, r: LogPassResult) -> dict:
@@ -113,6 +113,7 @@ def describe_log(watched, r: LogPassResult) -> dict:
     exists = r.snapshot is not None or watched.exists()     # the pass read it: no second stat
     state = empty_state(exists)
     state["error"] = r.error
+    state["owned_by"] = {"pid": r.owner_pid} if r.owned_elsewhere else None
     state["pinned"] = [{"pid": p.pid, "command": p.command, "path": p.path, "bytes": p.bytes, "how": p.how}
                        for p in r.pinned]
     state["pinned_bytes"] = pinned_bytes(r.pinned)

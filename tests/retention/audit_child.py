@@ -1,6 +1,6 @@
 """A real cleaning process for the audit crash and race tests.
 
-    python audit_child.py CONFIG [--kill POINT:N] [--wait-file PATH] [--passes K]
+    python audit_child.py CONFIG [--kill POINT:N] [--wait-file PATH] [--passes K] [--hold-file PATH]
 
 Runs K manual forced passes (default 1) with a real `Cleaner`. `--kill POINT:N` SIGKILLs this
 process at the N-th time (1-based) the removal reaches POINT; the wrappers call the real functions,
@@ -14,7 +14,8 @@ so everything before the point really happened:
   after-outcome    the outcome line written
 
 `--wait-file PATH`: after planning, wait until PATH exists before deleting (a stale plan, for the
-race test). Prints "ready" once imported, then one JSON line per pass: deleted, failed, elsewhere.
+race test). `--hold-file PATH`: after the passes, keep the cleaner (and the logs it owns) open
+until PATH exists. Prints "ready" once imported, then one JSON line per pass: deleted, failed, elsewhere.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import time
 def main() -> None:
     args = sys.argv[1:]
     config_path = args[0]
-    kill = wait_file = None
+    kill = wait_file = hold_file = None
     passes = 1
     i = 1
     while i < len(args):
@@ -38,6 +39,8 @@ def main() -> None:
             kill = (point, int(n))
         elif args[i] == "--wait-file":
             wait_file = args[i + 1]
+        elif args[i] == "--hold-file":
+            hold_file = args[i + 1]
         elif args[i] == "--passes":
             passes = int(args[i + 1])
         i += 2
@@ -102,6 +105,8 @@ def main() -> None:
         result = c.run_pass()
         print(json.dumps({"deleted": result.deleted, "failed": result.failed, "errors": [r.error for r in result.logs if r.error] + [e for r in result.logs for e in r.errors.values()],
                           "elsewhere": sum(len(r.elsewhere) for r in result.logs)}), flush=True)
+    while hold_file is not None and not os.path.exists(hold_file):
+        time.sleep(0.01)
     c.close()
 
 

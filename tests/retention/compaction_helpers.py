@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from commitlog import CommitLog
+from commitlog.layout import RETENTION_LOCK_FILE
 
 from retention_helpers import write_config
 
@@ -63,10 +64,13 @@ def dir_bytes(path: Path) -> int:
 
 
 def digest_tree(root: Path) -> dict[str, str]:
-    """Every file under `root` -> sha256 of its bytes (and its size)."""
+    """Every file under `root` -> sha256 of its bytes (and its size); the retention owner's lock
+    file, which a pass creates to own the log, is not the log's data."""
     out = {}
     for dirpath, _, files in os.walk(root):
         for name in files:
+            if name == RETENTION_LOCK_FILE:
+                continue
             p = Path(dirpath) / name
             out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out

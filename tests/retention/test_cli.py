@@ -193,3 +193,25 @@ def test_check_refuses_a_segment_size_the_store_would_refuse_with_its_line(tmp_p
     assert result.returncode == 2
     assert result.stderr.strip() == (f"retention: {bad}:4: logs.a.segment_size: must be at least 4KiB "
                                      f"(the store's limit), got 100 bytes")
+
+
+def test_clean_leaves_a_log_a_running_sidecar_owns_names_it_and_exits_1(tmp_path):
+    path, _ = write_config(tmp_path, CONFIG)
+    bases = make_log(tmp_path / "staging", 4)
+    set_age(tmp_path / "staging", bases[:-1], 3 * 86400)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from retention import owner; "
+        f"owner.claim({str(tmp_path / 'staging')!r}); print('owned', flush=True); sys.stdin.read()")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "owned"
+        result = run("clean", "--force", "--config", str(path), cwd=tmp_path)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert f"another retention process owns this log (pid {holder.pid}" in result.stdout
+        assert segment_bases(tmp_path / "staging") == bases            # nothing deleted
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    result = run("clean", "--force", "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert segment_bases(tmp_path / "staging") == bases[-1:]

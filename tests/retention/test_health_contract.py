@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from commitlog import CommitLog
+
 from retention import RetentionScheduler
 
 from retention_helpers import make_log, set_age, write_config
@@ -137,3 +139,55 @@ def test_a_stopped_scheduler_and_a_stalled_disk_check_are_named(tmp_path):
         scheduler.stop()
     assert [p.kind for p in scheduler.health_problems()] == ["scheduler-stopped"]
     assert scheduler.not_ready_reasons() == ["the scheduler is stopping"]
+
+
+def test_a_second_sidecar_leaves_a_log_another_owns_says_who_and_takes_over_when_it_dies(tmp_path):
+    # Before: two sidecars on one log both acted; 92 of 93 audit lines were `aborted head-changed`.
+    log = tmp_path / "staging"
+    make_log(log, 3)
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    first_cfg, _ = write_config(first_dir, _config(first_dir, log))
+    second_cfg, _ = write_config(second_dir, _config(second_dir, log))
+    with Sidecar(first_cfg, cwd=first_dir) as first:
+        first.wait_ready()
+        with Sidecar(second_cfg, cwd=second_dir) as second:
+            second.wait_for(lambda: ("log-owned-elsewhere", "staging") in _problems(second), timeout=15,
+                            what="log-owned-elsewhere on the second sidecar")
+            status, body = second.get_json("/healthz")
+            assert status == 503
+            [detail] = [d for d in body["details"] if d["problem"] == "log-owned-elsewhere"]
+            assert f"pid {first.proc.pid}" in detail["message"]
+            staging = _log_status(second)
+            assert staging["owned_by"] == {"pid": first.proc.pid}
+            assert staging["last_pass"]["outcome"] == "owned-elsewhere"
+            assert first.request("GET", "/healthz")[0] == 200           # the owner is healthy
+            assert _log_status(first)["owned_by"] is None
+            # New expired segments: only the owner deletes them, so no audit line is aborted.
+            with CommitLog.open(log) as writer:
+                while len(writer.segments()) < 8:
+                    writer.append_batch([b"x" * 200] * 4)
+            set_age(log, [s.base_offset for s in writer_segments(log)[:-1]], 3600)
+            first.wait_for(lambda: len(writer_segments(log)) == 1, timeout=15, what="the owner's deletions")
+            time.sleep(1.5)
+            assert not (second_dir / "audit.jsonl").exists() or \
+                "aborted" not in (second_dir / "audit.jsonl").read_text()
+            assert "aborted" not in (first_dir / "audit.jsonl").read_text()
+            assert second.log().count("problem started: log-owned-elsewhere") == 1
+            first.proc.kill()                                   # SIGKILL: the kernel drops its lock
+            first.proc.wait(10)
+            second.wait_for(lambda: second.request("GET", "/healthz")[0] == 200, timeout=15,
+                            what="the second sidecar owning the log")
+            assert _log_status(second)["owned_by"] is None
+            assert second.log().count("problem cleared: log-owned-elsewhere") == 1
+
+
+def _log_status(s: Sidecar, name: str = "staging") -> dict:
+    [log] = [log for log in s.get_json("/status")[1]["logs"] if log["name"] == name]
+    return log
+
+
+def writer_segments(log):
+    with CommitLog.open(log, readonly=True) as reader:
+        return reader.segments()

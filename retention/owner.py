@@ -1,0 +1,75 @@
+"""One retention owner per log: the process that deletes and compacts a log's segments holds an
+exclusive `flock` on `<log>/.retention.lock` (its pid written in it) for as long as it manages
+the log, so a second sidecar (or a `retention clean` while a sidecar runs) leaves the log alone
+and says which process owns it, instead of racing the owner deletion for deletion.
+
+The lock is taken on a log's first pass and kept until the cleaner that took it closes (a reload
+hands it from the old cleaner to the new one without letting go: claims of one process on one
+log share a descriptor and are counted). The kernel drops it when the owner dies, so a standby
+sidecar takes over on its next pass. A log on a read-only mount, or a directory this process may
+not write, cannot be locked and is not claimed: nothing can be deleted there either, and the pass
+says why.
+
+Thread-safe: the registry of held locks takes its lock; process-safe by construction (flock).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+
+from commitlog.layout import RETENTION_LOCK_FILE
+from commitlog.locks import try_pid_lock
+
+__all__ = ["OwnedElsewhere", "claim", "release"]
+
+_UNLOCKABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT)
+
+_lock = threading.Lock()
+_held: dict[str, list[int]] = {}          # realpath of the log -> [fd, claims]
+
+
+class OwnedElsewhere(Exception):
+    """Another process owns the log's retention. `holder_pid` is None when it left no pid."""
+
+    def __init__(self, path: str, holder_pid: int | None) -> None:
+        who = f"pid {holder_pid}" if holder_pid else "another process"
+        super().__init__(f"another retention process owns this log ({who}, "
+                         f"{os.path.join(path, RETENTION_LOCK_FILE)}); left alone")
+        self.path = path
+        self.holder_pid = holder_pid
+
+
+def claim(path: str) -> str | None:
+    """Claim log directory `path` for this process: the claim's key when claimed (give it back
+    with `release(key)`, once per claim), None when it cannot be locked (read-only, no
+    permission, gone): nothing is held. OwnedElsewhere when another process holds it."""
+    key = os.path.realpath(path)
+    with _lock:
+        held = _held.get(key)
+        if held is not None:
+            held[1] += 1
+            return key
+        try:
+            fd, holder = try_pid_lock(os.path.join(key, RETENTION_LOCK_FILE))
+        except OSError as exc:
+            if exc.errno in _UNLOCKABLE:
+                return None
+            raise
+        if fd is None:
+            raise OwnedElsewhere(path, holder)
+        _held[key] = [fd, 1]
+        return key
+
+
+def release(key: str) -> None:
+    """Give back one claim (`claim`'s key); the lock goes with the last one."""
+    with _lock:
+        held = _held.get(key)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] <= 0:
+            del _held[key]
+            os.close(held[0])

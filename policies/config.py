@@ -385,7 +385,7 @@ class HungConfig(_Strict):
 
 
 class CompactionConfig(_Strict):
-    """When and how dead records are reclaimed by rewriting segments (DESIGN.md "Compaction"). Immutable.
+    """When and how dead records are reclaimed by rewriting segments (README "Compaction (operations)"). Immutable.
 
     ``policies.liveness`` decides which records are dead and ``policies.compaction`` which segments
     are rewritten; this model only holds the settings they read.

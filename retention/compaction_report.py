@@ -1,7 +1,7 @@
 """What a compaction pass did (or, dry, would do): per log its outputs, and the pass as a whole.
 
 `CompactionResult.to_json_dict()` is the object `retention compact --json` prints and `POST /compact`
-answers (DESIGN.md "Compaction", **Contract**)::
+answers (README "Compaction (operations)")::
 
     {"at", "logs": [{"name", "path", "outputs": [{"segment", "inputs": [...], "bytes_before",
      "bytes_after", "dropped": {"dead", "superseded", "tombstone"}}], "reclaimed_bytes"}]}

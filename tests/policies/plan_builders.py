@@ -94,7 +94,7 @@ def log(
 
 
 def design_example_yaml() -> str:
-    """The configuration example of DESIGN.md, verbatim."""
+    """The annotated configuration example the project started from, verbatim."""
     return """\
 service:
   listen: 127.0.0.1:9464     # /healthz /readyz /metrics /status /plan, POST /clean

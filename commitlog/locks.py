@@ -51,8 +51,14 @@ def try_pid_lock(path: str) -> tuple[int | None, int | None]:
         holder = _read_pid(fd)
         os.close(fd)
         return None, holder
-    # A fixed-width record, so no truncate: on ext4 that can wait for a journal commit.
-    os.pwrite(fd, f"{os.getpid():<20}\n".encode(), 0)
+    # A fixed-width record, so no truncate: on ext4 that can wait for a journal commit. The pid
+    # only informs: on a full disk the lock holds without it.
+    try:
+        os.pwrite(fd, f"{os.getpid():<20}\n".encode(), 0)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            os.close(fd)
+            raise
     return fd, None
 
 

@@ -1,14 +1,14 @@
 """One retention owner per log: the process that deletes and compacts a log's segments holds an
 exclusive `flock` on `<log>/.retention.lock` (its pid written in it) for as long as it manages
 the log, so a second sidecar (or a `retention clean` while a sidecar runs) leaves the log alone
-and says which process owns it, instead of racing the owner deletion for deletion.
+and says which process owns it, instead of racing the owner removal by removal.
 
 The lock is taken on a log's first pass and kept until the cleaner that took it closes (a reload
 hands it from the old cleaner to the new one without letting go: claims of one process on one
 log share a descriptor and are counted). The kernel drops it when the owner dies, so a standby
 sidecar takes over on its next pass. A log on a read-only mount, or a directory this process may
 not write, cannot be locked and is not claimed: nothing can be deleted there either, and the pass
-says why.
+says why. A disk too full to create the lock file is passed unclaimed: deleting there comes first.
 
 Thread-safe: the registry of held locks takes its lock; process-safe by construction (flock).
 """
@@ -24,7 +24,9 @@ from commitlog.locks import try_pid_lock
 
 __all__ = ["OwnedElsewhere", "claim", "release"]
 
-_UNLOCKABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT)
+# Read-only, not ours, gone, or a disk so full it has no inode for the lock file: retention must
+# still act there (a full disk most of all), unowned.
+_UNLOCKABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOSPC, errno.EDQUOT)
 
 _lock = threading.Lock()
 _held: dict[str, list[int]] = {}          # realpath of the log -> [fd, claims]

@@ -85,8 +85,8 @@ def metrics_throughput(tmp: Path, count: int) -> tuple[float, float, int]:
     from prometheus_client import disable_created_metrics, start_http_server
 
     from policies import load_config
-    from retention.http import RetentionHTTPServer
-    from retention.scheduler import RetentionScheduler
+    from retention.web.server import RetentionHTTPServer
+    from retention.scheduling.scheduler import RetentionScheduler
 
     disable_created_metrics()
     config = load_config(build(tmp, count))
@@ -156,7 +156,7 @@ def healthz_under_load(tmp: Path) -> tuple[list[float], list[float], dict]:
 
 
 def main() -> int:
-    from retention.logsetup import configure_logging
+    from retention.service.logsetup import configure_logging
     configure_logging("WARNING")
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
         for count in (3, 100):

@@ -20,7 +20,7 @@ import zlib
 
 from commitlog import CommitLog
 from commitlog import record as rec
-from commitlog.prealloc import prefault_writable
+from commitlog.segments.prealloc import prefault_writable
 
 N = 1_000_000
 SIZE = 100

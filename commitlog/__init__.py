@@ -8,9 +8,16 @@ The layout of a log directory (`list_segments`, `is_log_directory`, the file suf
 defaults of `CommitLog.open()` (`DEFAULT_SEGMENT_SIZE`, `DEFAULT_REFUSE_WRITES_RATIO`, ...) are
 exported for the layers above. Importing this package never imports pyspark; `commitlog.spark`
 does, on demand.
+
+Rooms: the base modules here (`log`, the `CommitLog` facade; `errors`, the error tree; `options`;
+`arguments`; `layout`, every file name in a log directory; `record`, the record format; `locks`;
+`marks`; `state` and `startoffset`, consumer commits and the start offset; `diskusage`), and the
+sub-packages `segments` (segment files and reading), `append` (writing and recovery), `cleanup`
+(removal, swaps, compaction's rewrite) and `spark` (the PySpark integration). Dependencies point
+`cleanup`/`append` -> `segments` -> base.
 """
 
-from .compaction import CompactionOutput, MarksSnapshot
+from .cleanup.rewrite import CompactionOutput, MarksSnapshot
 from .diskusage import DiskUsage, disk_usage
 from .errors import (CommitLogError, CorruptLogError, InvalidArgumentError, InvalidCommitError,
                      LogClosedError, LogLockedError, LogNotWritableError, NotALogError, OffsetOutOfRangeError,
@@ -24,8 +31,8 @@ from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERV
                       DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
                       FLUSH_MODES, MAX_SEGMENT_SIZE, MIN_SEGMENT_SIZE, ON_FULL_MODES, LogOptions)
 from .record import ATTR_CONTROL, ATTR_DEAD, ATTR_GAP, Record
-from .removal import RemovalResult
-from .segment import SegmentInfo
+from .cleanup.removal import RemovalResult
+from .segments.segment import SegmentInfo
 
 __all__ = [
     "ATTR_CONTROL", "ATTR_DEAD", "ATTR_GAP", "DEFAULT_BLOCK_TIMEOUT", "DEFAULT_FLUSH", "DEFAULT_FLUSH_INTERVAL",

@@ -32,7 +32,7 @@
     │   │   ├── WriterTurnTimeout       a task waited longer than lockTimeout for its turn to append
     │   │   ├── DataLossError           offsets a stream still needed were removed by retention
     │   │   └── WrongHostError          a task on another host than the driver that planned the job
-    │   └── PassRunningError            (also RuntimeError) retention.scheduler: a manual pass asked for
+    │   └── PassRunningError            (also RuntimeError) retention.scheduling.scheduler: a manual pass asked for
     │                                   while one runs (POST /clean answers 409); names the running pass
     └── ValueError
         └── ConfigError                 policies.config, not a CommitLogError: a bad configuration file

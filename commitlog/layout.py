@@ -10,15 +10,15 @@
         tombstones                      when a compaction first saw each tombstone it kept
         .remove.lock                    serialises head removers of any process
         .compact.lock                   serialises compactions of any process
-        .retention.lock                 the retention owner's flock, naming its pid (retention.owner)
+        .retention.lock                 the retention owner's flock, naming its pid (retention.deletion.owner)
         00000000000000000000.log        a segment, named by the 20-digit offset of its first record
-        00000000000000000000.index      its sparse index (commitlog.index)
+        00000000000000000000.index      its sparse index (commitlog.segments.index)
         <segment>.index.tmp             an index being rebuilt (write_sealed's temporary)
         <segment or index>.deleted      renamed by a head removal, about to be unlinked
         .prepared-segment-N.log/.index  prepared ahead by the preallocator (hidden, counts as used)
         .prepared-segment-N.*.stale     a crash's prepared files, set aside at open
         meta.json.tmp                   meta.json being written
-        <segment>.log.cleaned           a compaction's output being written (commitlog.swap)
+        <segment>.log.cleaned           a compaction's output being written (commitlog.cleanup.swap)
         <segment>.index.cleaned         its index; both removed at open when found
 
 Anything else in the directory is the user's and never touched. Pure names and listings: this

@@ -14,24 +14,28 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
-from . import reading, record as rec, removal, seginfo, swap
+from .segments import reading
+from . import record as rec
+from .cleanup import removal
+from .segments import seginfo
+from .cleanup import swap
 from .arguments import check_commit, check_offset, check_record, check_scan_range
 from .errors import (InvalidArgumentError, LogClosedError, LogNotWritableError, NotALogError,
                      OffsetOutOfRangeError, ReadOnlyLogError)
-from .guard import DiskGuard, Flusher
+from .append.guard import DiskGuard, Flusher
 from .layout import META_FILE, is_log_directory, state_path
 from .locks import WriterLock
 from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERVAL, DEFAULT_ON_FULL,
                       DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
                       LogOptions)
-from .prealloc import SegmentPreallocator
-from .writer import BAD_RECORD, Writer
+from .segments.prealloc import SegmentPreallocator
+from .append.writer import BAD_RECORD, Writer
 from .record import Record
-from .recovery import load_meta, recover
-from .deadrecords import DeadRecords
-from .removal import RemovalResult
-from .segment import SegmentInfo
-from .segments import SegmentList
+from .append.recovery import load_meta, recover
+from .cleanup.deadrecords import DeadRecords
+from .cleanup.removal import RemovalResult
+from .segments.segment import SegmentInfo
+from .segments.segment_list import SegmentList
 from .state import LogState, on_readonly_filesystem
 
 __all__ = ["DEFAULT_SEGMENT_SIZE", "CommitLog", "RemovalResult"]
@@ -42,7 +46,7 @@ _time_ns = time.time_ns
 class CommitLog(DeadRecords):
     """A segmented, memory-mapped commit log; see the module docstring for the concurrency
     contract. Open it with `CommitLog.open(...)` and use it as a context manager. Marking records
-    dead and compaction: the methods of `DeadRecords` (commitlog.deadrecords)."""
+    dead and compaction: the methods of `DeadRecords` (commitlog.cleanup.deadrecords)."""
 
     def __init__(self, *_: object, **__: object) -> None:
         raise TypeError("use CommitLog.open(path, ...)")
@@ -296,7 +300,7 @@ class CommitLog(DeadRecords):
 
     # ------------------------------------------------------------------ head removal
     def remove_head(self, *, force: bool = False, expected_base: int | None = None) -> RemovalResult:
-        """Remove the oldest segment, crash-safely, from any process (see commitlog.removal).
+        """Remove the oldest segment, crash-safely, from any process (see commitlog.cleanup.removal).
         A segment a reader holds (a shared flock) is left alone and reported `held`, unless
         `force`. Never the last (active) segment. With `expected_base`, only that segment is
         removed (`mismatch` otherwise)."""

@@ -5,12 +5,12 @@ Never imports pyspark.
 """
 
 from .audit import AuditTrail, read_audit, read_events
-from .cleaner import DELETED, FAILED, HUNG, Cleaner
-from .compaction_report import CompactionResult, LogCompaction, OutputResult
-from .compactor import Compactor, Pending
-from .results import LogPassResult, PassResult
-from .pinned import PinnedFile, find_pinned, pinned_bytes
-from .snapshot import WatchedLog, disk_snapshot
+from .deletion.cleaner import DELETED, FAILED, HUNG, Cleaner
+from .compaction.summary import CompactionResult, LogCompaction, OutputResult
+from .compaction.compactor import Compactor, Pending
+from .deletion.results import LogPassResult, PassResult
+from .deletion.pinned import PinnedFile, find_pinned, pinned_bytes
+from .deletion.watched import WatchedLog, disk_snapshot
 
 __all__ = [
     "AuditTrail", "Cleaner", "CompactionResult", "Compactor", "DELETED", "FAILED", "HUNG", "LogCompaction",
@@ -22,6 +22,6 @@ __all__ = [
 def __getattr__(name: str):
     # Imported on first use, so `retention plan|clean|check` do not load APScheduler.
     if name in ("RetentionScheduler", "PassRunningError"):
-        from . import scheduler
+        from .scheduling import scheduler
         return getattr(scheduler, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

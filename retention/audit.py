@@ -22,7 +22,7 @@ writers never interleave and a torn line left by a killed writer is told from on
   `removed-by-another` (another process removed and audited the segment) or `log-missing` (the
   log directory is gone).
 - `{"event": "compacted", "id", ...}`: a compaction output's outcome (`action: "compact"` intents;
-  the fields are `retention.compactor`'s). A compaction intent that did nothing ends `aborted`.
+  the fields are `retention.compaction.compactor`'s). A compaction intent that did nothing ends `aborted`.
 - A line without `event` is a deletion written before intents existed.
 
 Durability: the intent is fsynced (one fsync per deletion, as before); the outcome is not, because a
@@ -48,7 +48,7 @@ from loguru import logger
 from policies import DELETED
 
 INTENT, ABORTED = "intent", "aborted"
-COMPACTED = "compacted"    # the outcome of a compaction output's intent (retention.compactor)
+COMPACTED = "compacted"    # the outcome of a compaction output's intent (retention.compaction.compactor)
 EVENTS = (INTENT, DELETED, ABORTED, COMPACTED)
 # Why an intent removed nothing.
 ABORT_REASONS = ("held", "head-changed", "error", "not-removed", "removed-by-another", "log-missing")

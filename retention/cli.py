@@ -15,8 +15,8 @@ from loguru import logger
 
 from policies import ConfigError, RetentionConfig
 
-from .embedded import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load
-from .logsetup import configure_logging
+from .service.embedded import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load
+from .service.logsetup import configure_logging
 
 
 class _Parser(argparse.ArgumentParser):
@@ -87,14 +87,14 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `retention plan | head` ends quietly
     try:
         if args.command == "status":
-            from .status import print_status
+            from .service.client import print_status
             return print_status(args.url, as_json=args.json)
         config = load(args.config)
         if args.command == "check":
             return _check(args.config, config)
         configure_logging(config.service.log_level, config.service.log_format)
         if args.command == "serve":
-            from .service import serve
+            from .service.serve import serve
             return serve(config, config_path=args.config, demo=args.demo)
         if args.command == "compact":
             return _compact(args, config)
@@ -113,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: datetime | None) -> int:
-    from .cleaner import Cleaner
-    from .report import render_result
+    from .deletion.cleaner import Cleaner
+    from .deletion.report import render_result
     cleaner = Cleaner(config)
 
     def work():
@@ -126,8 +126,8 @@ def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: dateti
 
 
 def _compact(args: argparse.Namespace, config: RetentionConfig) -> int:
-    from .compaction_report import render_compaction, render_output
-    from .compactor import Compactor
+    from .compaction.summary import render_compaction, render_output
+    from .compaction.compactor import Compactor
     def progress(log, output):
         print(render_output(log, output, dry_run=args.dry_run), file=sys.stderr, flush=True)
     # A progress line per output on a terminal only; stdout keeps the report.

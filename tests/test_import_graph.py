@@ -95,8 +95,8 @@ def _top(module: str) -> str:
 
 def test_the_graph_is_read_from_every_package():
     edges, _ = _graph()
-    assert {"commitlog", "policies", "retention", "retention.scheduler", "policies.pressure"} <= set(edges)
-    assert "policies.pressure" in edges["retention.pressure"]     # a real edge is seen
+    assert {"commitlog", "policies", "retention", "retention.scheduling.scheduler", "policies.pressure"} <= set(edges)
+    assert "policies.pressure" in edges["retention.scheduling.pressure_watch"]     # a real edge is seen
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -126,6 +126,55 @@ def test_dependencies_point_one_way():
         forbidden = {"commitlog": {"policies", "retention"}, "policies": {"commitlog", "retention"}}.get(_top(module), set())
         wrong += [f"{module} imports {m}" for m in sorted(imported) if _top(m) in forbidden]
     assert wrong == []
+
+
+def test_the_retention_engine_imports_no_integration():
+    # Integrations plug in through retention.compaction.protection's entry points.
+    _, raw = _graph()
+    wrong = [f"{module} imports {m}" for module, imported in raw.items() for m in sorted(imported)
+             if module.startswith("retention") and m.startswith("commitlog.spark")]
+    assert wrong == []
+
+
+# Each room (sub-package) may import only itself, the rooms listed, and the base modules of its
+# package (retention.audit; commitlog's top-level modules).
+_ROOMS = {
+    "commitlog.segments": set(),
+    "commitlog.append": {"commitlog.segments"},
+    "commitlog.cleanup": {"commitlog.segments"},
+    "retention.deletion": set(),
+    "retention.compaction": {"retention.deletion"},
+    "retention.scheduling": {"retention.deletion", "retention.compaction"},
+    "retention.web": {"retention.scheduling", "retention.deletion", "retention.compaction"},
+}
+
+
+def _room(module: str) -> str | None:
+    return next((room for room in _ROOMS if module == room or module.startswith(room + ".")), None)
+
+
+def test_rooms_import_only_the_rooms_below_them():
+    edges, _ = _graph()
+    wrong = []
+    for module, imported in edges.items():
+        room = _room(module)
+        if room is None:
+            continue
+        for m in sorted(imported):
+            other = _room(m)
+            if other is not None and other != room and other not in _ROOMS[room]:
+                wrong.append(f"{module} imports {m}")
+    assert wrong == []
+
+
+def test_no_package_folder_holds_more_than_twenty_modules():
+    crowded = {}
+    for package in PACKAGES:
+        for folder in [ROOT / package, *(p for p in (ROOT / package).rglob("*") if p.is_dir())]:
+            modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+            if len(modules) > 20:
+                crowded[str(folder.relative_to(ROOT))] = len(modules)
+    assert crowded == {}
 
 
 def test_only_commitlog_spark_imports_pyspark():

@@ -169,7 +169,7 @@ def test_constructor_is_not_public():
 
 def _flush_calls(monkeypatch):
     """Record every flush of the active segment (the msync the flush modes decide about)."""
-    from commitlog import active as segmod
+    from commitlog.segments import active as segmod
     calls = []
     orig = segmod.ActiveSegment.flush
 
@@ -355,7 +355,7 @@ def test_appends_from_many_threads_are_serialised(tmp_log_dir):
 def test_append_batch_writes_the_same_bytes_as_single_appends(tmp_path, sizes):
     """The batch paths (uniform sizes: strided CRCs; mixed sizes: map/join) lay out segments and
     their sparse indexes exactly as one append per record does, across rolls."""
-    from commitlog.index import index_path, read_checkpoints, read_sealed
+    from commitlog.segments.index import index_path, read_checkpoints, read_sealed
     values = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
     logs = {}
     for how in ("batch", "single"):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from commitlog import CommitLog, CorruptLogError
 from commitlog import record as rec
-from commitlog.reading import _read_records
+from commitlog.segments.reading import _read_records
 
 I64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 KEYS = st.one_of(st.none(), st.just(b""), st.binary(max_size=64))

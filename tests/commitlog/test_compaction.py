@@ -1,4 +1,4 @@
-"""Compaction's rewrite and swap (commitlog.compaction, commitlog.swap): same records at the same
+"""Compaction's rewrite and swap (commitlog.cleanup.rewrite, commitlog.cleanup.swap): same records at the same
 offsets, gaps, refusals, crash safety at every file-system step, readers in other processes."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 
 from commitlog import CommitLog, CorruptLogError, segment_name
 from commitlog import record as rec
-from commitlog.index import INDEX_INTERVAL, index_path, read_checkpoints, read_sealed
+from commitlog.segments.index import INDEX_INTERVAL, index_path, read_checkpoints, read_sealed
 
 from cl_helpers import append_deterministic, check_record, key_for, value_for
 
@@ -333,7 +333,7 @@ def test_garbage_checkpoints_of_the_active_segment_are_not_trusted(tmp_log_dir, 
 def test_stale_sealed_index_left_for_the_next_segment_is_not_trusted(tmp_log_dir):
     """A sealed index left over under the name of a segment about to be created (a crash while
     creating it earlier) must not describe the new segment to readers."""
-    from commitlog.index import SegmentSummary, write_sealed
+    from commitlog.segments.index import SegmentSummary, write_sealed
     _build(tmp_log_dir, 200)
     with CommitLog.open(tmp_log_dir, flush="none") as log, \
             CommitLog.open(tmp_log_dir, readonly=True) as reader:

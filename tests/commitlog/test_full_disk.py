@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-import commitlog.guard as guard_module
+import commitlog.append.guard as guard_module
 from commitlog import CommitLog, StoreFullError, disk_usage
 
 from cl_helpers import check_record, spawn, wait_for_line
@@ -278,7 +278,7 @@ def test_a_writer_never_takes_the_disk_past_the_line_by_more_than_one_segment(sm
     cleaner in another process that removes the head while the disk is above 0.80. Segments
     prepared ahead count as used disk, so preparing one is itself refused above the line: the
     used ratio, sampled continuously, never goes past the line by more than one segment."""
-    from commitlog.index import index_file_size
+    from commitlog.segments.index import index_file_size
     segment, refuse = 2 << 20, 0.90
     path = os.path.join(small_fs, "log")
     usage = disk_usage(small_fs)

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from commitlog import CommitLog, OffsetOutOfRangeError, RemovalResult
-from commitlog.index import index_path
+from commitlog.segments.index import index_path
 from commitlog.layout import DELETED_SUFFIX
 
 from cl_helpers import spawn, wait_for_line

@@ -1,4 +1,4 @@
-"""Preparing segments ahead of the writer (commitlog/prealloc.py): real files
+"""Preparing segments ahead of the writer (commitlog/segments/prealloc.py): real files
 and mappings in a temporary directory. Where a test must catch the worker mid-preparation, the
 real prefault runs behind a gate the test opens."""
 
@@ -12,10 +12,10 @@ import time
 import pytest
 
 from commitlog import CommitLog
-from commitlog import prealloc as prealloc_module
-from commitlog.index import index_file_size
+from commitlog.segments import prealloc as prealloc_module
+from commitlog.segments.index import index_file_size
 from commitlog.layout import PREALLOC_PREFIX, segment_name
-from commitlog.prealloc import SegmentPreallocator
+from commitlog.segments.prealloc import SegmentPreallocator
 
 SIZE = 1 << 20
 

@@ -1,4 +1,4 @@
-"""The one scan from the last verifying checkpoint (commitlog/sealed.py), over real bytes."""
+"""The one scan from the last verifying checkpoint (commitlog/segments/sealed.py), over real bytes."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 from commitlog import CorruptLogError
 from commitlog import record as rec
-from commitlog.index import INDEX_INTERVAL
-from commitlog.sealed import live_summary, rebuilt_summary, scan_segment
+from commitlog.segments.index import INDEX_INTERVAL
+from commitlog.segments.sealed import live_summary, rebuilt_summary, scan_segment
 
 SIZE = 64 * 1024
 

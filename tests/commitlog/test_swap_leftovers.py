@@ -1,4 +1,4 @@
-"""An interrupted swap's leftovers (commitlog.swap) seen by head removal and by a read-only open
+"""An interrupted swap's leftovers (commitlog.cleanup.swap) seen by head removal and by a read-only open
 before the writer's next open removes them: input segments still on disk after the commit point,
 superseded by the compacted segment before them, and `.cleaned` files of a compaction cut short."""
 

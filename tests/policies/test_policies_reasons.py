@@ -69,12 +69,12 @@ def test_outcomes_are_defined_once_and_shared():
     import policies.outcomes
     import policies.planner
     import retention
-    import retention.cleaner
+    import retention.deletion.cleaner
 
     for name in ("DELETE", "KEEP", "DELETED", "HUNG", "FAILED"):
         value = getattr(policies.outcomes, name)
         assert getattr(policies.planner, name) is value
-        assert getattr(retention.cleaner, name) is value
+        assert getattr(retention.deletion.cleaner, name) is value
         if hasattr(retention, name):
             assert getattr(retention, name) is value
     assert policies.outcomes.ACTIONS == ("delete", "deleted", "keep", "hung", "failed")

@@ -46,7 +46,8 @@ def main() -> None:
         i += 2
 
     from policies import load_config
-    from retention import Cleaner, audit, cleaner
+    from retention import Cleaner, audit
+    from retention.deletion import cleaner
 
     counts: dict[str, int] = {}
 

@@ -71,7 +71,7 @@ def main() -> None:
     from commitlog import CommitLog
     from policies import load_config
     from retention import audit
-    from retention.compactor import Compactor
+    from retention.compaction.compactor import Compactor
 
     def die(at: str) -> None:
         if at == point:

@@ -10,7 +10,7 @@ import shutil
 from commitlog import CommitLog
 from commitlog.layout import index_path, segment_path
 from retention import Cleaner, read_audit
-from retention.report import render_result
+from retention.deletion.report import render_result
 
 from retention_helpers import make_log, segment_bases, set_age, write_config
 

@@ -200,7 +200,7 @@ def test_clean_leaves_a_log_a_running_sidecar_owns_names_it_and_exits_1(tmp_path
     bases = make_log(tmp_path / "staging", 4)
     set_age(tmp_path / "staging", bases[:-1], 3 * 86400)
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from retention import owner; "
+        "import sys, time; from retention.deletion import owner; "
         f"owner.claim({str(tmp_path / 'staging')!r}); print('owned', flush=True); sys.stdin.read()")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

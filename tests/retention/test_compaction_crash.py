@@ -17,7 +17,7 @@ from loguru import logger
 
 from commitlog import CommitLog, segment_name
 from retention import read_events
-from retention.compactor import Compactor
+from retention.compaction.compactor import Compactor
 
 from compaction_helpers import compaction_config, dead_log, scan_pairs
 

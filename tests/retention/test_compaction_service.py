@@ -14,7 +14,7 @@ import pytest
 
 from policies import RetentionConfig
 from retention import PassRunningError, RetentionScheduler
-from retention.jobs import desired_jobs
+from retention.scheduling.jobs import desired_jobs
 
 from compaction_helpers import compaction_config, dead_log, digest_tree, dir_bytes, scan_pairs
 from sidecar_helpers import Sidecar

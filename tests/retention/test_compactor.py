@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from commitlog import CommitLog
 from retention import read_events
-from retention.compactor import Compactor
+from retention.compaction.compactor import Compactor
 
 from compaction_helpers import SEGMENT, compaction_config, dead_log, digest_tree, dir_bytes, scan_pairs
 

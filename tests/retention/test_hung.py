@@ -13,7 +13,7 @@ from pathlib import Path
 from loguru import logger
 
 from retention import Cleaner, read_audit
-from retention.hung import HUNG_FILE, HungRegistry
+from retention.deletion.hung import HUNG_FILE, HungRegistry
 
 from retention_helpers import make_log, segment_bases, set_age, write_config
 from test_cleaner_real_fs import HOLDER

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 from policies import DiskSnapshot, GroupSnapshot, LogSnapshot, SegmentDecision, SegmentSnapshot, plan
 from policies.config import PolicyConfig
 from retention import RetentionScheduler
-from retention.cleaner import LogPassResult, PassResult
-from retention.history import StatusHistory
-from retention.page import MAX_RUNS, TOTAL_RUNS, build_page_data, segment_runs, tail_audit
+from retention.deletion.cleaner import LogPassResult, PassResult
+from retention.scheduling.history import StatusHistory
+from retention.web.page import MAX_RUNS, TOTAL_RUNS, build_page_data, segment_runs, tail_audit
 
 from retention_helpers import write_config
 

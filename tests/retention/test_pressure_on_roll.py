@@ -19,7 +19,7 @@ import pytest
 
 from commitlog import CommitLog, disk_usage
 from retention import RetentionScheduler
-from retention.rollwatch import RollWatch
+from retention.scheduling.rollwatch import RollWatch
 
 from retention_helpers import segment_bases, write_config
 from sidecar_helpers import Sidecar
@@ -160,7 +160,7 @@ def test_the_roll_watch_says_when_a_directory_cannot_be_watched_and_retries_it(t
 def test_without_inotify_one_warning_says_the_disk_check_alone_acts(monkeypatch, tmp_path):
     from loguru import logger
 
-    import retention.rollwatch as rollwatch
+    import retention.scheduling.rollwatch as rollwatch
 
     def no_libc():
         raise OSError(38, "Function not implemented")

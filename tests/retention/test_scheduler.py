@@ -13,7 +13,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from commitlog import CommitLog, DiskUsage
 from retention import Cleaner, RetentionScheduler, read_audit
-from retention import pressure as pressure_module
+from retention.scheduling import pressure_watch as pressure_module
 
 from retention_helpers import make_log, segment_bases, set_age, write_config
 

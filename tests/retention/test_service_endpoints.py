@@ -182,8 +182,8 @@ def test_json_log_format_gives_one_json_object_per_line(tmp_path):
 
 
 def test_the_service_modules_never_import_pyspark():
-    code = ("import sys, retention.service, retention.scheduler, retention.http, retention.demo, "
-            "retention.status, retention.metrics, retention.notify, retention.cli; "
+    code = ("import sys, retention.service.serve, retention.scheduling.scheduler, retention.web.server, retention.service.demo, "
+            "retention.service.client, retention.scheduling.metrics, retention.service.notify, retention.cli; "
             "from retention import RetentionScheduler; "
             "assert not [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pyarrow', 'pandas')]")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

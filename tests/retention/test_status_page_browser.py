@@ -14,7 +14,7 @@ import pytest
 
 from commitlog import CommitLog
 from retention import RetentionScheduler
-from retention.http import RetentionHTTPServer
+from retention.web.server import RetentionHTTPServer
 
 from retention_helpers import make_log, set_age, write_config
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from retention.views import SharedView
+from retention.web.views import SharedView
 
 
 class _Clock:

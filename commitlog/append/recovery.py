@@ -1,0 +1,127 @@
+"""Recovery at open, and the log's metadata (`meta.json`).
+
+The writer makes the last segment writable again: a sealed index is trusted as is; otherwise the
+tail is scanned from the last index checkpoint that still verifies (commitlog.segments.sealed), and
+whatever is torn or corrupt after the last good record is zeroed and logged with its byte count.
+A zero-length last segment (a crash while creating it) is removed. Used by the writer at open only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import mmap
+import os
+
+from .. import record as rec
+from ..segments.active import ActiveSegment
+from ..errors import CorruptLogError, NotALogError, SegmentSizeMismatchError
+from ..segments.index import IndexWriter, read_checkpoints, read_sealed
+from ..layout import META_FILE, TMP_SUFFIX, fsync_directory, index_path, meta_path
+from ..options import DEFAULT_SEGMENT_SIZE
+from ..segments.sealed import scan_segment
+from ..segments.segment_list import SegmentList
+
+log = logging.getLogger("commitlog")
+
+FORMAT_VERSION = 1
+_ZEROS = bytes(1 << 20)
+
+
+def load_meta(directory: str, requested: int | None, *, create: bool) -> int:
+    """The log's segment_size from meta.json; with `create`, a missing file is written with
+    `requested` (or the default). SegmentSizeMismatchError when `requested` differs."""
+    path = meta_path(directory)
+    try:
+        with open(path) as f:
+            meta = json.load(f)
+        size = int(meta["segment_size"])
+    except FileNotFoundError:
+        if not create:
+            raise NotALogError(directory, f"no {META_FILE}") from None
+        size = requested or DEFAULT_SEGMENT_SIZE
+        tmp = path + TMP_SUFFIX
+        with open(tmp, "w") as f:
+            json.dump({"format": FORMAT_VERSION, "segment_size": size}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_directory(directory)
+        return size
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptLogError(path, None, f"unreadable log metadata ({exc})") from exc
+    if requested is not None and requested != size:
+        raise SegmentSizeMismatchError(
+            f"log {directory} was created with segment_size={size}; "
+            f"cannot reopen it with segment_size={requested}")
+    return size
+
+
+def recover(segs: SegmentList) -> ActiveSegment | None:
+    """The last segment, writable again, or None when there is none or it is sealed (the
+    next append rolls). Drops a zero-length last segment from `segs`."""
+    if not segs.bases:
+        return None
+    base = segs.bases[-1]
+    path = segs.segment_path(base)
+    size = segs.segment_size
+    if os.stat(path).st_size == 0:
+        log.warning("removing zero-length segment %s left by a crash while creating it", path)
+        os.unlink(path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(index_path(path))
+        fsync_directory(segs.path)
+        segs.bases.pop()
+        return None
+    if read_sealed(index_path(path)) is not None:
+        return None  # sealed: the next append rolls to a new segment
+    rels, positions = read_checkpoints(index_path(path))
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        mm = mmap.mmap(fd, size)
+        try:
+            tail = scan_segment(mm, size, rels, positions)
+            pos = tail.position
+            if tail.status != rec.END:
+                torn = _torn_extent(mm, pos, size, tail.status == rec.BAD)
+                if torn > pos:
+                    mm[pos:torn] = bytes(torn - pos)
+                    start = pos - pos % mmap.PAGESIZE  # only these pages: the rest of the
+                    mm.flush(start, torn - start)       # segment may be 64 MiB of dirty zeros
+                    log.warning("truncated %d bytes of torn or corrupt tail in %s at byte %d",
+                                torn - pos, path, pos)
+        finally:
+            mm.close()
+        index = IndexWriter(index_path(path), size, tail.rels, tail.positions)
+        mtime_ns = os.stat(path).st_mtime_ns
+        fd2 = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        count = tail.count
+        active = ActiveSegment(base, path, size, fd2, index, pos, count,
+                               tail.first_ts if count else None, tail.last_ts if count else None,
+                               mtime_ns)
+    finally:
+        os.close(fd)
+    if tail.status == rec.END:
+        # Crashed after writing the end marker but before sealing the index: finish the seal.
+        segs.sealed(base, active.seal(durable=True))
+        return None
+    return active
+
+
+def _torn_extent(mm, pos: int, size: int, bad: bool) -> int:
+    """End of the garbage after the last good record at `pos` (== pos when there is none)."""
+    if not bad and not any(mm[pos:min(pos + 64, size)]):
+        return pos  # the common case: a clean tail of zeros
+    last = pos
+    p = pos
+    while p < size:
+        q = min(p + len(_ZEROS), size)
+        data = mm[p:q]
+        # One comparison skips a zero megabyte (rstrip alone walks it byte by byte).
+        if len(data) < len(_ZEROS) or data != _ZEROS:
+            stripped = len(data.rstrip(b"\0"))
+            if stripped:
+                last = p + stripped
+        p = q
+    return last

@@ -1,0 +1,155 @@
+"""The writer's side of an open log: rolling from one active segment to the next (sealing the old,
+taking a prepared one, asking for the next), and the batch append loops that hand chunks to the
+active segment between disk checks and rolls.
+
+Used by CommitLog with its lock held: not thread-safe on its own. CommitLog.append inlines the
+single-record path (see `append_locked` for the same steps) to keep the hot path one call deep.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+import time
+from array import array
+from itertools import accumulate, repeat
+from operator import add as _add
+
+from .. import record as rec
+from ..segments.active import UNIFORM_CRCS, ActiveSegment
+from ..arguments import check_batch
+from ..errors import RecordTooLargeError
+from .guard import DiskGuard
+from ..segments.prealloc import SegmentPreallocator
+from ..segments.segment_list import SegmentList
+from ..state import LogState
+
+_BATCH_CHUNK = 1 << 20                # bytes framed in memory before one copy into the mapping
+_crc32 = rec.crc32
+_time_ns = time.time_ns
+BAD_RECORD = (TypeError, struct.error, OverflowError)  # what a record of the wrong type raises
+
+
+class Writer:
+    """See the module docstring."""
+
+    def __init__(self, path: str, segment_size: int, segs: SegmentList, state: LogState,
+                 guard: DiskGuard, preallocator: SegmentPreallocator, *, durable: bool,
+                 sync: bool) -> None:
+        self.path = path
+        self.segment_size = segment_size
+        self._segs = segs
+        self._state = state
+        self._guard = guard
+        self.preallocator = preallocator
+        self._durable = durable  # rolls msync and fsync only when flushing is asked for
+        self._sync = sync
+
+    def append_batch(self, values: list, ts: int, attributes: int, now_ns: int, first: int) -> int:
+        """Records without keys, one timestamp; `first`: the offset the first one gets."""
+        segs = self._segs
+        if not values:
+            return first
+        try:  # every value's type is checked here, before anything is written
+            head = rec.BODY_HEAD.pack(attributes, ts, -1)
+            head_crc = _crc32(head)
+            sizes = list(map(len, values))
+            crcs = array("I", map(_crc32, values, repeat(head_crc)))
+        except BAD_RECORD:
+            check_batch(values, ts, attributes)
+            raise
+        if UNIFORM_CRCS and sizes.count(sizes[0]) == len(sizes):
+            self._append_uniform(values, sizes[0], crcs, head, ts, now_ns)
+            return first
+        guard = self._guard
+        # cum[k]: bytes before record k in this batch, so record k spans cum[k]..cum[k+1].
+        cum = [0]
+        cum += accumulate(map(_add, sizes, repeat(rec.HEADER_SIZE)))
+        i, n = 0, len(values)
+        while i < n:
+            if guard.refusing or not guard.checked_ns <= _time_ns() < guard.due_ns:
+                guard.check()
+            seg = segs.active
+            room = 0 if seg is None else seg.size - seg.position
+            j = bisect.bisect_right(cum, cum[i] + min(room, _BATCH_CHUNK), lo=i) - 1
+            if j <= i:
+                if seg is not None and room >= cum[i + 1] - cum[i]:
+                    j = i + 1  # one record bigger than a chunk still fits
+                else:
+                    self.roll(cum[i + 1] - cum[i])
+                    continue
+            seg.write_chunk(values, sizes, crcs, cum, i, j, head, ts, now_ns)
+            i = j
+        if self._sync:
+            segs.active.flush()
+        return first
+
+
+    def append_locked(self, value, key, ts: int, attributes: int, now_ns: int) -> int:
+        """One record with `_lock` held (keyed batches); append() inlines the same steps."""
+        guard = self._guard
+        if guard.refusing or not guard.checked_ns <= _time_ns() < guard.due_ns:
+            guard.check()
+        seg = self._segs.active
+        offset = -1 if seg is None else seg.append(value, key, ts, attributes, now_ns)
+        if offset < 0:  # keyed batches were checked before the first record
+            seg = self.roll(rec.HEADER_SIZE + len(value) + (0 if key is None else len(key)))
+            offset = seg.append(value, key, ts, attributes, now_ns)
+        if self._sync:
+            seg.flush()
+        return offset
+
+    def _append_uniform(self, values: list, size: int, crcs: array, head: bytes, ts: int,
+                        now_ns: int) -> None:
+        """append_batch for records of one value size (the common case), a chunk at a time."""
+        segs, guard = self._segs, self._guard
+        rsize = rec.HEADER_SIZE + size
+        sep = bytearray(rec.FRAME.pack(rec.BODY_HEAD_SIZE + size, 0) + head)
+        i, n = 0, len(values)
+        while i < n:
+            if guard.refusing or not guard.checked_ns <= _time_ns() < guard.due_ns:
+                guard.check()
+            seg = segs.active
+            room = 0 if seg is None else seg.size - seg.position
+            k = min(room, _BATCH_CHUNK) // rsize
+            if k == 0:
+                if room < rsize:
+                    self.roll(rsize)
+                    continue
+                k = 1  # one record bigger than a chunk still fits
+            k = min(k, n - i)
+            seg.write_uniform(values[i:i + k], crcs[i:i + k].tobytes(), rsize, sep, ts, now_ns)
+            i += k
+        if self._sync:
+            segs.active.flush()
+
+    def roll(self, need: int) -> ActiveSegment:
+        """Seal the active segment and start the next, from a prepared one when ready."""
+        if need > self.segment_size:
+            raise RecordTooLargeError(
+                f"a record of {need} bytes (with its {rec.HEADER_SIZE}-byte header) cannot fit in "
+                f"a segment of {self.segment_size} bytes in {self.path}")
+        segs = self._segs
+        old = segs.active
+        if old is not None:
+            with segs.meta_lock:
+                segs.active = None
+                segs.tail_end = old.end_offset
+            segs.sealed(old.base_offset, old.seal(durable=self._durable, close_mapping=False))
+            self.preallocator.retire(old.mm)
+        # What other processes removed from the head goes from memory here, once per segment.
+        segs.forget_below(self._state.start_offset())
+        self._guard.check()
+        prepared = self.preallocator.take()
+        seg = ActiveSegment.create(self.path, segs.tail_end, self.segment_size, prepared,
+                                   durable=self._durable)
+        with segs.meta_lock:
+            segs.active = seg
+        segs.add(seg.base_offset)
+        self.preallocator.request()
+        return seg
+
+    def release_prepared(self) -> None:
+        """Writes are refused: segments prepared ahead hold disk the writer may not use now."""
+        if self.preallocator.release_ready():
+            self._guard.due_ns = 0  # re-read the disk at the next append

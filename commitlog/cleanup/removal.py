@@ -1,0 +1,169 @@
+"""Head removal, crash-safe and from any process: the start offset advances first (in place in
+`start.offset`, commitlog.startoffset, so a disk with no free block can still be cleaned), then
+the segment and its index are renamed to `.deleted`, unlinked, and the directory fsynced. A crash
+anywhere leaves either a segment below the start offset or a `.deleted` leftover, both finished
+by `finish_removals` (the writer at open, a cleaner at its next pass).
+
+A log from before `start.offset`, on a disk with no room even to create that file, cannot record
+the advance first: its head is unlinked first and the advance recorded after, once the freed
+space allows. That order is crash-safe too, since the start offset is never below the first
+segment's base (a crash in between leaves a `.deleted` leftover or nothing to finish).
+
+Removers of any process serialise on `<log>/.remove.lock`. Functions over a SegmentList.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..errors import StoreFullError
+from ..layout import DELETED_SUFFIX, fsync_directory, index_path, remove_lock_path
+from ..locks import try_exclusive
+from ..segments.segment_list import SegmentList
+
+log = logging.getLogger("commitlog")
+
+
+@dataclass(frozen=True)
+class RemovalResult:
+    """What `remove_head` did. `status`: removed, held, active (only the active segment is
+    left), mismatch (the head is not `expected_base`). Immutable."""
+
+    status: str
+    base_offset: int | None = None
+    path: str | None = None
+    bytes: int = 0
+    forced: bool = False
+    new_start_offset: int | None = None
+
+
+def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) -> RemovalResult:
+    with removal_lock(segs.path):
+        finish_removals(segs)
+        live = segs.list().live(segs.state.start_offset())
+        if len(live) <= 1:
+            return RemovalResult("active", live[0].base_offset if live else None)
+        base = live[0].base_offset
+        if expected_base is not None and base != expected_base:
+            return RemovalResult("mismatch", base)
+        path = segs.segment_path(base)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+            # Bases below the head's end are an interrupted swap's leftovers (commitlog.cleanup.swap),
+            # superseded by the head: they go with it, and the start moves past them.
+            end = _compacted_end(segs, base, size)
+            later = [s.base_offset for s in live[1:] if s.base_offset >= end]
+            if not later:
+                return RemovalResult("active", base)
+            new_start = later[0]
+            leftovers = [s.base_offset for s in live[1:] if s.base_offset < new_start]
+            free = try_exclusive(fd)
+            if not free and not force:
+                return RemovalResult("held", base, path, size)
+            try:
+                segs.state.advance_start_offset(new_start)
+            except StoreFullError:
+                unlink_segment(segs.path, path)  # see the module docstring
+                with contextlib.suppress(StoreFullError):
+                    segs.state.advance_start_offset(new_start)
+            else:
+                unlink_segment(segs.path, path)
+            for leftover in leftovers:  # below the start now: finish_removals' job after a crash
+                unlink_segment(segs.path, segs.segment_path(leftover))
+                segs.forget(leftover)
+                log.info("removed %s, an interrupted compaction's leftover superseded by %s",
+                         segs.segment_path(leftover), path)
+        finally:
+            os.close(fd)
+        segs.forget(base)
+        return RemovalResult("removed", base, path, size, forced=not free,
+                             new_start_offset=new_start)
+
+
+def _compacted_end(segs: SegmentList, base: int, size: int) -> int:
+    """The end offset of segment `base` when it is a complete compaction output (only those can
+    cover later bases); -1 otherwise, which covers nothing."""
+    if not 0 < size < segs.segment_size:
+        return -1
+    summary = segs.compacted_summary(base, size)
+    return summary.end_offset(base) if summary is not None and summary.record_count else -1
+
+
+def unlink_segment(directory: str, path: str) -> None:
+    """Rename a segment and its index to `.deleted`, unlink both, fsync the directory."""
+    for p in (path, index_path(path)):
+        doomed = p + DELETED_SUFFIX
+        try:
+            os.rename(p, doomed)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # No directory block for the longer name (ext4, full disk): unlink in place, index
+            # first: a crash between leaves a head without its index (rebuilt), or one finished.
+            for q in (index_path(path), path):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(q)
+            break
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(doomed)
+    fsync_directory(directory)
+
+
+def finish_removals(segs: SegmentList, *, temporaries: bool = False) -> list[str]:
+    """Finish deletions a crash interrupted (call with `removal_lock` held): `.deleted`
+    leftovers, and segments below the start offset never renamed; with `temporaries` (the
+    writer at open only: a rebuild in progress writes them) also `<base>.index.tmp` files."""
+    done: list[str] = []
+    segs.state.ensure_start_file()
+    start = segs.state.start_offset()
+    listing = segs.list()
+    for p in listing.deleted:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(p)
+            done.append(p)
+    bases = listing.bases
+    for i, base in enumerate(bases[:-1]):
+        if bases[i + 1] <= start:
+            path = segs.segment_path(base)
+            unlink_segment(segs.path, path)
+            done.append(path)
+    if temporaries:
+        for p in listing.temporaries:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+    if done:
+        fsync_directory(segs.path)
+        log.info("finished %d interrupted removal(s) in %s", len(done), segs.path)
+    return done
+
+
+@contextlib.contextmanager
+def removal_lock(directory: str) -> Iterator[None]:
+    """Serialises removers (an embedded cleaner and a sidecar) on the same log."""
+    fd = os.open(remove_lock_path(directory), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def is_held(path: str) -> bool:
+    """True when some reader (any process) holds the segment at `path`; False once it is gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        return not try_exclusive(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,394 @@
+"""Compaction's mechanism: rewrite runs of consecutive sealed segments with only the records a
+caller's rule keeps, and swap each output in crash-safely (the protocol: commitlog.cleanup.swap).
+
+The store decides nothing about liveness: the caller passes `decide(offset, key, tombstone,
+marked)`, returning None to keep a record or the cause it is dropped for (policies.liveness's
+`LivenessRule.cause` has this shape; retention wires it). `marked` comes from one snapshot of the
+marks (`MarksSnapshot`) taken before the caller builds its key index (`record_facts` reads the log
+under the same snapshot), so a mark arriving in between cannot drop a key's only value. A record
+written dead (record.ATTR_DEAD) is passed as marked.
+
+Throttling and stopping belong to the caller: `on_bytes(n)` is called with the bytes read plus
+written (about a megabyte at a time; the caller may sleep in it), `should_stop()` between outputs.
+
+Functions over a SegmentList; the log serialises compactions of one process, and the removal lock
+serialises the swap against head removers of every process.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .. import record as rec
+from . import swap
+from ..diskusage import disk_usage
+from ..errors import CorruptLogError, InvalidArgumentError, StoreFullError
+from ..segments.index import INDEX_INTERVAL, SegmentSummary, write_sealed
+from ..layout import cleaned_path, fsync_directory, index_path
+from .removal import removal_lock
+from ..segments.segment_list import SEALED, SegmentList
+
+Decide = Callable[[int, "bytes | None", bool, bool], "str | None"]
+_FLUSH = 1 << 20                      # bytes buffered before a write, and between on_bytes calls
+_MAX_SPAN = 1 << 32                   # index entries hold u32 relative offsets
+
+
+@dataclass(frozen=True)
+class MarksSnapshot:
+    """The marked ranges at one instant, with the marks sequence number. Immutable."""
+
+    seq: int
+    starts: tuple[int, ...] = field(repr=False)
+    ends: tuple[int, ...] = field(repr=False)
+
+    def is_marked(self, offset: int) -> bool:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        return i >= 0 and offset < self.ends[i]
+
+
+@dataclass(frozen=True)
+class CompactionOutput:
+    """One output of `compact`. segment: its base offset, None when nothing was live (the inputs
+    went, their offsets became a gap); bytes_before/bytes_after: the inputs' and the output's
+    file sizes; dropped: records dropped by cause. Immutable."""
+
+    segment: int | None
+    inputs: tuple[int, ...]
+    bytes_before: int
+    bytes_after: int
+    kept: int
+    dropped: Mapping[str, int]
+
+
+def snapshot(segs: SegmentList) -> MarksSnapshot:
+    seq, starts, ends = segs.marks.snapshot()
+    return MarksSnapshot(seq, starts, ends)
+
+
+def _records(segs: SegmentList, base: int, start: int = 0) -> Iterator[tuple]:
+    """(offset, position, DecodeResult, mapping) of the records of segment `base` (gaps
+    passed), verified, from the index entry at or below offset `start`; holds the segment
+    meanwhile."""
+    with segs.hold_file(base) as (mm, ino):
+        if mm is None:
+            return
+        limit, kind, floor = segs.view_limits(base, mm, ino)
+        rel, pos = floor(max(0, start - base))
+        decode, gap, current = rec.decode_at, rec.ATTR_GAP, base + rel
+        while True:
+            r = decode(mm, pos, limit)
+            if r.status != rec.OK:
+                if r.status == rec.BAD and kind == SEALED:
+                    raise CorruptLogError(segs.segment_path(base), pos,
+                                          "record checksum or length does not verify")
+                return
+            if r.attributes & gap:
+                current += rec.gap_span(mm, r.value_start)
+            else:
+                yield current, pos, r, mm
+                current += 1
+            pos = r.next_position
+
+
+def record_facts(segs: SegmentList, marks: MarksSnapshot, start: int | None = None,
+                 end: int | None = None) -> Iterator[tuple[int, bytes | None, bool, bool]]:
+    """(offset, key, tombstone, marked) of every record in [start, end), under `marks`: what a
+    caller's key index is built from (marked records included, flagged)."""
+    segs.refresh()
+    lo = segs.start() if start is None else start
+    hi = (1 << 63) if end is None else end
+    dead = rec.ATTR_DEAD
+    bases = list(segs.bases)
+    for i, base in enumerate(bases):
+        if i + 1 < len(bases) and bases[i + 1] <= lo:
+            continue
+        if base >= hi:
+            return
+        for offset, _, r, mm in _records(segs, base):
+            if offset < lo:
+                continue
+            if offset >= hi:
+                return
+            key = None if r.key_start < 0 else bytes(mm[r.key_start:r.key_end])
+            yield (offset, key, r.value_start == r.value_end,
+                   bool(r.attributes & dead) or marks.is_marked(offset))
+
+
+def measure(segs: SegmentList, runs: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """For mark_dead: `runs` (sorted, disjoint offset ranges) cut at segment bounds, each piece
+    holding records as (start, end, framed bytes of its records, how many). Each segment is read
+    once, from the index entry below its first run."""
+    segs.refresh()
+    bases = list(segs.bases)
+    out = []
+    for i, base in enumerate(bases):
+        nxt = bases[i + 1] if i + 1 < len(bases) else 1 << 63
+        mine = [(max(a, base), min(b, nxt)) for a, b in runs if a < nxt and b > base]
+        if not mine:
+            continue
+        j, total, n = 0, 0, 0
+        for offset, pos, r, _ in _records(segs, base, mine[0][0]):
+            while j < len(mine) and offset >= mine[j][1]:
+                if n:
+                    out.append((mine[j][0], mine[j][1], total, n))
+                j, total, n = j + 1, 0, 0
+            if j == len(mine):
+                break
+            if offset >= mine[j][0]:
+                total += r.next_position - pos
+                n += 1
+        if j < len(mine) and n:
+            out.append((mine[j][0], mine[j][1], total, n))
+    return out
+
+
+def compact(segs: SegmentList, runs: Sequence[Sequence[int]], decide: Decide,
+            marks: MarksSnapshot | None = None, *, on_bytes: Callable[[int], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> list[CompactionOutput]:
+    """Rewrite each run of consecutive sealed segments (base offsets) into one output; see the
+    module docstring. Stops between outputs when `should_stop()` is true."""
+    marks = snapshot(segs) if marks is None else marks
+    with swap.compaction_lock(segs.path):
+        with removal_lock(segs.path):
+            swap.finish_swaps(segs, cleaned=True)
+        out = []
+        for run in runs:
+            if should_stop is not None and should_stop():
+                break
+            segs.refresh()
+            out.append(_compact_run(segs, list(run), decide, marks, on_bytes))
+        return out
+
+
+def _check_run(segs: SegmentList, run: list[int]) -> list[int]:
+    bases = segs.bases
+    if not run:
+        raise InvalidArgumentError("a compaction run must name at least one segment")
+    try:
+        i = bases.index(run[0])
+    except ValueError:
+        raise InvalidArgumentError(f"segment {run[0]} is not a segment of {segs.path}") from None
+    if bases[i:i + len(run)] != run:
+        raise InvalidArgumentError(f"segments {run} are not consecutive segments of {segs.path}")
+    if i + len(run) >= len(bases) or (segs.active is not None and segs.active.base_offset in run):
+        raise InvalidArgumentError(f"segments {run} include the last (active) segment of "
+                                   f"{segs.path}: compaction never touches it")
+    return [os.stat(segs.segment_path(b)).st_ino for b in run]
+
+
+def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: MarksSnapshot,
+                 on_bytes: Callable[[int], None] | None) -> CompactionOutput:
+    inodes = _check_run(segs, run)
+    summaries = [segs.summary(b) for b in run]
+    first, end = run[0], summaries[-1].end_offset(run[-1])
+    if end - first >= _MAX_SPAN:
+        raise InvalidArgumentError(f"segments {run} span {end - first} offsets; one output holds "
+                                   f"fewer than {_MAX_SPAN}")
+    paths = [segs.segment_path(b) for b in run]
+    sizes = [os.stat(p).st_size for p in paths]
+    # The live bytes as the marks know them (what a planner reserves too) plus one segment; a
+    # keyed rule keeps less, gap records add a few bytes: ENOSPC stays the backstop.
+    marked = segs.marks
+    need = sum(s.used_bytes - marked.dead_bytes(b, s.end_offset(b), s.marks_seq)
+               for b, s in zip(run, summaries)) + segs.segment_size
+    free = disk_usage(segs.path).free_bytes
+    if free < need:
+        raise StoreFullError(f"no room to compact segments {run} of {segs.path}: needs {need} "
+                             f"bytes (their live bytes plus one segment), {free} free")
+    data_path = cleaned_path(segs.segment_path(first))
+    index_tmp = cleaned_path(index_path(segs.segment_path(first)))
+    writer = _Output(data_path, first, segs.segment_size, on_bytes)
+    dropped: defaultdict[str, int] = defaultdict(int)
+    kept = 0
+    try:
+        for base, summary in zip(run, summaries):
+            kept += _rewrite(segs, base, summary, decide, marks, writer, dropped)
+        if not kept:
+            writer.discard()
+            with removal_lock(segs.path):
+                _check_unchanged(segs, run, inodes)
+                swap.commit(segs, first, run[1:], None, None)
+            return CompactionOutput(None, tuple(run), sum(sizes), 0, 0, dict(dropped))
+        mtime_ns = max(os.stat(p).st_mtime_ns for p in paths)
+        summary = writer.finish(end, mtime_ns, marks.seq)
+        write_sealed(index_tmp, summary, index_tmp + ".tmp")
+        fsync_directory(segs.path)
+        with removal_lock(segs.path):
+            _check_unchanged(segs, run, inodes)
+            swap.commit(segs, first, run[1:], data_path, index_tmp)
+    except BaseException as exc:
+        writer.discard()
+        for p in (index_tmp, index_tmp + ".tmp"):
+            if os.path.exists(p):
+                os.unlink(p)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StoreFullError(f"disk full while compacting segments {run} of {segs.path}; "
+                                 f"nothing was swapped") from exc
+        raise
+    return CompactionOutput(first, tuple(run), sum(sizes), writer.size + rec.LENGTH_SIZE, kept,
+                            dict(dropped))
+
+
+def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Decide,
+             marks: MarksSnapshot, writer: "_Output", dropped: dict[str, int]) -> int:
+    """Copy the records of sealed segment `base` that `decide` keeps into `writer`; returns how
+    many. The hot loop of a compaction: headers unpacked inline, marks followed with a cursor
+    (offsets only grow), and the CRC checked of every record kept (a dropped one is never
+    copied; a wrong length would derail the walk, caught by the next kept record's CRC or by
+    the walk not ending exactly at the sealed length)."""
+    unpack, crc32, span_of = rec.HEADER.unpack_from, rec.crc32, rec.SPAN.unpack_from
+    frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
+    gap, dead, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.END_MARKER
+    starts, ends = marks.starts, marks.ends
+    n = len(ends)
+    path = segs.segment_path(base)
+    kept = 0
+    with segs.hold_file(base) as (mm, ino):
+        limit, kind, _ = segs.view_limits(base, mm, ino)
+        if kind != SEALED:
+            raise InvalidArgumentError(f"segment {base} of {segs.path} is not sealed: "
+                                       f"compaction never touches the active segment")
+        view = memoryview(mm)
+        read0 = writer.read
+        try:
+            i = bisect.bisect_right(ends, base)   # the first marked range ending after `base`
+            pos, current, bound = 0, base, limit - key_at
+            while pos <= bound:
+                length, crc, attrs, ts, klen = unpack(mm, pos)
+                if length == 0 or length == end_marker:
+                    break
+                nxt = pos + frame + length
+                if length < min_body or nxt > limit or klen < -1 or klen > length - min_body:
+                    raise CorruptLogError(path, pos, "record length does not verify")
+                if attrs & gap:
+                    current += span_of(mm, pos + key_at)[0]
+                    pos = nxt
+                    continue
+                while i < n and ends[i] <= current:
+                    i += 1
+                marked = i < n and starts[i] <= current or attrs & dead > 0
+                if klen < 0:
+                    cause = decide(current, None, length == min_body, marked)
+                else:
+                    cause = decide(current, bytes(view[pos + key_at:pos + key_at + klen]),
+                                   length == min_body + klen, marked)
+                if cause is None:
+                    if crc32(view[pos + frame:nxt]) != crc:
+                        raise CorruptLogError(path, pos, "record checksum does not verify")
+                    writer.read = read0 + nxt
+                    writer.record(current, view[pos:nxt], ts)
+                    kept += 1
+                else:
+                    dropped[cause] += 1
+                    if not current & 0x3FF:  # a run of dropped records counts as read too
+                        writer.progress(read0 + nxt)
+                current += 1
+                pos = nxt
+            if pos != summary.used_bytes:
+                raise CorruptLogError(path, pos, f"records end at byte {pos}, the index says "
+                                                 f"{summary.used_bytes}")
+            writer.progress(read0 + pos)
+        finally:
+            view.release()
+    return kept
+
+
+def _check_unchanged(segs: SegmentList, run: list[int], inodes: list[int]) -> None:
+    """Under the removal lock: the inputs are still there, the same files (a head removal or
+    another compaction may have run meanwhile)."""
+    for base, ino in zip(run, inodes):
+        try:
+            now = os.stat(segs.segment_path(base)).st_ino
+        except FileNotFoundError:
+            now = None
+        if now != ino:
+            raise InvalidArgumentError(f"segment {base} of {segs.path} was removed or replaced "
+                                       f"while it was being compacted; nothing was swapped")
+
+
+class _Output:
+    """A compaction output being written: buffered writes, a gap record before a kept record
+    that does not follow the last, index entries every INDEX_INTERVAL bytes."""
+
+    def __init__(self, path: str, base: int, segment_size: int,
+                 on_bytes: Callable[[int], None] | None) -> None:
+        self.path, self.base, self.limit = path, base, segment_size - rec.LENGTH_SIZE
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self.buf = bytearray()
+        self.size = 0            # bytes of records written or buffered
+        self.next = base         # the offset the next record would have without a gap
+        self.next_index_at = INDEX_INTERVAL
+        self.rels: list[int] = []
+        self.positions: list[int] = []
+        self.first_ts: int | None = None
+        self.last_ts = 0
+        self.read = 0
+        self.reported = 0
+        self.on_bytes = on_bytes
+
+    def _put(self, rel: int, data) -> None:
+        pos = self.size
+        if pos + len(data) > self.limit:
+            raise InvalidArgumentError(f"the live records of this run do not fit in one segment "
+                                       f"({pos + len(data)} bytes); compact fewer segments at once")
+        if pos >= self.next_index_at:
+            self.rels.append(rel)
+            self.positions.append(pos)
+            self.next_index_at = pos + INDEX_INTERVAL
+        self.buf += data
+        self.size = pos + len(data)
+        if len(self.buf) >= _FLUSH:
+            self._flush()
+
+    def record(self, offset: int, framed, ts: int) -> None:
+        if offset > self.next:
+            self._put(self.next - self.base, rec.encode_gap(offset - self.next))
+        self._put(offset - self.base, framed)
+        self.next = offset + 1
+        if self.first_ts is None:
+            self.first_ts = ts
+        self.last_ts = ts
+
+    def progress(self, read: int) -> None:
+        """Bytes read so far: reported (with those written) once a megabyte has passed."""
+        self.read = read
+        if self.on_bytes is not None and read - self.reported >= _FLUSH:
+            self.on_bytes(read - self.reported)
+            self.reported = read
+
+    def _flush(self) -> None:
+        view = memoryview(self.buf)
+        while view:
+            view = view[os.write(self.fd, view):]
+        written = len(self.buf)
+        self.buf = bytearray()
+        if self.on_bytes is not None:
+            self.on_bytes(written + self.read - self.reported)
+            self.reported = self.read
+
+    def finish(self, end: int, mtime_ns: int, marks_seq: int) -> SegmentSummary:
+        """The trailing gap up to `end`, the end marker, fsync; the output's sealed summary."""
+        if end > self.next:
+            self._put(self.next - self.base, rec.encode_gap(end - self.next))
+        self.buf += rec.LENGTH.pack(rec.END_MARKER)
+        self._flush()
+        os.fsync(self.fd)
+        os.utime(self.fd, ns=(mtime_ns, mtime_ns))  # age is the inputs' last write, not now
+        ino = os.fstat(self.fd).st_ino
+        os.close(self.fd)
+        self.fd = -1
+        return SegmentSummary(self.size, end - self.base, self.first_ts or 0, self.last_ts,
+                              mtime_ns, tuple(self.rels), tuple(self.positions), True,
+                              ino & 0xFFFFFFFF, marks_seq)
+
+    def discard(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if os.path.exists(self.path):
+            os.unlink(self.path)

@@ -1,0 +1,232 @@
+"""Reading and scanning: a record by offset (index floor, then a short scan) and the chunked scan
+whose inner loop decodes records with the frame's numbers bound to locals.
+
+Functions over a SegmentList; thread-safe as it is (a scan iterator has one consumer at a time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import chain
+
+from .. import record as rec
+from ..errors import CorruptLogError, OffsetOutOfRangeError, OffsetRemovedError
+from ..record import Record
+from .segment_list import ACTIVE, LIVE, SEALED, SegmentList
+
+SCAN_CHUNK = 1 << 18                 # bytes a scan reads ahead into one list of records
+_HEADER_UNPACK_FROM = rec.HEADER.unpack_from
+_NO_END = 1 << 63
+_GAP = rec.ATTR_GAP
+
+
+def read(segs: SegmentList, offset: int) -> Record:
+    """The record at `offset` (a non-negative int, checked by the caller); OffsetRemovedError
+    when it is dead (marked, written dead, or in a compaction's gap)."""
+    try:
+        base, mm, ino = _acquire(segs, offset)
+    except OffsetOutOfRangeError:
+        if segs.state.start_offset() <= offset < segs.start():
+            # Retention kept it, but a compaction removed every segment before the first one.
+            raise _removed(segs, offset) from None
+        raise
+    path = segs.segment_path(base)
+    try:
+        segs.marks.refresh()
+        limit, kind, floor = segs.view_limits(base, mm, ino)
+        rel, pos = floor(offset - base)
+        current = base + rel
+        while True:
+            r = rec.decode_at(mm, pos, limit)
+            if r.status != rec.OK:
+                if r.status == rec.BAD and kind != LIVE:
+                    raise CorruptLogError(path, pos, "record checksum or length does not verify")
+                if r.status == rec.END or (r.status == rec.EMPTY and kind == SEALED):
+                    break  # past this segment's end: a gap up to the next segment
+                if segs.readonly:
+                    segs.refresh()
+                    segs.tail_end = segs.compute_tail_end()
+                raise segs.out_of_range(offset)
+            attrs = r.attributes
+            nxt = current + (rec.gap_span(mm, r.value_start) if attrs & rec.ATTR_GAP else 1)
+            if nxt > offset:
+                if attrs & rec.ATTR_SKIP or segs.marks.is_marked(offset):
+                    break
+                return _record(mm, current, r)
+            current = nxt
+            pos = r.next_position
+    finally:
+        segs.release(base)
+    raise _removed(segs, offset)
+
+
+def _acquire(segs: SegmentList, offset: int) -> tuple:
+    """Hold the segment holding `offset`: (base, mapping, inode); release it with
+    `segs.release(base)`. A segment gone between the lookup and the hold (a compaction merged it
+    into the one before, in another handle or process) is looked up again."""
+    for attempt in range(3):
+        base = segs.locate(offset)
+        try:
+            return (base, *segs.acquire(base))
+        except FileNotFoundError:
+            segs.refresh()
+            if attempt == 2:
+                raise segs.out_of_range(offset) from None
+
+
+def _removed(segs: SegmentList, offset: int) -> OffsetRemovedError:
+    """The error for a dead `offset`, naming the next live one (found by a scan, which skips
+    dead records and gaps)."""
+    it = scan(segs, max(offset + 1, segs.start()), None, False)
+    try:
+        nxt = next(iter(it), None)
+    finally:
+        it.close()
+    end = segs.end()
+    why = "was marked dead" if segs.marks.is_marked(offset) else \
+        "holds no live record (written dead, or removed by a compaction)"
+    return OffsetRemovedError(offset, end if nxt is None else nxt.offset, segs.start(), end, why)
+
+
+def scan(segs: SegmentList, offset: int, end: int | None, zero_copy: bool) -> "Scan":
+    return Scan(_scan(segs, offset, end, zero_copy))
+
+
+def _scan(segs: SegmentList, offset: int, end: int | None,
+          zero_copy: bool) -> Iterator[list[Record]]:
+    stop = end if end is not None else _NO_END
+    while offset < stop:
+        if segs.readonly or offset >= segs.end():
+            segs.refresh()
+        if not segs.bases or offset > (_NO_END if segs.readonly else segs.end()):
+            return
+        try:
+            base, mm, ino = _acquire(segs, offset)
+        except OffsetOutOfRangeError:
+            if offset >= segs.start():
+                return
+            raise
+        try:
+            marks = segs.marks
+            marks.refresh()
+            limit, kind, floor = segs.view_limits(base, mm, ino)
+            rel, pos = floor(offset - base)
+            current = base + rel
+            while current < offset:  # from the index entry to the first wanted record
+                r = rec.decode_at(mm, pos, limit)
+                if r.status != rec.OK:
+                    break
+                # A gap may end past `offset`: reading goes on from the record after it.
+                current += rec.gap_span(mm, r.value_start) if r.attributes & _GAP else 1
+                pos = r.next_position
+            if current >= offset:
+                while True:
+                    first = current
+                    records, pos, current = _read_records(mm, pos, limit, current, stop, zero_copy)
+                    if records and marks.starts and marks.any_in(first, current):
+                        records = [r for r in records if not marks.is_marked(r.offset)]
+                    if records:
+                        yield records
+                    elif first == current:
+                        break
+            status = rec.decode_at(mm, pos, limit).status if current < stop else rec.OK
+            if status == rec.EMPTY and kind != LIVE and pos >= limit:
+                status = rec.END  # read up to its sealed length, or the writer's position
+        finally:
+            segs.release(base)
+        if current >= stop:
+            return
+        if status == rec.OK:
+            offset = max(offset, current)  # the writer added a record after our read stopped
+            continue
+        path = segs.segment_path(base)
+        if status == rec.BAD:
+            if kind == LIVE:
+                return  # the writer's record in flight, or a torn tail recovery will cut
+            raise CorruptLogError(path, pos, "record checksum or length does not verify")
+        if status == rec.EMPTY:
+            if kind == LIVE:
+                return  # the end of what is written so far
+            raise CorruptLogError(path, pos, "unwritten bytes where a record should be")
+        # The end of this segment: go on in the next one, if there is one.
+        if kind == ACTIVE:
+            active = segs.active
+            if active is not None and active.base_offset == base:
+                return  # the end of the log as of this step
+            offset = max(offset, current)  # rolled meanwhile: read the rest of it as sealed
+            continue
+        if segs.readonly:
+            segs.refresh()
+        # A base below `current` is a merged input a compaction's swap has not unlinked yet
+        # (this segment covers it now); a base above it starts after a gap.
+        nxt = next((b for b in segs.bases if b > base and b >= current), None)
+        if nxt is None:
+            return  # sealed and nothing after it yet (a crash or a full disk at the roll)
+        offset = max(offset, nxt)
+
+
+def _read_records(mm, pos: int, limit: int, current: int, stop: int, zero_copy: bool):
+    """Verified records from `pos` until `stop`, about SCAN_CHUNK bytes, or the first position
+    without one; returns (records, position, offset) where it stopped. The hot loop of scan."""
+    unpack = _HEADER_UNPACK_FROM
+    crc32 = rec.crc32
+    frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
+    skip, gap, unpack_span = rec.ATTR_SKIP, _GAP, rec.SPAN.unpack_from
+    new = tuple.__new__
+    out: list[Record] = []
+    add = out.append
+    view = memoryview(mm) if zero_copy and mm is not None else mm  # view[a:b]: a copy or a view
+    bound = min(limit - key_at + 1, pos + SCAN_CHUNK)  # a header fits, and the chunk
+    while pos < bound and current < stop:
+        length, crc, attrs, ts, klen = unpack(mm, pos)
+        nxt = pos + frame + length
+        if length < min_body or nxt > limit or crc32(mm[pos + frame:nxt]) != crc \
+                or klen > length - min_body:
+            break
+        if attrs & skip:  # written dead, or a compaction's gap: passed, never returned
+            if attrs & gap:
+                if klen != -1 or length != min_body + 8:
+                    break  # not a gap compaction wrote: corrupt
+                current += unpack_span(mm, pos + key_at)[0]
+            else:
+                current += 1
+            pos = nxt
+            continue
+        ks = pos + key_at
+        if klen > 0:
+            key = mm[ks:ks + klen]
+            ks += klen
+        else:
+            if klen < -1:
+                break
+            key = None if klen else b""
+        add(new(Record, (current, ts, key, view[ks:nxt], attrs)))
+        current += 1
+        pos = nxt
+    return out, pos, current
+
+
+class Scan:
+    """The iterator `scan` returns. A for-loop over it runs C-level (itertools.chain over lists
+    of records read a chunk at a time), not one generator resumption per record; `close()`
+    releases the held segment at once. One consumer at a time (not thread-safe)."""
+
+    __slots__ = ("_chunks", "_records")
+
+    def __init__(self, chunks: Iterator[list[Record]]) -> None:
+        self._chunks = chunks
+        self._records = chain.from_iterable(chunks)
+
+    def __iter__(self) -> Iterator[Record]:
+        return self._records
+
+    def __next__(self) -> Record:
+        return next(self._records)
+
+    def close(self) -> None:
+        self._chunks.close()
+
+
+def _record(mm, offset: int, r: rec.DecodeResult) -> Record:
+    key = None if r.key_start < 0 else bytes(mm[r.key_start:r.key_end])
+    return Record(offset, r.timestamp_ms, key, bytes(mm[r.value_start:r.value_end]), r.attributes)

@@ -1,0 +1,405 @@
+"""The compaction runner: for each log whose policy has `compaction.enabled`, plan a pass
+(`policies.plan_compaction`), decide every record with the one liveness rule
+(`policies.LivenessRule.cause`) and let the store rewrite and swap (`CommitLog.compact`), one output
+at a time, throttled, within the pass's time budget, audited.
+
+Per log and pass:
+
+1. One `marks_snapshot()`; for a keyed log (`compaction.keys`) the `KeyIndex` is built from
+   `record_facts` under that snapshot (the whole log, the active segment too), so a mark arriving
+   meanwhile cannot drop a key's only value. Tombstone first-seen times come from the store
+   (`tombstones_first_seen`); tombstones this pass keeps and sees for the first time are noted
+   (`note_tombstones`). Consumer groups: `committed()` with `commit_times()`, stale ones decided by
+   the deletion side's rule (`policies.stale_groups`, the policy's `consumer_ttl`).
+2. The plan's input: `CommitLog.segments()` as `CompactionSegment`s (the active one last), the
+   filesystem's free bytes, the time. The store's `live_bytes` know marks only; for a keyed log a
+   second read of its sealed segments (`scan`) subtracts what the rule drops as superseded or
+   tombstone, so such segments are chosen too. A keyed log thus costs two reads a pass.
+3. Each output: an `action: "compact"` intent is fsynced to the audit trail, then
+   `CommitLog.compact([inputs], rule.cause, marks=...)`, then a `compacted` outcome (or `aborted`
+   with a reason: `no-room`, `too-large`, `inputs-changed`, `error`; an output of several inputs
+   refused for room or size is retried as its two halves). A SIGKILL between the two leaves the intent;
+   the next pass (of any process) settles it once its process is gone: the first input's file still
+   the inode named in the intent means the swap never reached its commit point (`aborted`,
+   `not-compacted`); replaced or gone means it did (`compacted`, without `dropped`, which only the
+   dead process knew). Both with `recovered: true`.
+4. Throttle: `on_bytes` counts bytes read plus written and sleeps `policies.throttle_delay` (the
+   sleep is injectable); the budget (`within_pass_budget`) is checked before each output, so a pass
+   ends between two outputs (`interrupted`).
+
+**Pending ranges** of unfinished Spark jobs are kept whatever else holds (rule 1 of
+`policies.liveness`): `pending(log_path)` returns them as `(start, end)` offset ranges, called once
+per log and pass *after* the segments were listed and the marks snapshot taken (see `_log_pass`
+for why the order matters). The default is the union of the installed protectors' ranges
+(`retention.compaction.protection`: the Spark integration's unfinished task attempts, empty for a
+log without `spark.db`); the engine imports no integration. A hook that raises fails that log's
+pass (nothing is compacted without it). A log a protector refuses to compact as keyed (a Spark
+staging log: its keys are writer ids) with `keys: true` is that log's error.
+
+**Dry run** (`dry_run=True`) changes no file (no intent, no settle, no tombstone note, no rewrite):
+each planned output is reported with its inputs and `bytes_before` (the inputs' file bytes), and
+`dropped` *measured* by applying the rule to `record_facts` of its inputs (a read, no write; the
+store offers no measuring rewrite); `bytes_after` is the plan's figure, the inputs' live record
+bytes (a real output adds its gap records, a few dozen bytes).
+
+`Compactor` is not thread-safe: one pass at a time per instance (the scheduler keeps a lock per
+filesystem); `progress()` may be read from any thread. Several processes may compact one log: the
+store serialises them on `<log>/.compact.lock`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timezone
+
+from loguru import logger
+
+from commitlog import (CommitLog, CommitLogError, InvalidArgumentError, SegmentInfo, StoreFullError, disk_usage,
+                       segment_name)
+from commitlog.record import encode_gap, encoded_size
+from policies import (SUPERSEDED, TOMBSTONE, CompactionOutput, CompactionSegment, GroupSnapshot, KeyIndex,
+                      LivenessRule, PendingRanges, PolicyConfig, RetentionConfig, count_dropped,
+                      plan_compaction, stale_groups, throttle_delay, within_pass_budget)
+
+from ..audit import AuditTrail, audit_time
+from .intents import COMPACT, CompactionAudit
+from .protection import installed_protectors, keyed_refusal, pending_of
+from .summary import CompactionResult, LogCompaction, OutputResult
+from ..deletion.owner import OwnedElsewhere
+from ..deletion.watched import WatchedLog
+
+__all__ = ["COMPACT", "Compactor", "Pending", "compaction_segments"]
+
+Pending = Callable[[str], Iterable[tuple[int, int]]]
+SegmentFilter = Callable[[Sequence[CompactionSegment], PolicyConfig], bool]
+_GAP_BYTES = len(encode_gap(1))           # one gap record standing for a run of dropped records
+
+
+def _with_gaps(live: int, used: int, spanned: int) -> int:
+    """`live` plus an estimate of the gap records an output of this segment holds: one per run of
+    dropped records, at most one per kept record plus one, counted with the segment's mean record
+    size (the plan merges while live bytes fit in segment_size; without the gaps a merged output
+    could outgrow a segment, which the store refuses)."""
+    if live <= 0 or live >= used or spanned <= 0:
+        return max(0, live)
+    mean = used / spanned
+    gaps = math.ceil(min((used - live) / mean, live / mean + 1))
+    return min(used, live + gaps * _GAP_BYTES)
+
+
+def compaction_segments(infos: Sequence[SegmentInfo], extra_dead: dict[int, int] | None = None
+                        ) -> list[CompactionSegment]:
+    """`CommitLog.segments()` as the planner sees them, oldest first, the active one last;
+    `extra_dead`: base offset -> bytes the rule drops beyond the store's marks (keyed logs).
+    `live_bytes` is what an output of the segment would hold: live records and estimated gaps."""
+    out = []
+    for s in infos:
+        live = s.used_bytes if s.live_bytes is None else s.live_bytes
+        live = _with_gaps(max(0, live - (extra_dead or {}).get(s.base_offset, 0)), s.used_bytes, s.record_count)
+        out.append(CompactionSegment(s.base_offset, s.end_offset, s.size, s.used_bytes, live,
+                                     s.first_timestamp_ms, s.last_timestamp_ms, s.active))
+    return out
+
+
+class Compactor:
+    """Compaction passes over the logs of `config` (see the module docstring).
+
+    audit: the trail intents and outcomes go to (default: `service.audit`). metrics: a
+    `RetentionMetrics` to count in, or None. clock/monotonic/sleep: injectable time. pending: the
+    pending-ranges hook (default: the installed protectors'). stop: asked between outputs; True ends the pass (`interrupted`).
+    """
+
+    def __init__(self, config: RetentionConfig, *, audit: AuditTrail | None = None, metrics=None,
+                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], object] = time.sleep, pending: Pending | None = None,
+                 stop: Callable[[], bool] | None = None) -> None:
+        self.config = config
+        self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
+        self._trail = CompactionAudit(self.audit, clock)
+        self.metrics = metrics
+        self._clock, self._mono, self._sleep = clock, monotonic, sleep
+        self._pending = pending
+        self._stop = stop or (lambda: False)
+        self.logs = {name: WatchedLog(name, cfg) for name, cfg in config.logs.items()}
+        self._progress_lock = threading.Lock()
+        self._progress: dict | None = None
+
+    # ------------------------------------------------------------------ progress
+    def progress(self) -> dict | None:
+        """The output being written now: log, outputs done and planned, bytes moved; None when idle."""
+        with self._progress_lock:
+            return None if self._progress is None else dict(self._progress)
+
+    def _set_progress(self, **changes) -> None:
+        with self._progress_lock:
+            if self._progress is not None:
+                self._progress.update(changes)
+
+    # ------------------------------------------------------------------ a pass
+    def run(self, *, names: Iterable[str] | None = None, dry_run: bool = False,
+            on_output: Callable[[str, OutputResult], object] | None = None,
+            only_if: SegmentFilter | None = None) -> CompactionResult:
+        """One pass over `names` (default: every log) whose policy has compaction enabled.
+        `on_output(log, output)` is called as each output finishes; `only_if(segments, policy)`
+        (used under disk pressure) skips a log for which it is False."""
+        started = self._mono()
+        at = datetime.fromtimestamp(self._clock(), timezone.utc)
+        wanted = [n for n in (names if names is not None else self.logs)
+                  if self.config.policy_for(n).compaction.enabled]
+        if not dry_run:
+            self.settle()
+        result = CompactionResult(at, [], dry_run=dry_run)
+        for name in wanted:
+            watched = self.logs[name]
+            entry = LogCompaction(name, watched.path)
+            result.logs.append(entry)
+            if not watched.exists():
+                continue  # not a commit log yet: nothing to compact, nothing wrong
+            with self._progress_lock:
+                self._progress = {"log": name, "outputs_done": 0, "outputs_planned": 0, "bytes_moved": 0,
+                                  "started_at": audit_time(self._clock())}
+            try:
+                if not dry_run:
+                    watched.claim()
+                stopped = self._log_pass(watched, entry, at, started, dry_run, on_output, only_if)
+            except OwnedElsewhere as exc:
+                entry.error = str(exc)
+                logger.debug("{}: not compacted: {}", name, exc)
+                stopped = False
+            except (CommitLogError, OSError) as exc:
+                entry.error = str(exc)
+                logger.error("{}: compaction failed: {}", name, exc)
+                stopped = False
+            finally:
+                with self._progress_lock:
+                    self._progress = None
+            if stopped:
+                result.interrupted = True
+                break
+        result.duration = self._mono() - started
+        if self.metrics is not None and not dry_run:
+            self.metrics.compaction_pass(result.duration)
+        return result
+
+    def _log_pass(self, watched: WatchedLog, entry: LogCompaction, at: datetime, started: float,
+                  dry_run: bool, on_output, only_if: SegmentFilter | None) -> bool:
+        """Plan and run one log's outputs; True when the budget or a stop ended the pass."""
+        policy = self.config.policy_for(watched.name)
+        cfg = policy.compaction
+        log = watched.log
+        # The order matters: the segments (and their end) first, then the marks, then the pending
+        # ranges, then the key index up to that end. A Spark writer registering after `pending`
+        # appends at or above the end of that moment, so every record the index or an input holds
+        # was either settled or inside a pending range; later records never supersede anything here.
+        # An unkeyed log's dead records are all marked: the segments whose marks take them below
+        # max_live_ratio, with their neighbours, are the plan's whole input (a pass over a large
+        # log stats only those).
+        infos = log.segments() if cfg.keys else log.segments_with_dead(below=cfg.max_live_ratio)
+        end = infos[-1].end_offset if infos else log.start_offset
+        marks = log.marks_snapshot()
+        try:
+            protectors = installed_protectors()
+            hook = self._pending if self._pending is not None else pending_of(protectors)
+            pending = PendingRanges(hook(watched.path))
+            refusal = keyed_refusal(protectors, watched.path) if cfg.keys else None
+        except Exception as exc:  # noqa: BLE001 (without the pending ranges nothing is safe to drop)
+            entry.error = f"the pending-ranges hook failed, nothing compacted: {exc}"
+            logger.error("{}: {}", watched.name, entry.error)
+            return False
+        if refusal:
+            entry.error = refusal
+            logger.error("{}: {}", watched.name, entry.error)
+            return False
+        rule, extra_dead, fresh = self._rule(log, policy, at, marks, pending, infos, end)
+        segments = compaction_segments(infos, extra_dead)
+        if only_if is not None and not only_if(segments, policy):
+            return False
+        if fresh and not dry_run:
+            log.note_tombstones(fresh)
+        plan = plan_compaction(segments, config=cfg, segment_size=log.segment_size,
+                               free_bytes=disk_usage(watched.path).free_bytes, now=at)
+        entry.planned = len(plan.outputs)
+        self._set_progress(outputs_planned=entry.planned)
+        if dry_run:
+            for out in plan.outputs:
+                entry.outputs.append(self._measure(log, marks, rule, out))
+            return False
+        queue = list(plan.outputs)
+        by_base = {seg.base_offset: seg for seg in segments}
+        while queue:
+            out = queue.pop(0)
+            if self._stop() or not within_pass_budget(self._mono() - started, cfg):
+                return True
+            done = self._output(watched, log, marks, rule, cfg, out, entry)
+            if done is _SPLIT:
+                queue[:0] = [_sub_output(by_base, out.inputs[:len(out.inputs) // 2]),
+                             _sub_output(by_base, out.inputs[len(out.inputs) // 2:])]
+                entry.planned += 1
+                self._set_progress(outputs_planned=entry.planned)
+                continue
+            if done is None:
+                break  # the log's later outputs would meet the same trouble: next pass
+            entry.outputs.append(done)
+            self._set_progress(outputs_done=len(entry.outputs))
+            if on_output is not None:
+                on_output(watched.name, done)
+        return False
+
+    # ------------------------------------------------------------------ the rule
+    def _rule(self, log: CommitLog, policy: PolicyConfig, at: datetime, marks, pending: PendingRanges,
+              infos: Sequence[SegmentInfo], end: int):
+        """(rule, extra dead bytes per segment, tombstones seen for the first time)."""
+        cfg = policy.compaction
+        if not cfg.keys:
+            return LivenessRule(cfg, at, pending=pending), None, {}
+        index = KeyIndex(pending)
+        tombstones: list[tuple[int, bytes]] = []
+        for offset, key, tombstone, marked in log.record_facts(marks, None, end):
+            index.note(offset, key, marked)
+            if tombstone and key is not None and not marked:
+                tombstones.append((offset, key))
+        first_seen = log.tombstones_first_seen()
+        committed, times = log.committed(), log.commit_times()
+        groups = [GroupSnapshot(g, o, times.get(g, 0.0)) for g, o in committed.items()]
+        stale = stale_groups(groups, at.timestamp(), policy.consumer_ttl)
+        newest = index.newest
+        rule = LivenessRule(cfg, at, newest=newest, tombstones_first_seen=first_seen, committed=committed,
+                            stale_groups=stale, pending=pending)
+        fresh = {o: rule.first_seen(o) for o, k in tombstones
+                 if newest.get(k) == o and o not in first_seen and rule.cause(o, k, True, False) is None}
+        return rule, self._keyed_dead(log, rule, infos), fresh
+
+    @staticmethod
+    def _keyed_dead(log: CommitLog, rule: LivenessRule, infos: Sequence[SegmentInfo]) -> dict[int, int]:
+        """Bytes of the sealed segments' records the rule drops as superseded or tombstone (marked
+        ones are already out of the store's live bytes, and a scan does not return them)."""
+        if len(infos) < 2:
+            return {}
+        bases = [s.base_offset for s in infos]
+        dead: dict[int, int] = {}
+        for r in log.scan(max(log.start_offset, infos[0].base_offset), infos[-1].base_offset, zero_copy=True):
+            key = r.key
+            if key is None:
+                continue
+            if rule.cause(r.offset, key, len(r.value) == 0, False) in (SUPERSEDED, TOMBSTONE):
+                base = bases[bisect.bisect_right(bases, r.offset) - 1]
+                dead[base] = dead.get(base, 0) + encoded_size(len(r.value), len(key))
+        return dead
+
+    # ------------------------------------------------------------------ outputs
+    def _measure(self, log: CommitLog, marks, rule: LivenessRule, out: CompactionOutput) -> OutputResult:
+        """A dry run's output: dropped counted by reading, bytes from the plan."""
+        dropped = count_dropped(rule.cause(o, k, t, m) for o, k, t, m in
+                                log.record_facts(marks, out.base_offset, out.end_offset))
+        return OutputResult(out.base_offset if out.write_bytes else None, out.inputs, out.freed_bytes,
+                            out.write_bytes, dropped, out.base_offset, out.end_offset)
+
+    def _output(self, watched: WatchedLog, log: CommitLog, marks, rule: LivenessRule, cfg,
+                out: CompactionOutput, entry: LogCompaction):
+        """Write one output, audited; None when it could not be done (the reason is logged, and
+        recorded in `entry.error` unless the plan was merely overtaken); `_SPLIT` when it did not
+        fit in one segment or in the free space and its halves should be tried."""
+        path = os.path.join(watched.path, segment_name(out.base_offset))
+        planned = {"time": audit_time(self._clock()), "log": watched.name, "path": path,
+                   "segment": segment_name(out.base_offset), "inputs": [segment_name(b) for b in out.inputs],
+                   "first_offset": out.base_offset, "end_offset": out.end_offset,
+                   "bytes_before": out.freed_bytes, "planned_bytes_after": out.write_bytes}
+        try:
+            planned["input_inodes"] = _inodes(watched.path, out.inputs)
+        except FileNotFoundError:
+            logger.info("{}: segments {} changed since the plan; next pass", watched.name, planned["inputs"])
+            return None
+        ident = self._trail.intent(planned, entry)
+        if ident is None:
+            return None
+        throttle = self._throttle(cfg)
+        try:
+            done = log.compact([list(out.inputs)], rule.cause, marks=marks, on_bytes=throttle)
+        except StoreFullError as exc:
+            if len(out.inputs) > 1:
+                # The store wants room for the inputs' used bytes plus a segment (it learns what is
+                # live only while copying), more than the plan's live bytes: halves need less.
+                self._trail.aborted(ident, planned, "no-room", exc, None)
+                return _SPLIT
+            return self._trail.aborted(ident, planned, "no-room", exc, entry)
+        except InvalidArgumentError as exc:
+            if len(out.inputs) > 1 and _inodes(watched.path, out.inputs) == planned["input_inodes"]:
+                # Inputs unchanged: their live records and gaps outgrew one segment (the plan's gap
+                # estimate fell short); nothing was swapped, so each half is tried on its own.
+                self._trail.aborted(ident, planned, "too-large", exc, None)
+                return _SPLIT
+            # A head removal or another compaction took an input first: not a failure.
+            return self._trail.aborted(ident, planned, "inputs-changed", exc, None)
+        except (CommitLogError, OSError) as exc:
+            return self._trail.aborted(ident, planned, "error", exc, entry)
+        except BaseException as exc:
+            self._trail.aborted(ident, planned, "error", exc, entry)
+            raise
+        if not done:
+            return self._trail.aborted(ident, planned, "error", "the store compacted nothing", entry)
+        o = done[0]
+        result = OutputResult(o.segment, tuple(o.inputs), o.bytes_before, o.bytes_after,
+                              dict(count_dropped(()), **o.dropped), out.base_offset, out.end_offset)
+        self._trail.compacted(ident, {**planned, "segment": None if o.segment is None else segment_name(o.segment),
+                                      "bytes_before": o.bytes_before, "bytes_after": o.bytes_after,
+                                      "dropped": result.to_json_dict()["dropped"]})
+        if self.metrics is not None:
+            self.metrics.compacted(watched.name, reclaimed=result.reclaimed_bytes, read=out.read_bytes,
+                                   written=o.bytes_after)
+        logger.info("{}: compacted {} segment(s) from {} into {} ({} -> {} bytes, dropped {})", watched.name,
+                    len(o.inputs), planned["segment"], "nothing (a gap)" if o.segment is None else
+                    segment_name(o.segment), o.bytes_before, o.bytes_after, result.dropped)
+        return result
+
+    def _throttle(self, cfg) -> Callable[[int], None]:
+        start, moved = self._mono(), 0
+
+        def on_bytes(n: int) -> None:
+            nonlocal moved
+            moved += n
+            self._set_progress(bytes_moved=moved)
+            delay = throttle_delay(moved, self._mono() - start, cfg.max_bytes_per_second)
+            if delay > 0:
+                self._sleep(delay)
+        return on_bytes
+
+    def settle(self) -> int:
+        """Settle the compaction intents of dead processes for this compactor's logs; how many.
+        After a kill, the store also finishes what the dead process left (inputs superseded by an
+        output, `.cleaned` files): else they hold their disk space until a later compaction has
+        work on that log, or its writer reopens it."""
+        settled = self._trail.settle({os.path.abspath(w.path): w for w in self.logs.values()})
+        for w in self.logs.values() if settled else ():
+            try:
+                if w.exists():
+                    w.log.compact([], _keep)   # no run: only the interrupted swaps are finished
+            except (CommitLogError, OSError) as exc:
+                logger.warning("{}: the leftovers of an interrupted compaction stay for now: {}", w.name, exc)
+        return settled
+
+    def close(self) -> None:
+        for w in self.logs.values():
+            w.close()
+
+
+_SPLIT = object()                         # _output's answer: try the output's two halves instead
+
+
+def _keep(*_) -> None:
+    return None
+
+
+def _inodes(path: str, bases: Iterable[int]) -> list[int]:
+    return [os.stat(os.path.join(path, segment_name(b))).st_ino for b in bases]
+
+
+def _sub_output(by_base: dict[int, CompactionSegment], inputs: Sequence[int]) -> CompactionOutput:
+    segs = [by_base[b] for b in inputs]
+    return CompactionOutput(tuple(inputs), segs[-1].end_offset, sum(s.used_bytes for s in segs),
+                            sum(s.live_bytes for s in segs), sum(s.size_bytes for s in segs))
+

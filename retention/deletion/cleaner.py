@@ -1,0 +1,349 @@
+"""The cleaner: takes a snapshot, asks `policies` for a plan, and executes it through the store's
+crash-safe head removal, with the pause between files, hung-segment handling, audit and log lines.
+
+RocketMQ's semantics: at most `files_per_pass` deletions per log, `pause_between_files` between
+them, oldest first, stopping at the first failure; a held segment becomes hung, is retried every
+`retry_every` and forced after `force_after`.
+
+Audit (see `retention.audit`): each removal's intent is fsynced before `remove_head`, its outcome
+appended after; a pass first settles intents whose process died, from the log's start offset, so a
+SIGKILL anywhere leaves no removal unaudited. A full disk does not stop deletion: when the intent
+cannot be written for lack of space (ENOSPC, EDQUOT) the segment is deleted anyway, with an ERROR
+line, because refusing would turn a full disk into an outage; the outcome line, written once the
+deletion freed space, carries the whole record, and lines that still cannot be written are logged
+in full at ERROR and kept in memory for the next append. Any other audit error (permissions, a
+read-only filesystem) fails the deletion: nothing goes unaudited for a fixable mistake.
+
+Another process (a second sidecar, an embedded cleaner) removing a planned segment first is not a
+failure: it is logged at INFO and the pass goes on with the next planned segment.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+
+from loguru import logger
+
+from commitlog import META_FILE, CommitLogError
+from policies import (DELETE, DELETED, FAILED, HUNG, NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig,
+                      SegmentDecision, active_triggers, plan)
+from policies import KEEP  # noqa: F401 (re-exported: the one vocabulary, policies.outcomes)
+
+from ..audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_time, deletion_entry,
+                    recovered_deletion)
+from .owner import OwnedElsewhere
+from .pinned import find_pinned
+from .results import LogPassResult, PassResult  # re-exported
+from .watched import WatchedLog, disk_snapshot
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+class Cleaner:
+    """Runs cleanup passes over the configured logs.
+
+    Thread-safe: passes are serialised by a lock, manual triggers may be opened from any thread,
+    and `stop()` from any thread cuts a running pass short between two files (never between a
+    rename and its unlink). Several processes may clean the same log; the store serialises their
+    removals."""
+
+    def __init__(self, config: RetentionConfig, *, clock: Callable[[], float] = time.time,
+                 audit: AuditTrail | None = None) -> None:
+        self.config = config
+        self._clock = clock
+        self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
+        self.logs = {name: WatchedLog(name, cfg) for name, cfg in config.logs.items()}
+        self.manual: dict[str, ManualTrigger] = {}
+        self._pass_lock = threading.Lock()
+        self._manual_lock = threading.Lock()
+        self._stop = threading.Event()
+        self.last_result: PassResult | None = None
+
+    # ------------------------------------------------------------------ triggers
+    def trigger_manual(self, *, force: bool = False, policies: Iterable[str] | None = None) -> None:
+        """Open `manual_passes` passes that ignore the hour window (and the age, with `force`)."""
+        with self._manual_lock:
+            for name in policies if policies is not None else self.config.policies:
+                self.manual[name] = ManualTrigger.open(self.config.policies[name].manual_passes, force)
+
+    def stop(self) -> None:
+        """Cut the running pass short before its next file, and refuse to start new ones."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # ------------------------------------------------------------------ planning
+    def plan(self, now: datetime | None = None, *, names: Iterable[str] | None = None) -> PassResult:
+        """What a pass would do at `now` (default: the clock), without doing it."""
+        at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
+        results, the_plan = self._plan(at, names)
+        self._attach_pins(results)
+        return PassResult(at, results, executed=False)
+
+    def _plan(self, at: datetime, names: Iterable[str] | None, *,
+              finish_interrupted: bool = False, examine_only: bool = False, forcing: bool = False,
+              claim: bool = False) -> tuple[list[LogPassResult], Plan]:
+        """`claim`: become each log's retention owner first (a pass does; a plan does not), and
+        leave out a log another process owns."""
+        watched = [self.logs[n] for n in (names if names is not None else self.logs)]
+        snapshots = {}
+        errors: dict[str, str] = {}
+        owned: dict[str, int | None] = {}      # log -> the pid of the process that owns it
+        left_out: dict[str, int] = {}
+        disks: dict[int, object] = {}
+        with self._manual_lock:
+            manual = dict(self.manual)
+        for w in watched:
+            try:
+                if not w.exists():
+                    errors[w.name] = f"{w.path} is not a commit log yet (no {META_FILE}): nothing to do"
+                    continue
+                if claim:
+                    w.claim()
+                disk = disks.get(os.stat(w.path).st_dev)            # one reading per filesystem
+                if disk is None:
+                    disk = disk_snapshot(w.path, forcing=forcing)
+                    disks[disk.filesystem_id] = disk
+                examine = None
+                if examine_only:
+                    policy = self.config.policies[w.config.policy]
+                    # A pass deletes at most files_per_pass and nothing without a trigger: with none
+                    # active, the head stands for the log (a thousand idle logs stay cheap).
+                    triggered = active_triggers(policy, disk.used_ratio, at, manual.get(w.config.policy,
+                                                NO_MANUAL_TRIGGER), disk.forcing)
+                    examine = policy.files_per_pass + 1 if triggered else 1
+                snap, left_out[w.name] = self._snapshot(w, disk, finish_interrupted, examine)
+                snapshots[w.name] = snap
+            except OwnedElsewhere as exc:
+                errors[w.name], owned[w.name] = str(exc), exc.holder_pid
+            except (CommitLogError, OSError) as exc:
+                errors[w.name] = str(exc)
+        the_plan = plan(list(snapshots.values()), self.config.policies, at, manual)
+        by_name = {lp.name: lp for lp in the_plan.logs}
+        results = []
+        for w in watched:
+            lp = by_name.get(w.name)
+            results.append(LogPassResult(w.name, w.path, lp, error=errors.get(w.name),
+                                         left_out=left_out.get(w.name, 0), snapshot=snapshots.get(w.name),
+                                         start_offset=w.start_seen if w.name in snapshots else None,
+                                         owned_elsewhere=w.name in owned, owner_pid=owned.get(w.name)))
+            if lp is not None:
+                # One line per decision, built only when TRACE is on (lazy).
+                logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)
+        return results, the_plan
+
+    @staticmethod
+    def _snapshot(w: WatchedLog, disk, finish_interrupted: bool, examine: int | None):
+        for _ in range(2):
+            try:
+                return w.snapshot(disk, finish_interrupted=finish_interrupted, examine=examine)
+            except FileNotFoundError:
+                # Another process removed a segment between the listing and its stat: list again.
+                logger.debug("{}: a segment went away while listing; listing again", w.name)
+        return w.snapshot(disk, finish_interrupted=finish_interrupted, examine=examine)
+
+    def _attach_pins(self, results: list[LogPassResult]) -> None:
+        pins = find_pinned([r.path for r in results])
+        for r in results:
+            prefix = r.path.rstrip("/") + "/"
+            r.pinned = [p for p in pins if p.path.startswith(prefix)]
+
+    # ------------------------------------------------------------------ doing
+    def run_pass(self, now: datetime | None = None, *, names: Iterable[str] | None = None,
+                 sleep: Callable[[float], object] | None = None, forcing: bool = False) -> PassResult:
+        """Plan and execute one pass. `sleep` waits between files (default: an interruptible wait
+        that `stop()` ends early); `forcing`: a disk force is under way (`policies.pressure`)."""
+        wait = sleep or self._stop.wait
+        with self._pass_lock:
+            started = time.monotonic()
+            at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
+            self._settle_intents(names)
+            results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True,
+                                           forcing=forcing, claim=True)
+            self._consume_manual(the_plan)
+            interrupted = self._execute(results, wait)
+            self._attach_pins(results)
+            result = PassResult(at, results, executed=True, duration=time.monotonic() - started,
+                                interrupted=interrupted)
+            self.last_result = result
+            return result
+
+    def _consume_manual(self, the_plan: Plan) -> None:
+        used = {lp.policy for lp in the_plan.logs}
+        with self._manual_lock:
+            for name in used:
+                if name in self.manual:
+                    self.manual[name] = self.manual[name].after_pass()
+
+    def _execute(self, results: list[LogPassResult], wait: Callable[[float], object]) -> bool:
+        """Delete the planned segments, globally oldest first; return True if cut short by stop()."""
+        planned: list[tuple[float, int, LogPassResult, SegmentDecision]] = []
+        for order, r in enumerate(results):
+            if r.plan is None:
+                continue
+            for d in r.plan.to_delete:
+                planned.append((d.age_seconds, order, r, d))
+        # Oldest first across logs (largest age), each log keeping its own head-first order.
+        planned.sort(key=lambda t: (-t[0], t[1], t[3].base_offset))
+        stopped_logs: set[str] = set()
+        first = True
+        for _, _, r, decision in planned:
+            if r.name in stopped_logs:
+                continue
+            if self._stop.is_set():
+                return True
+            if not first:
+                wait(self.config.policies[r.plan.policy].pause_between_files)
+                if self._stop.is_set():
+                    return True
+            first = False
+            if not self._delete(r, decision):
+                stopped_logs.add(r.name)  # stop at the first failure, as RocketMQ does
+        return False
+
+    def _delete(self, r: LogPassResult, decision: SegmentDecision) -> bool:
+        """Remove one planned head segment, audited; False stops this log for the pass."""
+        watched = self.logs[r.name]
+        planned = deletion_entry(
+            at=self._clock(), log=r.name, path=decision.path, segment=decision.segment,
+            base_offset=decision.base_offset, end_offset=decision.end_offset, bytes=decision.bytes,
+            triggers=list(r.plan.triggers), forced=decision.forced,
+            overridden_by=decision.overridden_by,
+            unconsumed=[(u.group, u.first_offset, u.end_offset) for u in decision.unconsumed])
+        ident = self._write_intent(r, decision, planned)
+        if ident is None:
+            return False
+        try:
+            removal = watched.log.remove_head(force=decision.forced, expected_base=decision.base_offset)
+        except (CommitLogError, OSError) as exc:
+            r.actions[decision.base_offset] = FAILED
+            r.errors[decision.base_offset] = str(exc)
+            logger.error("{}: deleting {} failed: {}", r.name, decision.segment, exc)
+            self._settle(ident, planned, watched, reason="error")
+            return False
+        now = self._clock()
+        if removal.status == "removed":
+            watched.hung.forget(decision.base_offset)
+            holders = []
+            if removal.forced:
+                holders = [{"pid": p.pid, "command": p.command}
+                           for p in find_pinned([watched.path]) if p.path == decision.path]
+            self.audit.outcome_or_log(ident, DELETED, {**planned, "time": audit_time(now), "bytes": removal.bytes,
+                                           "forced": removal.forced, "pinned_by": holders})
+            r.actions[decision.base_offset] = DELETED
+            r.deleted_bytes += removal.bytes
+            lost = ", ".join(f"{u.group} [{u.first_offset}, {u.end_offset})" for u in decision.unconsumed)
+            logger.info("{}: deleted {} ({} bytes, triggers {}{}{})", r.name, decision.segment,
+                        removal.bytes, ",".join(r.plan.triggers),
+                        ", forced while held by " + ",".join(str(h["pid"]) for h in holders)
+                        if removal.forced else "",
+                        f", unconsumed by {lost}" if lost else "")
+            return True
+        if removal.status == "held":
+            self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=now, reason="held"))
+            entry = watched.hung.held(decision.base_offset, now)
+            r.actions[decision.base_offset] = HUNG
+            logger.warning("{}: {} is held by a reader (first found held {:.0f}s ago); kept for now",
+                           r.name, decision.segment, now - entry.first_attempt_at)
+            return False
+        # mismatch or active: another process removed the head since the plan; not a failure.
+        self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=now, reason="head-changed"))
+        ahead = removal.base_offset is None or removal.base_offset > decision.base_offset
+        if ahead:
+            r.elsewhere.add(decision.base_offset)
+        logger.info("{}: {} was already removed by another process (head is now {}){}", r.name,
+                    decision.segment, removal.base_offset, "" if ahead else "; stopping for this pass")
+        return ahead
+
+    def _write_intent(self, r: LogPassResult, decision: SegmentDecision, planned: dict) -> str | None:
+        """Fsync the intent; None (deletion failed) when the audit cannot be written for a reason
+        other than a full disk. On a full disk, the deletion goes ahead under a fresh id."""
+        try:
+            return self.audit.intent(DELETE, planned)
+        except OSError as exc:
+            if exc.errno in _NO_SPACE:
+                logger.error("{}: audit {} is full ({}); deleting {} anyway, since refusing would "
+                             "turn a full disk into an outage; its line follows once space is back",
+                             r.name, self.audit.path, exc.strerror or exc, decision.segment)
+                return os.urandom(8).hex()
+            r.actions[decision.base_offset] = FAILED
+            r.errors[decision.base_offset] = f"the audit trail {self.audit.path} cannot be written: {exc}"
+            logger.error("{}: not deleting {}: the audit trail {} cannot be written: {}", r.name,
+                         decision.segment, self.audit.path, exc)
+            return None
+
+    def _settle(self, ident: str, planned: dict, watched: WatchedLog, *, reason: str) -> None:
+        """After an error inside the removal: audit what the log's start offset says happened."""
+        try:
+            gone = watched.log.start_offset > planned["base_offset"]
+        except (CommitLogError, OSError):
+            return  # the intent stays open; a later pass settles it once this process is gone
+        if gone:
+            self.audit.outcome_or_log(ident, DELETED, {**planned, "error": reason})
+        else:
+            self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason=reason))
+
+    def _settle_intents(self, names: Iterable[str] | None) -> None:
+        """Audit the intents of processes that died mid-removal, for the logs of this cleaner."""
+        if self.audit.backlog:
+            try:
+                self.audit.flush_backlog()
+            except OSError as exc:
+                logger.error("audit {} still cannot be written ({}); {} line(s) kept in memory",
+                             self.audit.path, exc, self.audit.backlog)
+        try:
+            open_intents = self.audit.unresolved()
+        except OSError as exc:
+            logger.warning("audit {} cannot be read to settle interrupted removals: {}",
+                           self.audit.path, exc)
+            return
+        mine = {os.path.abspath(self.logs[n].path): self.logs[n]
+                for n in (names if names is not None else self.logs)}
+        settled = SettledIntents("removal")
+        for intent in open_intents:
+            if intent.get("action", DELETE) != DELETE:
+                continue  # a compaction's intent: retention.compaction.compactor settles it
+            watched = mine.get(os.path.dirname(str(intent.get("path"))))
+            if watched is None or not isinstance(intent.get("base_offset"), int):
+                continue  # another cleaner's log
+            outcome = self._settle_one(intent, watched)
+            if outcome is not None:
+                settled.add(watched.name, outcome, intent.get("pid"))
+        for line in settled.lines():
+            logger.warning(line)
+
+    def _settle_one(self, intent: dict, watched: WatchedLog) -> str | None:
+        """Write the outcome of a dead process's removal intent; returns what it was (None when
+        it cannot be told yet)."""
+        now = self._clock()
+        try:
+            if not watched.exists():
+                self.audit.outcome_or_log(intent["id"], ABORTED,
+                                          aborted_entry(intent, at=now, reason="log-missing"), recovered=True)
+                return "log-missing"
+            gone = watched.log.start_offset > intent["base_offset"]
+        except (CommitLogError, OSError) as exc:
+            logger.warning("{}: cannot settle the audit intent {}: {}", watched.name, intent["id"], exc)
+            return None
+        if gone and intent.get("covered_by"):
+            self.audit.outcome_or_log(intent["id"], ABORTED,
+                                      {**aborted_entry(intent, at=now, reason="removed-by-another"),
+                                       "covered_by": intent["covered_by"]}, recovered=True)
+            return "removed-by-another"
+        if gone:
+            self.audit.outcome_or_log(intent["id"], DELETED, recovered_deletion(intent, at=now), recovered=True)
+            return DELETED
+        self.audit.outcome_or_log(intent["id"], ABORTED, aborted_entry(intent, at=now, reason="not-removed"),
+                                  recovered=True)
+        return "not-removed"
+
+    def close(self) -> None:
+        for w in self.logs.values():
+            w.close()

@@ -1,0 +1,127 @@
+"""Taking the planner's input from the real world: segments, consumer offsets, disk usage, hung state.
+
+This is where retention reads the store and the filesystem; `policies` then decides from the plain
+data returned here without touching either.
+"""
+
+from __future__ import annotations
+
+import os
+
+from commitlog import CommitLog, CorruptLogError, disk_usage, is_log_directory, list_segments
+from commitlog.layout import index_path
+from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
+
+from . import owner
+from .hung import HungRegistry
+
+
+def disk_snapshot(path: str, *, forcing: bool = False) -> DiskSnapshot:
+    """Usage of the filesystem holding `path`, as df shows it (the store's statvfs reader, the one
+    the writers' disk guard uses); `forcing`: a disk force is under way there."""
+    usage = disk_usage(path)
+    return DiskSnapshot(usage.filesystem_id, usage.total_bytes, usage.used_bytes, usage.free_bytes, forcing)
+
+
+def _allocated(path: str) -> int:
+    """Bytes the file at `path` takes on disk (its blocks), 0 when it is missing."""
+    try:
+        return os.stat(path).st_blocks * 512
+    except FileNotFoundError:
+        return 0
+
+
+class WatchedLog:
+    """A configured log as the cleaner sees it: opened read-only on first use (the sidecar is never
+    the writer), with its hung-segment registry. Not thread-safe: one pass uses it at a time."""
+
+    def __init__(self, name: str, config: LogConfig) -> None:
+        self.name = name
+        self.config = config
+        self.path = str(config.path)
+        self._log: CommitLog | None = None
+        self._hung: HungRegistry | None = None
+        self.start_seen: int | None = None    # the start offset the last snapshot saw
+        self._claim: str | None = None         # this process's retention ownership (retention.deletion.owner)
+
+    def claim(self) -> None:
+        """Become (or stay) the log's retention owner, until `close`; OwnedElsewhere when another
+        process is. A log that cannot be locked (read-only, gone) is passed as it is."""
+        if self._claim is None:
+            self._claim = owner.claim(self.path)
+
+    def exists(self) -> bool:
+        return is_log_directory(self.path)
+
+    @property
+    def log(self) -> CommitLog:
+        if self._log is None:
+            # An explicit segment_size in the file must match the log's; an omitted one is not checked.
+            explicit = "segment_size" in self.config.model_fields_set
+            self._log = CommitLog.open(self.path, self.config.segment_size if explicit else None,
+                                       readonly=True)
+        return self._log
+
+    @property
+    def hung(self) -> HungRegistry:
+        if self._hung is None:
+            self._hung = HungRegistry(self.path)
+        return self._hung
+
+    def snapshot(self, disk: DiskSnapshot | None = None, *, finish_interrupted: bool = False,
+                 examine: int | None = None) -> tuple[LogSnapshot, int]:
+        """The log as the planner sees it now, from the store's listing (one scan of the directory);
+        returns the snapshot and how many segments it leaves out.
+
+        finish_interrupted: first complete removals a crash cut short (leftover `.deleted` files,
+        segments below the start offset). examine: stat and include only the oldest `examine`
+        segments and the active one; a pass can delete no more than files_per_pass and stops at
+        the first segment it keeps, so it needs no more (Kafka's walker, not a full listing of
+        100,000 stats). Raises CorruptLogError for a segment-named regular file of the wrong size,
+        so a pass deletes nothing from a log it does not understand (a compacted segment, smaller,
+        is one it understands)."""
+        log = self.log
+        start = log.start_offset
+        listing = list_segments(self.path, stat_head=examine, stat_last=True, start_offset=start)
+        if listing.interrupted and finish_interrupted:
+            log.finish_removals()
+            start = log.start_offset
+            listing = list_segments(self.path, stat_head=examine, stat_last=True, start_offset=start)
+        bases = listing.bases
+        chosen = listing.statted if examine is not None else listing.segments
+        left_out = len(bases) - len(chosen)
+        expected = log.segment_size
+        segments = []
+        last = len(chosen) - 1
+        covered = -1  # the end of the segment before: a base below it is a swap's leftover
+        for i, seg in enumerate(chosen):
+            is_last = i == last and seg.base_offset == bases[-1]
+            if seg.base_offset < covered:
+                continue  # superseded by the compacted segment before it; removed with it
+            # A segment of another size than segment_size must be a complete compaction output
+            # (or the newest, still empty): CorruptLogError otherwise, and nothing is deleted.
+            if is_last and seg.size not in (expected, 0, None):
+                raise CorruptLogError(seg.path, None, f"segment-named file is {seg.size} bytes, "
+                                      f"expected {expected}; nothing is deleted from this log")
+            info = log.segment_info(seg.base_offset, last=is_last)
+            # Its own end, not the next base: a compaction may have left a gap between them.
+            segments.append(SegmentSnapshot(seg.base_offset, info.end_offset, seg.path, info.size,
+                                            info.mtime, i == last, info.used_bytes, info.live_bytes,
+                                            0 if is_last else _allocated(index_path(seg.path))))
+            covered = info.end_offset
+        times = log.commit_times()
+        groups = tuple(GroupSnapshot(g, off, times.get(g, 0.0)) for g, off in log.committed().items())
+        hung = self.hung
+        hung.forget_below(start)
+        self.start_seen = start
+        snap = LogSnapshot(self.name, self.path, self.config.policy, tuple(segments), groups,
+                           disk or disk_snapshot(self.path), hung.snapshot())
+        return snap, left_out
+
+    def close(self) -> None:
+        if self._claim is not None:
+            owner.release(self._claim)
+            self._claim = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None

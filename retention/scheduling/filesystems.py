@@ -1,0 +1,98 @@
+"""Filesystems: the scheduler's grouping of logs by the disk that holds them.
+
+Logs on one filesystem are cleaned together under pressure (the globally oldest segment goes first)
+and at most one pass runs per filesystem at a time; different disks are cleaned independently.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from policies import LEVEL_OK, PolicyConfig, RetentionConfig
+
+from ..deletion.cleaner import Cleaner
+
+__all__ = ["Filesystem", "build_filesystems", "dev_of", "existing", "log_devs", "mountpoint_of"]
+
+
+@dataclass(eq=False)
+class Filesystem:
+    """The logs on one filesystem, the cleaner that passes over them and the latest disk reading.
+
+    The reading fields are written by the pressure watch under its lock; others only read them."""
+
+    dev: int
+    mountpoint: str
+    logs: tuple[str, ...]
+    cleaner: Cleaner
+    config: RetentionConfig
+    used_ratio: float | None = None
+    total_bytes: int = 0
+    free_bytes: int = 0
+    level: int = LEVEL_OK
+    forcing: bool = False
+    checked_at: float | None = None
+    force_since: float | None = None
+
+    def probe(self) -> str:
+        """A path on the filesystem to read its usage at (the first log, or its nearest ancestor)."""
+        return existing(str(self.config.logs[self.logs[0]].path))
+
+    def policies(self) -> list[PolicyConfig]:
+        return [self.config.policy_for(n) for n in self.logs]
+
+    def paths(self) -> list[str]:
+        return [str(self.config.logs[n].path) for n in self.logs]
+
+    def take_reading(self, before: Filesystem) -> None:
+        """Carry `before`'s reading over, so a reload is not taken for a crossing."""
+        self.used_ratio, self.total_bytes, self.free_bytes = before.used_ratio, before.total_bytes, before.free_bytes
+        self.level, self.forcing, self.force_since = before.level, before.forcing, before.force_since
+        self.checked_at = before.checked_at
+
+
+def _nearest(p: str, found) -> str:
+    """`p` or its nearest ancestor for which `found` holds (the root when none does)."""
+    while not found(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return p
+
+
+def existing(path: str) -> str:
+    """`path`, or its nearest existing ancestor (a log directory may not exist yet)."""
+    return _nearest(os.path.abspath(path), os.path.exists)
+
+
+def mountpoint_of(path: str) -> str:
+    return _nearest(os.path.realpath(path), os.path.ismount)
+
+
+def dev_of(path: str) -> int:
+    return os.stat(existing(path)).st_dev
+
+
+def log_devs(config: RetentionConfig) -> dict[str, int]:
+    """Each log's filesystem (raises OSError when a path cannot be read)."""
+    return {name: dev_of(str(log.path)) for name, log in config.logs.items()}
+
+
+def build_filesystems(config: RetentionConfig, old: dict[int, Filesystem],
+                      new_cleaner: Callable[[RetentionConfig], Cleaner]) -> dict[int, Filesystem]:
+    """The logs of `config` grouped by filesystem, each group with a fresh cleaner; readings of
+    filesystems in `old` carry over."""
+    groups: dict[int, list[str]] = {}
+    for name, dev in log_devs(config).items():
+        groups.setdefault(dev, []).append(name)
+    built = {}
+    for dev, names in groups.items():
+        fs = Filesystem(dev, mountpoint_of(existing(str(config.logs[names[0]].path))), tuple(names),
+                        new_cleaner(config), config)
+        if dev in old:
+            fs.take_reading(old[dev])
+        built[dev] = fs
+    return built

@@ -1,0 +1,211 @@
+"""Health: what each log's last pass did, whether every log is passed on time, and readiness.
+
+`PassLedger` keeps, per configured log, when it was first configured, its last pass (or pass error)
+and what that pass saw (for `/status`), and turns a pass into metrics and a history entry.
+Thread-safe: every method takes the ledger's lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+
+from loguru import logger
+
+from policies import DELETED, FAILED, HUNG, RetentionConfig
+
+from ..deletion.results import LogPassResult, PassResult
+from .history import StatusHistory
+from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, OWNED_ELSEWHERE, RetentionMetrics
+from .problems import LOG_MISSING, LOG_OWNED_ELSEWHERE, PASSES_FAILING, PASSES_LATE, Problem
+from .statusview import describe_log, iso, primary_trigger
+
+__all__ = ["PassLedger", "log_outcome", "merge_results", "pass_outcome"]
+
+class PassLedger:
+    """Per log: first configured (monotonic), last pass, last state; readiness once every log passed."""
+
+    def __init__(self, metrics: RetentionMetrics, history: StatusHistory) -> None:
+        self.metrics = metrics
+        self.history = history
+        self._lock = threading.Lock()
+        self._since: dict[str, float] = {}
+        self._last_pass: dict[str, dict] = {}
+        self._state: dict[str, dict] = {}
+        self._passed: set[str] = set()
+        self._failures: dict[str, tuple[int, str]] = {}   # failed passes in a row, the last error
+        self._existed: set[str] = set()                   # logs whose directory was seen
+        self._missing: set[str] = set()                   # ... and is gone at the last pass
+        self._told_absent: set[str] = set()               # never seen, said so once
+        self._owned_elsewhere: dict[str, str] = {}        # log -> why it is left alone
+        self._ready = False
+
+    def configure(self, names: Iterable[str]) -> None:
+        """Keep only the logs `names`; a new one counts for health from now."""
+        names = set(names)
+        now = time.monotonic()
+        with self._lock:
+            for name in list(self._since):
+                if name not in names:
+                    self._since.pop(name)
+                    self._last_pass.pop(name, None)
+                    self._state.pop(name, None)
+                    self._failures.pop(name, None)
+                    self._existed.discard(name)
+                    self._missing.discard(name)
+                    self._owned_elsewhere.pop(name, None)
+                    self.metrics.forget_log(name)
+            for name in names:
+                self._since.setdefault(name, now)
+
+    def ready(self, names: Iterable[str]) -> bool:
+        with self._lock:
+            if not self._ready and set(names) <= self._passed:
+                self._ready = True
+            return self._ready
+
+    def not_passed(self, names: Iterable[str]) -> list[str]:
+        """The logs of `names` with no pass recorded yet (what readiness waits for)."""
+        with self._lock:
+            return sorted(set(names) - self._passed)
+
+    def problems(self, config: RetentionConfig) -> list[Problem]:
+        """Per log: no completed pass for more than three of its intervals (passes-late); its last
+        `failed_passes_unhealthy` passes failed (passes-failing); its directory, seen before, is
+        gone (log-missing)."""
+        problems = []
+        now = time.monotonic()
+        failing = config.service.failed_passes_unhealthy
+        with self._lock:
+            for name in config.logs:
+                interval = config.policy_for(name).interval
+                last = self._last_pass.get(name, {}).get("_end_mono") or self._since.get(name, now)
+                if now - last > 3 * interval:
+                    problems.append(Problem(PASSES_LATE, name, f"no completed pass for {now - last:.0f}s "
+                                            f"(more than 3 intervals of {interval:g}s)"))
+                count, error = self._failures.get(name, (0, ""))
+                if count >= failing:
+                    problems.append(Problem(PASSES_FAILING, name, f"the last {count} passes failed: {error}"))
+                if name in self._missing:
+                    problems.append(Problem(LOG_MISSING, name, f"the log directory {config.logs[name].path} "
+                                            "existed and is gone"))
+                if name in self._owned_elsewhere:
+                    problems.append(Problem(LOG_OWNED_ELSEWHERE, name, self._owned_elsewhere[name]))
+        return problems
+
+    def _count_failure(self, name: str, error: str | None) -> None:
+        count, _ = self._failures.get(name, (0, ""))
+        self._failures[name] = (count + 1, error or "failed")
+
+    def view(self, name: str) -> tuple[dict | None, dict | None]:
+        """(what the last pass saw, the last pass without internal fields) of log `name`."""
+        with self._lock:
+            state = self._state.get(name)
+            last = self._last_pass.get(name)
+        return (dict(state) if state else None,
+                {k: v for k, v in last.items() if not k.startswith("_")} if last else None)
+
+    def error(self, names: list[str], kind: str, exc: Exception, duration: float, at: float) -> None:
+        """A pass over `names` raised: counted, shown, but health keeps counting from the last real pass."""
+        self.metrics.observe_pass(kind, ERROR, duration)
+        self.history.passed({"at": iso(at), "kind": kind, "logs": names, "outcome": ERROR, "deleted": 0,
+                             "freed_bytes": 0, "duration_seconds": round(duration, 6), "error": str(exc)})
+        with self._lock:
+            for name in names:
+                previous = self._last_pass.get(name, {})
+                self._count_failure(name, str(exc))
+                self._last_pass[name] = {
+                    "at": iso(at), "finished_at": iso(at), "kind": kind, "deleted": 0, "freed_bytes": 0,
+                    "outcome": ERROR, "error": str(exc), "duration_seconds": round(duration, 6),
+                    "_end_mono": previous.get("_end_mono"),
+                    "last_success_at": previous.get("last_success_at"),
+                }
+
+    def record(self, watched: dict, config: RetentionConfig, result: PassResult, kind: str,
+               end_wall: float) -> None:
+        """A pass ended: per log its state, outcome, deletions by trigger, gauges; then the pass."""
+        end_mono = time.monotonic()
+        outcomes = []
+        for r in result.logs:
+            state = describe_log(watched[r.name], r)
+            state["as_of"] = result.at.isoformat()
+            outcome = log_outcome(r, result.interrupted, state["exists"])
+            outcomes.append(outcome)
+            if r.plan is not None:
+                for d in r.plan.decisions:
+                    if r.actions.get(d.base_offset) == DELETED:
+                        self.metrics.deleted(r.name, primary_trigger(d, r.plan.triggers), d.bytes)
+            self.metrics.set_log(r.name, segments=state["segments"], bytes=state["bytes"],
+                                 hung=len(state["hung"]), pinned_bytes=state["pinned_bytes"],
+                                 hung_oldest_seconds=max((h["held_seconds"] for h in state["hung"]), default=0.0),
+                                 hung_force_after=config.policy_for(r.name).hung.force_after,
+                                 dead_bytes=state["dead_bytes"])
+            self.metrics.set_lag(r.name, {g["group"]: (g["lag_bytes"], g["lag_records"])
+                                          for g in state["consumer_groups"]})
+            success = outcome in (OK, HUNG_OUTCOME)
+            with self._lock:
+                previous = self._last_pass.get(r.name, {})
+                self._last_pass[r.name] = {
+                    "at": result.at.isoformat(), "finished_at": iso(end_wall), "kind": kind,
+                    "deleted": r.deleted, "freed_bytes": r.deleted_bytes, "outcome": outcome,
+                    "error": r.error or (next(iter(r.errors.values())) if r.errors else None),
+                    "duration_seconds": round(result.duration, 6), "_end_mono": end_mono,
+                    "last_success_at": iso(end_wall) if success else previous.get("last_success_at"),
+                }
+                self._state[r.name] = state
+                self._passed.add(r.name)
+                if r.owned_elsewhere:
+                    self._owned_elsewhere[r.name] = r.error or "another process owns it"
+                else:
+                    self._owned_elsewhere.pop(r.name, None)
+                if outcome == FAILED_OUTCOME:
+                    self._count_failure(r.name, self._last_pass[r.name]["error"])
+                elif success:
+                    self._failures.pop(r.name, None)
+                if state["exists"]:
+                    self._existed.add(r.name)
+                    self._missing.discard(r.name)
+                elif r.name in self._existed:
+                    self._missing.add(r.name)
+                elif r.name not in self._told_absent:
+                    self._told_absent.add(r.name)
+                    logger.warning("log {}: directory {} does not exist yet; nothing to clean until a "
+                                   "writer creates it", r.name, watched[r.name].path)
+            if success:
+                self.metrics.set_last_success(r.name, end_wall)
+        outcome = pass_outcome(outcomes)
+        self.metrics.observe_pass(kind, outcome, result.duration)
+        self.history.passed({"at": result.at.isoformat(), "kind": kind, "logs": [r.name for r in result.logs],
+                             "outcome": outcome, "deleted": result.deleted, "freed_bytes": result.freed_bytes,
+                             "duration_seconds": round(result.duration, 6)})
+
+def log_outcome(r: LogPassResult, interrupted: bool, exists: bool) -> str:
+    if r.owned_elsewhere:
+        return OWNED_ELSEWHERE
+    actions = set(r.actions.values())
+    if FAILED in actions or (r.error and r.plan is not None):
+        return FAILED_OUTCOME
+    if r.plan is None:
+        # a log the writer has not created yet is nothing to do; anything else (corrupt) failed
+        return OK if not exists else FAILED_OUTCOME
+    if interrupted and any(d.action == "delete" and d.base_offset not in r.actions for d in r.plan.decisions):
+        return INTERRUPTED
+    if HUNG in actions:
+        return HUNG_OUTCOME
+    return OK
+
+def pass_outcome(outcomes: list[str]) -> str:
+    for o in (FAILED_OUTCOME, INTERRUPTED, HUNG_OUTCOME, OWNED_ELSEWHERE):
+        if o in outcomes:
+            return o
+    return OK
+
+def merge_results(results: list[PassResult], *, executed: bool, clock: Callable[[], float]) -> PassResult:
+    """One result for a pass that ran filesystem by filesystem."""
+    if not results:
+        return PassResult(datetime.fromtimestamp(clock(), timezone.utc), [], executed=executed)
+    logs = [log for r in results for log in r.logs]
+    return PassResult(results[0].at, logs, executed=executed, duration=sum(r.duration for r in results),
+                      interrupted=any(r.interrupted for r in results))

@@ -1,0 +1,153 @@
+"""Jobs: the scheduler's APScheduler wiring (3.x `BackgroundScheduler`, UTC inside).
+
+Every job is `max_instances=1`, `coalesce=True`, with a `misfire_grace_time` of at least its own
+interval. `sync_jobs` makes the running scheduler hold exactly the desired jobs: on a reload, jobs
+are rescheduled (new intervals), added or removed (policies); one-off pressure jobs are left alone.
+
+The jobs of a `RetentionScheduler`:
+
+- `cleanup:POLICY` every `interval`: one pass over the logs of POLICY, the first right after
+  `start()` (a pass first finishes any `.deleted` file an interrupted removal left behind).
+- `hung:POLICY` every `hung.retry_every`: a pass over the logs of POLICY that have hung segments, so
+  a held segment is retried on time even when `interval` is longer.
+- `disk-check` every `disk_check_interval` (the smallest of the policies in use; a statvfs per
+  filesystem): crossing `clean_ratio` or `force_ratio` upwards starts a pass over every log on that
+  filesystem at once, and while the disk forces, passes run back to back down to `force_target`
+  (`retention.scheduling.pressure_watch`).
+- the roll watch (`retention.scheduling.rollwatch`, Linux inotify): a writer preparing or rolling a segment
+  gets its filesystem checked at once, so pressure is acted on within milliseconds.
+- `compact:POLICY` every `compaction.interval` (policies with compaction enabled), and a compaction
+  right after a pressure pass that deleted nothing while the disk forces (`retention.scheduling.compactions`:
+  one compaction per filesystem, beside the deletion lock, not inside it; why is written there).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import NamedTuple
+
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from loguru import logger
+
+from policies import RetentionConfig
+
+from .metrics import RetentionMetrics
+
+__all__ = ["DEFAULT_POOL", "JOB_DISK", "PRESSURE_PREFIX", "JobSpec", "add_once", "describe_jobs", "desired_jobs",
+           "list_jobs", "new_scheduler", "seconds", "sync_jobs"]
+
+DEFAULT_POOL = 16          # threads are created lazily, only as jobs run concurrently
+JOB_DISK = "disk-check"
+PRESSURE_PREFIX = "pressure:"
+
+
+class JobSpec(NamedTuple):
+    func: Callable
+    args: tuple
+    every: float
+    executor: str
+
+
+def seconds(value: float | None) -> str:
+    """An interval for a log line; a one-shot job (a pressure pass) has none."""
+    return "?" if value is None else f"{value:g}"
+
+
+def describe_jobs(jobs: list[dict]) -> str:
+    """`id every Ns` per interval job, `id once` per one-shot job (the start-up line)."""
+    return ", ".join(f"{j['id']} once" if j["interval_seconds"] is None
+                     else f"{j['id']} every {seconds(j['interval_seconds'])}s" for j in jobs)
+
+
+def new_scheduler(max_workers: int, metrics: RetentionMetrics) -> BackgroundScheduler:
+    """A scheduler with a pool for passes and one thread for the disk check (never behind a pass);
+    job errors, missed and skipped runs are counted in `metrics` and errors logged."""
+    scheduler = BackgroundScheduler(
+        timezone=timezone.utc,
+        executors={"default": ThreadPoolExecutor(max_workers), "disk": ThreadPoolExecutor(1)},
+        job_defaults={"max_instances": 1, "coalesce": True})
+
+    def on_event(event) -> None:
+        kind = {EVENT_JOB_ERROR: "error", EVENT_JOB_MISSED: "missed",
+                EVENT_JOB_MAX_INSTANCES: "skipped"}.get(event.code)
+        if kind is None:
+            return
+        job = "pressure" if event.job_id.startswith(PRESSURE_PREFIX) else event.job_id
+        metrics.job_event(job, kind)
+        if kind == "error":   # APScheduler logs missed and skipped runs itself, at WARNING
+            logger.opt(exception=getattr(event, "exception", None)).error(
+                "scheduler job {} raised: {}", event.job_id, getattr(event, "exception", None))
+
+    scheduler.add_listener(on_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
+    return scheduler
+
+
+def desired_jobs(config: RetentionConfig, *, cleanup: Callable[[str], None], hung: Callable[[str], None],
+                 disk_check: Callable[[], None], compact: Callable[[str], None] | None = None) -> dict[str, JobSpec]:
+    """`cleanup:POLICY` every interval, `hung:POLICY` every hung.retry_every for each policy in use,
+    `compact:POLICY` every compaction.interval for those with compaction enabled (when `compact` is
+    given), and `disk-check` every smallest disk_check_interval of them."""
+    used = sorted({log.policy for log in config.logs.values()})
+    jobs: dict[str, JobSpec] = {}
+    for p in used:
+        policy = config.policies[p]
+        jobs[f"cleanup:{p}"] = JobSpec(cleanup, (p,), policy.interval, "default")
+        jobs[f"hung:{p}"] = JobSpec(hung, (p,), policy.hung.retry_every, "default")
+        if compact is not None and policy.compaction.enabled:
+            jobs[f"compact:{p}"] = JobSpec(compact, (p,), policy.compaction.interval, "default")
+    every = min((config.policies[p].disk_check_interval for p in used), default=1.0)
+    jobs[JOB_DISK] = JobSpec(disk_check, (), every, "disk")
+    return jobs
+
+
+def sync_jobs(scheduler: BackgroundScheduler, desired: dict[str, JobSpec], *, first: bool) -> None:
+    """Add, reschedule and remove jobs so `scheduler` runs `desired`; cleanup and disk-check jobs
+    added run at once."""
+    existing = {job.id: job for job in scheduler.get_jobs()}
+    now = datetime.now(timezone.utc)
+    for job_id, (func, args, every, executor) in desired.items():
+        grace = max(1, math.ceil(every))      # at least one interval late is still run
+        trigger = IntervalTrigger(seconds=every, timezone=timezone.utc)
+        job = existing.get(job_id)
+        if job is None:
+            immediately = job_id.startswith("cleanup:") or job_id == JOB_DISK
+            extra = {"next_run_time": now} if immediately else {}
+            scheduler.add_job(func, trigger, args=args, id=job_id, name=job_id, executor=executor,
+                              max_instances=1, coalesce=True, misfire_grace_time=grace, **extra)
+            if not first:
+                logger.info("reload: added job {} every {}s", job_id, seconds(every))
+        else:
+            current = job.trigger.interval.total_seconds() if isinstance(job.trigger, IntervalTrigger) else None
+            if current is None or abs(current - every) > 1e-6:
+                scheduler.reschedule_job(job_id, trigger=trigger)
+                logger.info("reload: job {} now every {}s (was {}s)", job_id, seconds(every),
+                            seconds(current or 0))
+            if job.misfire_grace_time != grace:
+                scheduler.modify_job(job_id, misfire_grace_time=grace)
+    for job_id in existing:
+        if job_id not in desired and not job_id.startswith(PRESSURE_PREFIX):
+            scheduler.remove_job(job_id)
+            logger.info("reload: removed job {}", job_id)
+
+
+def add_once(scheduler: BackgroundScheduler, func: Callable, args: tuple, job_id: str) -> None:
+    """Run `func(*args)` once, now, on the pass pool (replacing a finished job of the same id)."""
+    scheduler.add_job(func, args=args, id=job_id, name=job_id, replace_existing=True, max_instances=1,
+                      misfire_grace_time=None)
+
+
+def list_jobs(scheduler: BackgroundScheduler) -> list[dict]:
+    """The scheduled jobs: id, interval in seconds, next run time (ISO 8601, UTC)."""
+    out = []
+    for job in scheduler.get_jobs():
+        interval = job.trigger.interval.total_seconds() if isinstance(job.trigger, IntervalTrigger) else None
+        nxt = getattr(job, "next_run_time", None)
+        out.append({"id": job.id, "interval_seconds": interval,
+                    "next_run_time": nxt.isoformat() if nxt else None,
+                    "misfire_grace_time": job.misfire_grace_time})
+    return sorted(out, key=lambda j: j["id"])

@@ -1,0 +1,186 @@
+"""The status view: the `/status` object built from the scheduler's state, and what a pass saw of
+each log (segments, bytes, hung segments, pinned files, consumer lag).
+
+Pure builders over what they are given; they read the log's committed offsets and hung registry
+(best effort) and nothing else, so they are as thread-safe as their inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+
+from commitlog import is_log_directory
+from policies import (DELETED, DISK_CLEAN, DISK_FORCE, LEVEL_NAMES, MANUAL, REFUSE_WRITES, TIME_WINDOW,
+                      ManualTrigger, RetentionConfig, SegmentDecision)
+
+from ..deletion.pinned import pinned_bytes
+from ..deletion.results import LogPassResult
+
+__all__ = ["LAG_NOTE", "build_status", "describe_log", "empty_state", "iso", "primary_trigger"]
+
+LAG_NOTE = ("lag_bytes is approximate: the bytes of the segment files at or after the committed "
+            "offset (the active segment counts whole, as preallocated)")
+_NO_TRIGGER = "none"
+
+
+def iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def primary_trigger(decision: SegmentDecision, triggers: Iterable[str]) -> str:
+    """The trigger a deletion is counted under: the one that overrode a reason to keep it, else the
+    most pressing active one (disk-force, refuse-writes, disk-clean, manual, time-window)."""
+    if decision.overridden_by:
+        return decision.overridden_by
+    active = set(triggers)
+    for t in (DISK_FORCE, REFUSE_WRITES, DISK_CLEAN, MANUAL, TIME_WINDOW):
+        if t in active:
+            return t
+    return next(iter(triggers), _NO_TRIGGER)
+
+
+def _policy_view(config: RetentionConfig, name: str) -> dict:
+    p = config.policies[name]
+    return {
+        "interval_seconds": p.interval, "delete_at_hours": list(p.delete_at_hours),
+        "timezone": p.timezone, "reserve_seconds": p.reserve, "files_per_pass": p.files_per_pass,
+        "pause_between_files_seconds": p.pause_between_files,
+        "disk_check_interval_seconds": p.disk_check_interval,
+        "clean_ratio": p.disk.clean_ratio, "force_ratio": p.disk.force_ratio,
+        "refuse_writes_ratio": p.disk.refuse_writes_ratio, "force": p.disk.force,
+        "protect_unconsumed": p.protect_unconsumed,
+        "hung_force_after_seconds": p.hung.force_after, "hung_retry_every_seconds": p.hung.retry_every,
+        "logs": [n for n, log in config.logs.items() if log.policy == name],
+    }
+
+
+def build_status(*, config: RetentionConfig, healthy: bool, problems: list[str], ready: bool,
+                 filesystems: Iterable, pressure_running: set[int], manual: Mapping[str, ManualTrigger],
+                 ledger, jobs: list[dict], audit: str, loaded_at: float, started_mono: float | None) -> dict:
+    """The `/status` object (see `retention/web/server.py`); `ledger` is the scheduler's `PassLedger`."""
+    fs_views = []
+    by_log_fs = {}
+    for fs in filesystems:
+        for n in fs.logs:
+            by_log_fs[n] = fs
+        fs_views.append({
+            "mountpoint": fs.mountpoint, "logs": list(fs.logs),
+            "used_ratio": fs.used_ratio, "total_bytes": fs.total_bytes, "free_bytes": fs.free_bytes,
+            "pressure": LEVEL_NAMES[fs.level], "forcing": fs.forcing,
+            "checked_at": iso(fs.checked_at), "pressure_pass_running": fs.dev in pressure_running,
+        })
+    policies = {name: _policy_view(config, name) for name in sorted({log.policy for log in config.logs.values()})}
+    logs = []
+    for name, log in config.logs.items():
+        fs = by_log_fs.get(name)
+        state, last = ledger.view(name)
+        trigger = manual.get(log.policy)
+        logs.append({
+            "name": name, "path": str(log.path), "policy": log.policy,
+            "interval_seconds": config.policies[log.policy].interval,
+            "disk": {"mountpoint": fs.mountpoint if fs else None,
+                     "used_ratio": fs.used_ratio if fs else None,
+                     "total_bytes": fs.total_bytes if fs else None,
+                     "free_bytes": fs.free_bytes if fs else None,
+                     "pressure": LEVEL_NAMES[fs.level] if fs else None},
+            **(state or empty_state(is_log_directory(str(log.path)))),
+            "manual_passes_left": trigger.remaining if trigger else 0,
+            "last_pass": last,
+        })
+    return {
+        "service": "retention", "pid": os.getpid(),
+        "healthy": healthy, "problems": problems, "ready": ready,
+        "config_loaded_at": iso(loaded_at),
+        "uptime_seconds": round(time.monotonic() - started_mono, 3) if started_mono else 0.0,
+        "interval_seconds": min((p["interval_seconds"] for p in policies.values()), default=None),
+        "policies": policies, "filesystems": fs_views, "logs": logs, "jobs": jobs,
+        "audit": audit, "lag_note": LAG_NOTE,
+    }
+
+
+def empty_state(exists: bool) -> dict:
+    return {"exists": exists, "segments": None, "bytes": None, "start_offset": None, "end_offset": None,
+            "triggers": [], "hung": [], "pinned": [], "pinned_bytes": 0, "consumer_groups": [],
+            "stale_groups": [], "error": None, "as_of": None, "dead_bytes": None, "owned_by": None}
+
+
+def describe_log(watched, r: LogPassResult) -> dict:
+    """What the pass saw of one log, for /status and the gauges (read under the filesystem lock)."""
+    exists = r.snapshot is not None or watched.exists()     # the pass read it: no second stat
+    state = empty_state(exists)
+    state["error"] = r.error
+    state["owned_by"] = {"pid": r.owner_pid} if r.owned_elsewhere else None
+    state["pinned"] = [{"pid": p.pid, "command": p.command, "path": p.path, "bytes": p.bytes, "how": p.how}
+                       for p in r.pinned]
+    state["pinned_bytes"] = pinned_bytes(r.pinned)
+    if r.plan is None:
+        state["segments"], state["bytes"] = 0, 0
+        return state
+    plan = r.plan
+    remaining = [d for d in plan.decisions if r.actions.get(d.base_offset) != DELETED]
+    # A pass examines only the oldest segments it could delete and the active one; the segments in
+    # between (`left_out`) are full, preallocated files between the last examined and the active.
+    left_out = getattr(r, "left_out", 0) or 0
+    segment_size = plan.decisions[0].bytes if plan.decisions else 0
+    gap = (plan.decisions[-2].end_offset, plan.decisions[-1].base_offset) if left_out and len(plan.decisions) > 1 else None
+    try:
+        segment_size = watched.log.segment_size
+    except Exception:  # noqa: BLE001
+        pass
+    state["segments"] = len(remaining) + left_out
+    state["bytes"] = sum(d.bytes for d in remaining) + left_out * segment_size
+    state["triggers"] = list(plan.triggers)
+    state["stale_groups"] = list(plan.stale_groups)
+    end = plan.decisions[-1].end_offset if plan.decisions else None
+    state["end_offset"] = end
+    snap = r.snapshot
+    try:
+        if snap is not None and r.start_offset is not None and not r.deleted and not r.elsewhere:
+            # Nothing went from the head: what the pass read of the log still stands.
+            start = r.start_offset
+            committed = {g.name: g.committed_offset for g in snap.groups}
+            times = {g.name: g.last_commit_at for g in snap.groups if g.last_commit_at}
+        else:
+            log = watched.log
+            start = log.start_offset
+            committed = log.committed()
+            times = log.commit_times()
+        hung = watched.hung.snapshot()
+        state["dead_bytes"] = watched.log.dead_bytes()
+    except Exception as exc:  # noqa: BLE001 (the status is best effort)
+        state["error"] = state["error"] or str(exc)
+        return state
+    state["start_offset"] = start
+    if end is None:
+        end = start
+        state["end_offset"] = end
+    now = time.time()
+    state["hung"] = [{"segment": f"{base:020d}.log", "base_offset": base,
+                      "first_attempt_at": iso(h.first_attempt_at), "last_attempt_at": iso(h.last_attempt_at),
+                      "held_seconds": round(now - h.first_attempt_at, 3)}
+                     for base, h in sorted(hung.items())]
+    groups = []
+    for group, offset in sorted(committed.items()):
+        lag_bytes = sum(d.bytes for d in remaining if d.end_offset > offset)
+        if gap is not None:
+            lag_bytes += _gap_segments(gap, left_out, offset) * segment_size
+        groups.append({"group": group, "committed_offset": offset, "lag_records": max(0, end - offset),
+                       "lag_bytes": lag_bytes, "last_commit_at": iso(times.get(group)),
+                       "stale": group in plan.stale_groups, "behind_start": offset < start})
+    state["consumer_groups"] = groups
+    return state
+
+
+def _gap_segments(gap: tuple[int, int], count: int, committed: int) -> int:
+    """Of `count` unexamined segments spanning offsets [gap), about how many hold offsets at or
+    after `committed` (by offsets, as if the segments held equally many records)."""
+    first, end = gap
+    if committed <= first:
+        return count
+    if committed >= end or end <= first:
+        return 0
+    return math.ceil(count * (end - committed) / (end - first))

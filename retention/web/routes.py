@@ -1,0 +1,247 @@
+"""The sidecar's endpoints as a WSGI application (served by `retention/web/server.py`).
+
+`ROUTES` maps each path to its method and the `RetentionApp` method that answers it; adding an
+endpoint is one line there and one method. Every answer is counted in
+`retention_http_requests_total{path,code}` (an unknown path counts as "other") and every refused
+request (a 4xx or 5xx) gets one DEBUG log line.
+
+The costly views (/status with the pinned files of the last pass, /plan, /metrics) are
+`SharedView`s kept for `VIEW_TTL` seconds: concurrent clients share one computation. The probes
+(/healthz, /readyz) read state the scheduler already holds and never touch those views.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
+from http import HTTPStatus
+from urllib.parse import parse_qs
+
+from loguru import logger
+
+from policies import ServiceConfig
+
+from .page import PageBuilder, page_html
+from ..scheduling.scheduler import PassRunningError, RetentionScheduler
+from .views import SharedView
+
+__all__ = ["ENDPOINTS", "OTHER", "PROBE_PATHS", "ROUTES", "VIEW_TTL", "RetentionApp", "Route"]
+
+VIEW_TTL = 1.0      # seconds a computed /status, /plan or /metrics answer is shared
+OTHER = "other"     # the path label of every request to an unknown path
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+_JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Route:
+    """An endpoint: its method ("GET" also answers HEAD) and the `RetentionApp` method answering it.
+    `probe`: answered from state already known, on the server's probe lane (never queued behind a
+    costly request). `flags`: the query flags a POST takes; any other parameter, or a flag that is
+    not one of 1/true/yes/on/0/false/no/off, gets 400 and nothing runs (a typo in `?dry_run=1`
+    must never run the real thing)."""
+
+    method: str
+    handler: str
+    probe: bool = False
+    flags: tuple[str, ...] = ()
+
+
+ROUTES: dict[str, Route] = {
+    "/healthz": Route("GET", "healthz", probe=True),
+    "/readyz": Route("GET", "readyz", probe=True),
+    "/metrics": Route("GET", "metrics"),
+    "/status": Route("GET", "status"),
+    "/plan": Route("GET", "plan"),
+    "/clean": Route("POST", "clean", flags=("force",)),
+    "/compact": Route("POST", "compact", flags=("dry_run",)),
+    "/": Route("GET", "index"),
+    "/ui/data": Route("GET", "ui_data"),
+}
+ENDPOINTS = {path: route.method for path, route in ROUTES.items()}
+PROBE_PATHS = frozenset(path for path, route in ROUTES.items() if route.probe)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    environ: dict
+
+    def flag(self, name: str) -> bool:
+        return any(v.lower() in _TRUE for v in self.query.get(name, []))
+
+    @property
+    def client(self) -> str:
+        return f"{self.environ.get('REMOTE_ADDR', '?')}:{self.environ.get('REMOTE_PORT', '?')}"
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+    content_type: str = _JSON
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _query_problem(request: Request, route: Route) -> str | None:
+    """What is wrong with a POST's query string (one line), or None."""
+    for name, values in request.query.items():
+        if name not in route.flags:
+            takes = ", ".join(route.flags) or "no parameters"
+            return f"{request.path} takes {takes}, not {name[:60]!r}"
+        bad = [v for v in values if v.lower() not in _TRUE | _FALSE]
+        if bad:
+            return f"{request.path}: {name} must be 1/true/yes/on or 0/false/no/off, not {bad[0][:60]!r}"
+    return None
+
+
+def json_response(status: int, obj, headers: dict[str, str] | None = None) -> Response:
+    return Response(status, _json_bytes(obj), _JSON, headers or {})
+
+
+def _json_bytes(obj) -> bytes:
+    return (json.dumps(obj, indent=2, default=str) + "\n").encode()
+
+
+class RetentionApp:
+    """The WSGI application over a `RetentionScheduler`. Thread-safe: waitress calls it from its
+    worker threads; `service` and `stopping` are replaced whole (reload, stop), never mutated."""
+
+    def __init__(self, scheduler: RetentionScheduler, service: ServiceConfig) -> None:
+        self.scheduler = scheduler
+        self.service = service
+        self.stopping = False
+        self.page = PageBuilder(scheduler)
+        self._status = SharedView(lambda: _json_bytes(scheduler.status()), VIEW_TTL)
+        self._metrics = SharedView(scheduler.metrics.exposition, VIEW_TTL)
+        self._plans = {(manual, force): SharedView(partial(self._plan_bytes, manual, force), VIEW_TTL)
+                       for manual in (False, True) for force in (False, True)}
+
+    def views(self) -> list[SharedView]:
+        return [self._status, self._metrics, *self._plans.values()]
+
+    def invalidate(self) -> None:
+        """Drop the shared views (after a manual pass or a reload), so the next answer is fresh."""
+        for view in self.views():
+            view.invalidate()
+
+    # ------------------------------------------------------------------ WSGI
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        raw_path = environ.get("PATH_INFO") or "/"
+        request = Request(environ.get("REQUEST_METHOD", "GET"), raw_path.rstrip("/") or "/",
+                          parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True), environ)
+        response = self.respond(request)
+        if response.status >= 400:
+            reason = ""
+            if response.content_type == _JSON:
+                reason = json.loads(response.body).get("error", "")
+            self.refused(request.client, request.method, raw_path, response.status, reason, count=False)
+        self.count(request.path, response.status)
+        headers = [("Content-Type", response.content_type), ("Content-Length", str(len(response.body))),
+                   ("Cache-Control", "no-store"), *response.headers.items()]
+        start_response(f"{response.status} {HTTPStatus(response.status).phrase}", headers)
+        return [b"" if request.method == "HEAD" else response.body]
+
+    def count(self, path: str, code: int) -> None:
+        self.scheduler.metrics.http_request(path if path in ROUTES else OTHER, code)
+
+    def refused(self, client: str, method: str, path: str, code: int, reason: str, *, count: bool = True) -> None:
+        """One DEBUG line (and, with `count`, the counter) for a refused request; `path` is cut short."""
+        shown = path if len(path) <= 120 else f"{path[:120]}... ({len(path)} chars)"
+        logger.debug("http {} {!r} {!r} refused: {} {}", client, method[:20], shown, code, reason[:200])
+        if count:
+            self.count(path, code)
+
+    def respond(self, request: Request) -> Response:
+        route = ROUTES.get(request.path)
+        if route is None:
+            return json_response(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {request.path[:120]}",
+                                                        "endpoints": sorted(ROUTES)})
+        method = "GET" if request.method in ("GET", "HEAD") else request.method
+        if method != route.method:
+            allow = "GET, HEAD" if route.method == "GET" else route.method
+            return json_response(HTTPStatus.METHOD_NOT_ALLOWED,
+                                 {"error": f"{request.path} takes {route.method}"}, {"Allow": allow})
+        if route.method == "POST":
+            problem = _query_problem(request, route)
+            if problem is not None:
+                return json_response(HTTPStatus.BAD_REQUEST, {"error": problem})
+        try:
+            return getattr(self, route.handler)(request)
+        except Exception as exc:  # noqa: BLE001 (one request fails, the server goes on)
+            logger.opt(exception=exc).error("{} {} failed: {}", request.method, request.path, exc)
+            return json_response(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)})
+
+    # ------------------------------------------------------------------ endpoints
+    def healthz(self, request: Request) -> Response:
+        problems = self.scheduler.health_problems()
+        return json_response(HTTPStatus.SERVICE_UNAVAILABLE if problems else HTTPStatus.OK,
+                             {"status": "unhealthy" if problems else "ok",
+                              "problems": [p.describe() for p in problems],
+                              "details": [p.as_json() for p in problems]})
+
+    def readyz(self, request: Request) -> Response:
+        reasons = ["the HTTP server is stopping"] if self.stopping else self.scheduler.not_ready_reasons()
+        return json_response(HTTPStatus.SERVICE_UNAVAILABLE if reasons else HTTPStatus.OK,
+                             {"status": "not ready" if reasons else "ready", "reasons": reasons})
+
+    def metrics(self, request: Request) -> Response:
+        return Response(HTTPStatus.OK, self._metrics.get(), self.scheduler.metrics.content_type)
+
+    def status(self, request: Request) -> Response:
+        return Response(HTTPStatus.OK, self._status.get())
+
+    def plan(self, request: Request) -> Response:
+        return Response(HTTPStatus.OK, self._plans[request.flag("manual"), request.flag("force")].get())
+
+    def _plan_bytes(self, manual: bool, force: bool) -> bytes:
+        return _json_bytes(self.scheduler.plan(manual=manual, force=force).to_json_dict())
+
+    def index(self, request: Request) -> Response:
+        return Response(HTTPStatus.OK, page_html(), "text/html; charset=utf-8")
+
+    def ui_data(self, request: Request) -> Response:
+        """The status page's data (retention/web/page.py), bounded in size; the page polls it."""
+        return Response(HTTPStatus.OK, self.page.json_bytes())
+
+    def _refuse(self, request: Request) -> Response | None:
+        """The answer refusing a POST (wrong or missing token, service stopping), or None to go on."""
+        token = self.service.token
+        if token is not None:
+            scheme, _, value = request.environ.get("HTTP_AUTHORIZATION", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+                logger.warning("POST {} from {} refused: missing or wrong token", request.path, request.client)
+                return json_response(HTTPStatus.UNAUTHORIZED, {"error": f"POST {request.path} needs Authorization: "
+                                                               "Bearer TOKEN (service.token)"},
+                                     {"WWW-Authenticate": "Bearer"})
+        if self.stopping or not self.scheduler.running:
+            return json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the service is stopping"})
+        return None
+
+    def _post(self, request: Request, run: Callable[[], object], running: str,
+              body: Callable[[object], dict]) -> Response:
+        """A POST that runs a pass: refused (token, stopping), 409 naming `running` when one runs."""
+        refused = self._refuse(request)
+        if refused is not None:
+            return refused
+        try:
+            result = run()
+        except PassRunningError as exc:
+            return json_response(HTTPStatus.CONFLICT, {"error": str(exc), "running": running})
+        self.invalidate()
+        return json_response(HTTPStatus.OK, body(result))
+
+    def compact(self, request: Request) -> Response:
+        """One compaction pass now (`?dry_run=1`: what it would do); 409 while one runs on a filesystem."""
+        return self._post(request, lambda: self.scheduler.compact(dry_run=request.flag("dry_run")), "compaction",
+                          lambda result: result.to_json_dict())
+
+    def clean(self, request: Request) -> Response:
+        return self._post(request, lambda: self.scheduler.clean(force=request.flag("force")), "manual pass",
+                          lambda result: {**result.to_json_dict(), "interrupted": result.interrupted})

@@ -1,0 +1,263 @@
+"""The sidecar's HTTP server: waitress serving `RetentionApp` (`retention/web/routes.py`) on `service.listen`.
+
+    GET  /healthz   200 {"status": "ok"} when the scheduler runs and every log had a pass no older
+                    than three of its intervals; 503 {"status": "unhealthy", "problems": [...]}
+    GET  /readyz    200 once the first pass over every log is done; 503 before, and while stopping
+    GET  /metrics   Prometheus text format (prometheus-client, a registry of the sidecar's own)
+    GET  /status    JSON: per log its disk, segments, bytes, triggers, last pass, hung segments,
+                    processes pinning deleted files, consumer groups with lag; the policies and jobs
+    GET  /plan      JSON of `retention plan --json` (what a pass would do now, and why);
+                    ?manual=1 plans as if a manual trigger were opened now, ?force=1 a forced one
+    POST /clean     a manual trigger and a pass now; ?force=1 also ignores the reserve. Returns the
+                    pass as `retention clean --json` does; 409 naming the running pass while one
+                    runs. Needs `Authorization: Bearer TOKEN` when service.token is set (mandatory
+                    when listening beyond loopback).
+
+Only /clean changes anything. The GET endpoints need no token (like any Prometheus exporter);
+bind to loopback, the default, when paths and process command lines must not leave the machine.
+/status, /plan and /metrics are shared for a second between clients (`routes.VIEW_TTL`).
+
+What no client can do to it (waitress: one I/O thread multiplexing every connection, a fixed pool
+of worker threads):
+- hang up or reset mid-answer: the connection is dropped (SIGPIPE is ignored in `serve`);
+- hold a thread: idle connections cost none; `WORKER_THREADS` answer requests, and the probes
+  (/healthz, /readyz) have a lane (`PROBE_THREADS`) of their own, so they never queue behind
+  /status, /plan, /metrics or POST /clean;
+- stay idle, or take longer than `service.http_timeout` to send one request (a slow-loris): closed;
+- open more than `service.max_connections`: the rest wait in the listen backlog (`BACKLOG`, big
+  enough that a burst is not dropped and retried after TCP's 1 s SYN timeout);
+- send garbage, an oversized request line or header (431 past `MAX_HEADER_BYTES`), a body or a
+  Content-Length past `MAX_BODY_BYTES` (413, refused before reading it), or an unknown method (405).
+Every refusal is counted in `retention_http_requests_total{path,code}` (one refused before routing,
+unparsable or too large, under path="other") and logged at DEBUG.
+
+`RetentionHTTPServer` is thread-safe: `update()` and `stop()` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import threading
+import time
+
+from loguru import logger
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask, ThreadedTaskDispatcher
+
+from policies import ServiceConfig
+
+from .routes import ENDPOINTS, OTHER, PROBE_PATHS, RetentionApp
+from ..scheduling.scheduler import RetentionScheduler
+
+__all__ = ["ENDPOINTS", "RetentionHTTPServer"]
+
+# Requests run here. The costly views are shared, and under the GIL more threads add no throughput,
+# only more hand-offs a probe waits through (4 threads: /healthz p99 66 ms under the load test, 2: 20-30 ms).
+WORKER_THREADS = 2
+PROBE_THREADS = 1           # /healthz and /readyz only: answered from state already in memory
+MAX_HEADER_BYTES = 64 * 1024    # request line plus headers; a scraper sends well under 1 KiB
+MAX_BODY_BYTES = 64 * 1024      # no endpoint reads a body
+BACKLOG = 1024              # the kernel caps it at net.core.somaxconn
+_FD_SPARE = 128             # file descriptors kept for logs, segments, the audit trail
+# waitress warns at every request that waits for a worker: under a scrape burst, a flood of lines.
+logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+_OWN_SOCKETS = 2            # waitress counts its listening socket and its wake-up pipe as connections
+
+
+class _ErrorTask(ErrorTask):
+    """waitress's answer to a request it could not parse (400, 413, 431, 501): counted and logged."""
+
+    def execute(self) -> None:
+        error, request = self.request.error, self.request
+        app: RetentionApp = self.channel.server.retention_app
+        # refused before routing: its path (absent or defaulted when the parse failed) is no label
+        app.refused(_client(self.channel), getattr(request, "command", None) or "-",
+                    getattr(request, "path", None) or "-", error.code,
+                    error.reason + (f": {error.body}" if error.body else ""), count=False)
+        app.count(OTHER, error.code)
+        super().execute()
+
+
+class _Channel(HTTPChannel):
+    """One connection; remembers since when a request has been arriving, to close slow senders."""
+
+    error_task_class = _ErrorTask
+    partial_since: float | None = None
+
+    def received(self, data: bytes) -> bool:
+        result = super().received(data)
+        if self.request is None:
+            self.partial_since = None
+        elif self.partial_since is None:
+            self.partial_since = time.time()
+        return result
+
+
+class _Server(TcpWSGIServer):
+    """waitress's TCP server with a probe lane and a whole-request timeout (waitress's own
+    channel_timeout counts idle time only, which a client sending a byte a second resets)."""
+
+    channel_class = _Channel
+
+    def __init__(self, app: RetentionApp, service: ServiceConfig) -> None:
+        adj = Adjustments(host=service.host, port=service.port, threads=WORKER_THREADS,
+                          connection_limit=service.max_connections + _OWN_SOCKETS, backlog=BACKLOG,
+                          max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=MAX_BODY_BYTES,
+                          asyncore_use_poll=True,   # select() fails past 1024 descriptors
+                          ident="retention", expose_tracebacks=False)
+        _apply_timeout(adj, service.http_timeout)
+        self.retention_app = app
+        self.probe_dispatcher = ThreadedTaskDispatcher()
+        self.probe_dispatcher.set_thread_count(PROBE_THREADS)
+        dispatcher = ThreadedTaskDispatcher()
+        dispatcher.set_thread_count(WORKER_THREADS)
+        super().__init__(app, map={}, dispatcher=dispatcher, adj=adj)
+
+    def add_task(self, channel: _Channel) -> None:
+        request = channel.requests[0] if channel.requests else None
+        if (request is not None and request.error is None and getattr(request, "command", None) in ("GET", "HEAD")
+                and (getattr(request, "path", "").rstrip("/") or "/") in PROBE_PATHS):
+            self.probe_dispatcher.add_task(channel)
+        else:
+            self.task_dispatcher.add_task(channel)
+
+    def maintenance(self, now: float) -> None:
+        super().maintenance(now)      # closes connections idle for longer than channel_timeout
+        cutoff = now - self.adj.channel_timeout
+        for channel in list(self.active_channels.values()):
+            since = getattr(channel, "partial_since", None)
+            if since is not None and since < cutoff and not channel.requests and not channel.will_close:
+                channel.will_close = True
+                logger.debug("http {} closed: a request still incomplete after {:g}s (http_timeout)",
+                             _client(channel), self.adj.channel_timeout)
+
+    def shutdown(self) -> None:
+        self.task_dispatcher.shutdown(timeout=5)
+        self.probe_dispatcher.shutdown(timeout=1)
+        wasyncore.close_all(self._map)
+
+
+def _apply_timeout(adj: Adjustments, timeout: float) -> None:
+    # waitress parses these as whole seconds; set after parsing so 2.5s stays 2.5s
+    adj.channel_timeout = timeout
+    adj.cleanup_interval = min(1.0, timeout / 4)     # the sweep runs at least this often
+    adj.asyncore_loop_timeout = adj.cleanup_interval
+
+
+def _client(channel) -> str:
+    addr = channel.addr
+    return f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else str(addr)
+
+
+def _ensure_descriptors(max_connections: int) -> None:
+    """Raise the soft open-files limit to fit `max_connections` (up to the hard limit)."""
+    need = max_connections + _FD_SPARE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        new = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        if new < need:
+            logger.warning("open-files limit {} is below service.max_connections + {}: connections "
+                           "past it are refused by the kernel", new, _FD_SPARE)
+
+
+class _Running:
+    """One bound server and the thread running its I/O loop."""
+
+    def __init__(self, app: RetentionApp, service: ServiceConfig) -> None:
+        _ensure_descriptors(service.max_connections)
+        self.server = _Server(app, service)
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="retention-http", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        server = self.server
+        while not self._stop.is_set():
+            wasyncore.loop(timeout=server.adj.asyncore_loop_timeout, map=server._map, use_poll=True, count=1)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.server.pull_trigger()        # wakes the poll at once
+        self.thread.join(timeout=5)
+        self.server.shutdown()
+
+
+class RetentionHTTPServer:
+    """Serves a `RetentionScheduler` over HTTP on `service.listen`, in background threads."""
+
+    def __init__(self, scheduler: RetentionScheduler, service: ServiceConfig) -> None:
+        self.scheduler = scheduler
+        self.app = RetentionApp(scheduler, service)
+        self._running: _Running | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def service(self) -> ServiceConfig:
+        return self.app.service
+
+    @property
+    def stopping(self) -> bool:
+        return self.app.stopping
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound host and port (the real port when `listen` asked for port 0)."""
+        assert self._running is not None
+        server = self._running.server
+        return server.effective_host, int(server.effective_port)
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def start(self) -> None:
+        """Bind and serve; raises OSError when the address cannot be bound."""
+        running = _Running(self.app, self.service)
+        with self._lock:
+            self._running = running
+
+    def update(self, service: ServiceConfig) -> None:
+        """Apply a reloaded `service` section: the token, `http_timeout` (every open connection)
+        and `max_connections` (the next accept) at once; a new `listen` binds the new address and
+        then releases the old one (kept, with an error, if the new one fails)."""
+        old = self.app.service
+        self.app.invalidate()
+        if service.listen == old.listen:
+            with self._lock:
+                running = self._running
+                if running is not None:
+                    adj = running.server.adj
+                    _apply_timeout(adj, service.http_timeout)
+                    adj.connection_limit = service.max_connections + _OWN_SOCKETS
+                    if service.max_connections > old.max_connections:
+                        _ensure_descriptors(service.max_connections)
+                self.app.service = service
+            if (service.http_timeout, service.max_connections) != (old.http_timeout, old.max_connections):
+                logger.info("reload: HTTP http_timeout {:g}s, max_connections {}", service.http_timeout,
+                            service.max_connections)
+            return
+        try:
+            running = _Running(self.app, service)
+        except OSError as exc:
+            logger.error("reload: cannot listen on {} ({}); still serving on {}", service.listen, exc, old.listen)
+            self.app.service = old.model_copy(update={"token": service.token})
+            return
+        with self._lock:
+            previous, self._running = self._running, running
+            self.app.service = service
+        if previous is not None:
+            previous.stop()
+        logger.info("reload: HTTP now on {} (was {})", self.url, old.listen)
+
+    def stop(self) -> None:
+        self.app.stopping = True
+        with self._lock:
+            running, self._running = self._running, None
+        if running is not None:
+            running.stop()

@@ -11,6 +11,9 @@
         .remove.lock                    serialises head removers of any process
         .compact.lock                   serialises compactions of any process
         .retention.lock                 the retention owner's flock, naming its pid (retention.deletion.owner)
+        .retention-hung.json            segments held by readers, since when (retention.deletion.hung)
+        spark.db (-wal, -shm)           the Spark integration's ledger (commitlog.spark.ledger)
+        .spark-append.lock              the Spark append turn, a flock (commitlog.spark.turns)
         00000000000000000000.log        a segment, named by the 20-digit offset of its first record
         00000000000000000000.index      its sparse index (commitlog.segments.index)
         <segment>.index.tmp             an index being rebuilt (write_sealed's temporary)
@@ -47,6 +50,9 @@ LOCK_FILE = ".lock"
 REMOVE_LOCK_FILE = ".remove.lock"
 COMPACT_LOCK_FILE = ".compact.lock"
 RETENTION_LOCK_FILE = ".retention.lock"
+HUNG_FILE = ".retention-hung.json"
+SPARK_LEDGER_FILE = "spark.db"
+SPARK_TURN_FILE = ".spark-append.lock"
 MARKS_FILE = "marks"
 TOMBSTONES_FILE = "tombstones"
 CLEANED_SUFFIX = ".cleaned"

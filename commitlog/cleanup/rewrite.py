@@ -29,7 +29,7 @@ from . import swap
 from ..diskusage import disk_usage
 from ..errors import CorruptLogError, InvalidArgumentError, StoreFullError
 from ..segments.index import INDEX_INTERVAL, SegmentSummary, write_sealed
-from ..layout import cleaned_path, fsync_directory, index_path
+from ..layout import TMP_SUFFIX, cleaned_path, fsync_directory, index_path
 from .removal import removal_lock
 from ..segments.segment_list import SEALED, SegmentList
 
@@ -216,14 +216,14 @@ def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: Marks
             return CompactionOutput(None, tuple(run), sum(sizes), 0, 0, dict(dropped))
         mtime_ns = max(os.stat(p).st_mtime_ns for p in paths)
         summary = writer.finish(end, mtime_ns, marks.seq)
-        write_sealed(index_tmp, summary, index_tmp + ".tmp")
+        write_sealed(index_tmp, summary, index_tmp + TMP_SUFFIX)
         fsync_directory(segs.path)
         with removal_lock(segs.path):
             _check_unchanged(segs, run, inodes)
             swap.commit(segs, first, run[1:], data_path, index_tmp)
     except BaseException as exc:
         writer.discard()
-        for p in (index_tmp, index_tmp + ".tmp"):
+        for p in (index_tmp, index_tmp + TMP_SUFFIX):
             if os.path.exists(p):
                 os.unlink(p)
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):

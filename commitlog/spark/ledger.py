@@ -23,13 +23,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from commitlog import CorruptLogError
+from commitlog.layout import SPARK_LEDGER_FILE
 
 from . import ledger_tables, liveness
 from .errors import JobStateError, NoSchemaError
 
 log = logging.getLogger("commitlog.spark")
 
-LEDGER_FILE = "spark.db"
+LEDGER_FILE = SPARK_LEDGER_FILE
 
 OPEN, COMMITTED, ABORTED = "open", "committed", "aborted"
 WRITING, WRITTEN, DEAD = "writing", "written", "dead"

@@ -7,6 +7,8 @@ import os
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
+from commitlog.layout import META_FILE
+
 from .errors import NoSchemaError, OptionError, OverwriteNotSupportedError
 from .ledger import Ledger
 from .options import Options
@@ -79,7 +81,7 @@ class CommitLogDataSource(DataSource):
 
 def stored_schema(path: str) -> StructType | None:
     """The Spark schema recorded for the log at `path`, or None (no log, or nothing staged)."""
-    if not (os.path.isfile(os.path.join(path, "meta.json")) and Ledger.exists(path)):
+    if not (os.path.isfile(os.path.join(path, META_FILE)) and Ledger.exists(path)):
         return None
     with Ledger(path) as ledger:
         text = ledger.schema_json()

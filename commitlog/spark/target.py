@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
-from commitlog import CommitLog, SegmentSizeMismatchError
+from commitlog import META_FILE, CommitLog, SegmentSizeMismatchError
 
 from . import liveness
 from .host import this_host
@@ -51,7 +51,7 @@ class WriteTarget:
 def ensure_log(options: Options) -> tuple[int, int]:
     """Create the log at `options.path` if it does not exist; return its segment size and its
     start offset."""
-    if not os.path.isfile(os.path.join(options.path, "meta.json")):
+    if not os.path.isfile(os.path.join(options.path, META_FILE)):
         os.makedirs(options.path, exist_ok=True)
         with append_turn(options.path, options.lock_timeout):
             open_for_append(options, options.segment_size, options.lock_timeout).close()

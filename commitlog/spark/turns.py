@@ -17,11 +17,12 @@ import time
 from collections.abc import Iterator
 
 from commitlog import CommitLog, LogLockedError, parse_segment_name, segment_name
+from commitlog.layout import SPARK_TURN_FILE
 
 from .errors import WriterTurnTimeout
 from .options import Options
 
-TURN_FILE = ".spark-append.lock"
+TURN_FILE = SPARK_TURN_FILE
 
 
 def _attempts(timeout: float, first: float, cap: float) -> Iterator[bool]:

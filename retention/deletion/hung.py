@@ -13,9 +13,8 @@ import os
 
 from loguru import logger
 
+from commitlog.layout import HUNG_FILE, TMP_SUFFIX
 from policies import HungSegment
-
-HUNG_FILE = ".retention-hung.json"
 
 
 class HungRegistry:
@@ -70,7 +69,7 @@ class HungRegistry:
             except FileNotFoundError:
                 pass
             return
-        tmp = self.path + ".tmp"
+        tmp = self.path + TMP_SUFFIX
         with open(tmp, "w") as f:
             json.dump({str(b): {"first_attempt_at": h.first_attempt_at,
                                 "last_attempt_at": h.last_attempt_at}

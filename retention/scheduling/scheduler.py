@@ -40,6 +40,7 @@ from collections.abc import Callable
 from apscheduler.schedulers.base import STATE_RUNNING, STATE_STOPPED
 from loguru import logger
 
+from commitlog.layout import HUNG_FILE
 from policies import LEVEL_CLEAN, LEVEL_FORCE, LEVEL_OK, LEVEL_REFUSE, ManualTrigger, RetentionConfig
 
 from ..audit import AuditTrail
@@ -52,7 +53,6 @@ from .filesystems import Filesystem, build_filesystems, log_devs
 from .health import PassLedger
 from .problems import DISK_CHECK_STALLED, RELOAD_FAILED, SCHEDULER_STOPPED, HealthProblems, Problem
 from .history import StatusHistory
-from ..deletion.hung import HUNG_FILE
 from .jobs import (DEFAULT_POOL, JOB_DISK, add_once, describe_jobs, desired_jobs, list_jobs, new_scheduler,
                    sync_jobs)
 from .manual import ManualPasses, PassRunningError, open_triggers

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 
-from commitlog import is_log_directory
+from commitlog import is_log_directory, segment_name
 from policies import (DELETED, DISK_CLEAN, DISK_FORCE, LEVEL_NAMES, MANUAL, REFUSE_WRITES, TIME_WINDOW,
                       ManualTrigger, RetentionConfig, SegmentDecision)
 
@@ -159,7 +159,7 @@ def describe_log(watched, r: LogPassResult) -> dict:
         end = start
         state["end_offset"] = end
     now = time.time()
-    state["hung"] = [{"segment": f"{base:020d}.log", "base_offset": base,
+    state["hung"] = [{"segment": segment_name(base), "base_offset": base,
                       "first_attempt_at": iso(h.first_attempt_at), "last_attempt_at": iso(h.last_attempt_at),
                       "held_seconds": round(now - h.first_attempt_at, 3)}
                      for base, h in sorted(hung.items())]

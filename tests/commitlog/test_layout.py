@@ -98,3 +98,24 @@ def test_listing_with_the_start_offset_sets_logically_removed_segments_apart(tmp
     listing = list_segments(tmp_log_dir, stat_head=2, start_offset=bases[2])
     assert listing.below_start == () and not listing.interrupted
     assert listing.bases == tuple(bases[2:])
+
+
+def test_every_file_name_written_into_a_log_directory_is_spelled_only_in_the_layout_module():
+    import ast
+    from pathlib import Path
+
+    import commitlog.layout as layout
+    names = {value for key, value in vars(layout).items()
+             if key.isupper() and isinstance(value, str) and len(value) > 3 and "." in value}
+    assert {"meta.json", "spark.db", ".spark-append.lock", ".retention-hung.json",
+            ".retention.lock"} <= names
+    root = Path(__file__).resolve().parents[2]
+    spelled = []
+    for package in ("commitlog", "policies", "retention"):
+        for path in sorted((root / package).rglob("*.py")):
+            if path == root / "commitlog" / "layout.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value in names:
+                    spelled.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
+    assert spelled == []

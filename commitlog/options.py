@@ -1,6 +1,7 @@
 """`CommitLog.open()`'s settings: each one's unit, default and validation, defined once here.
 
-`policies` and `commitlog.spark` take their defaults from these constants rather than retyping them.
+The settings the configuration carries too (segment_size, the write guard's ratios) come from
+`storesettings`, which `policies` reads as well; `commitlog.spark` takes its defaults from here.
 """
 
 from __future__ import annotations
@@ -8,16 +9,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from storesettings import (REFUSE_WRITES_RATIO_DEFAULT, RESUME_RATIO_DEFAULT, SEGMENT_SIZE_DEFAULT,
+                           SEGMENT_SIZE_MAX, SEGMENT_SIZE_MIN)
+
 from .errors import InvalidArgumentError
 
-DEFAULT_SEGMENT_SIZE = 64 * 2**20     # bytes
-MIN_SEGMENT_SIZE = 4096               # bytes
-MAX_SEGMENT_SIZE = 2**32 - 1          # bytes: positions in the index are u32
+DEFAULT_SEGMENT_SIZE = SEGMENT_SIZE_DEFAULT   # bytes (storesettings: shared with the configuration)
+MIN_SEGMENT_SIZE = SEGMENT_SIZE_MIN
+MAX_SEGMENT_SIZE = SEGMENT_SIZE_MAX
 FLUSH_MODES = ("sync", "async", "none")
 DEFAULT_FLUSH = "async"
 DEFAULT_FLUSH_INTERVAL = 0.5          # seconds between two background flushes (flush="async")
-DEFAULT_REFUSE_WRITES_RATIO = 0.90    # used/(used+available) above which writers are refused
-DEFAULT_RESUME_RATIO = 0.85           # below which refused writers resume
+DEFAULT_REFUSE_WRITES_RATIO = REFUSE_WRITES_RATIO_DEFAULT
+DEFAULT_RESUME_RATIO = RESUME_RATIO_DEFAULT
 ON_FULL_MODES = ("raise", "block")
 DEFAULT_ON_FULL = "raise"
 DEFAULT_BLOCK_TIMEOUT = 30.0          # seconds an on_full="block" append waits before raising

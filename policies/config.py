@@ -35,6 +35,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from storesettings import REFUSE_WRITES_RATIO_DEFAULT, SEGMENT_SIZE_DEFAULT, SEGMENT_SIZE_MAX, SEGMENT_SIZE_MIN
+
 from policies.units import (
     describe_value,
     format_duration,
@@ -323,7 +325,7 @@ class DiskConfig(_Strict):
         "at least clean_ratio (RocketMQ diskSpaceCleanForciblyRatio).",
     )
     refuse_writes_ratio: Ratio = Field(
-        default=0.90,
+        default=REFUSE_WRITES_RATIO_DEFAULT,
         description="Above this writers are refused until the ratio is back below force_ratio. 0-1, at least "
         "force_ratio (RocketMQ diskSpaceWarningLevelRatio).",
     )
@@ -507,21 +509,18 @@ class LogConfig(_Strict):
         "file, and two logs may not share it."
     )
     segment_size: ByteSize = Field(
-        default=64 * _MIB,
+        default=SEGMENT_SIZE_DEFAULT,
         description="Bytes of each preallocated segment file: an integer or '64MiB' (B, KiB, MiB, GiB). "
-        "Within the store's limits (4KiB to 4GiB - 1 B, from commitlog.options, checked when the "
-        "retention command or sidecar loads the file); default 64MiB.",
+        "From 4KiB to 4GiB - 1 B (the store's limits, storesettings); default 64MiB.",
     )
     policy: Name = Field(default=DEFAULT_POLICY, description="Name of the policy in policies; default 'default'.")
 
     @field_validator("segment_size", mode="after")
     @classmethod
-    def _check_segment_size(cls, value: int, info: ValidationInfo) -> int:
-        # The store owns the range; its caller passes it in (policies imports no store).
-        limits = (info.context or {}).get("store_limits") or {}
-        low, high = limits.get("segment_size", (1, None))
-        if value < low or (high is not None and value > high):
-            bound = f"at least {format_size(low)}" if value < low else f"at most {format_size(high)}"
+    def _check_segment_size(cls, value: int) -> int:
+        if not SEGMENT_SIZE_MIN <= value <= SEGMENT_SIZE_MAX:
+            bound = (f"at least {format_size(SEGMENT_SIZE_MIN)}" if value < SEGMENT_SIZE_MIN
+                     else f"at most {format_size(SEGMENT_SIZE_MAX)}")
             raise ValueError(f"must be {bound} (the store's limit), got {value} bytes")
         return value
 

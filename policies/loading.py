@@ -23,14 +23,10 @@ from policies.units import describe_kind, describe_value
 __all__ = ["load_config", "parse_config"]
 
 
-def load_config(path: str | os.PathLike[str], *, base_dir: str | os.PathLike[str] | None = None,
-                store_limits: Mapping[str, tuple[int, int]] | None = None) -> RetentionConfig:
+def load_config(path: str | os.PathLike[str], *, base_dir: str | os.PathLike[str] | None = None) -> RetentionConfig:
     """Read and validate the YAML file at ``path``; raise :class:`ConfigError` on any problem.
 
     Relative log and audit paths resolve against ``base_dir`` (default: the current directory).
-    ``store_limits``: the store's bounds, ``{"segment_size": (least, most)}`` in bytes, given by
-    the caller that knows the store (``retention`` passes commitlog's), so a log the store would
-    refuse is refused here, with its line.
     """
     source = os.fspath(path)
     try:
@@ -40,12 +36,11 @@ def load_config(path: str | os.PathLike[str], *, base_dir: str | os.PathLike[str
         raise ConfigError("is not UTF-8 text", source=source) from None
     except OSError as error:
         raise ConfigError(f"cannot read the file: {error.strerror or error}", source=source) from None
-    return parse_config(text, source=source, base_dir=base_dir, store_limits=store_limits)
+    return parse_config(text, source=source, base_dir=base_dir)
 
 
 def parse_config(
-    text: str, *, source: str = "<string>", base_dir: str | os.PathLike[str] | None = None,
-    store_limits: Mapping[str, tuple[int, int]] | None = None,
+    text: str, *, source: str = "<string>", base_dir: str | os.PathLike[str] | None = None
 ) -> RetentionConfig:
     """Validate the YAML ``text``; ``source`` names it in errors. See :func:`load_config`."""
     root, data = _read_yaml(text, source)
@@ -58,8 +53,7 @@ def parse_config(
             source=source,
             line=root.start_mark.line + 1,
         )
-    context = {"base_dir": os.fspath(base_dir) if base_dir is not None else os.getcwd(),
-               "store_limits": store_limits or {}}
+    context = {"base_dir": os.fspath(base_dir) if base_dir is not None else os.getcwd()}
     try:
         return RetentionConfig.model_validate(data, context=context)
     except ValidationError as error:

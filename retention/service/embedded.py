@@ -6,14 +6,10 @@ from __future__ import annotations
 import os
 from importlib import resources
 
-from commitlog import MAX_SEGMENT_SIZE, MIN_SEGMENT_SIZE
 from policies import RetentionConfig, load_config, parse_config
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "STORE_LIMITS", "default_config_text", "demo_config_text",
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "default_config_text", "demo_config_text",
            "load", "parse"]
-
-STORE_LIMITS = {"segment_size": (MIN_SEGMENT_SIZE, MAX_SEGMENT_SIZE)}
-"""The store's bounds a configuration is checked against (policies imports no store)."""
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 """0 done; 2 the configuration or the command line is wrong; 1 anything else (a contract)."""
@@ -31,9 +27,9 @@ def load(path: str | None) -> RetentionConfig:
     """The configuration at `path`, or the embedded default (relative paths: the working dir)."""
     if path is None:
         return parse(default_config_text(), source="<embedded conf/retention.yaml>")
-    return load_config(path, store_limits=STORE_LIMITS)
+    return load_config(path)
 
 
 def parse(text: str, *, source: str) -> RetentionConfig:
-    """Configuration `text` checked against the store's limits (relative paths: the working dir)."""
-    return parse_config(text, source=source, base_dir=os.getcwd(), store_limits=STORE_LIMITS)
+    """Configuration `text` (relative paths: the working dir)."""
+    return parse_config(text, source=source, base_dir=os.getcwd())

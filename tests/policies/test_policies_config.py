@@ -20,7 +20,6 @@ from policies import (
 
 BAD_CONFIGS = sorted((Path(__file__).parent / "bad_configs").glob("*.yaml"))
 EXPECT_HEADER = re.compile(r"# expect: (?P<expected>.+)")
-STORE_LIMITS = {"segment_size": (4096, 2**32 - 1)}   # what retention passes in (commitlog's bounds)
 
 
 def expected_substring(path: Path) -> str:
@@ -37,7 +36,7 @@ def test_there_are_enough_bad_configuration_files():
 @pytest.mark.parametrize("path", BAD_CONFIGS, ids=[path.stem for path in BAD_CONFIGS])
 def test_rejects_bad_configuration_file_with_one_line_error(path, tmp_path):
     with pytest.raises(ConfigError) as caught:
-        load_config(path, base_dir=tmp_path, store_limits=STORE_LIMITS)
+        load_config(path, base_dir=tmp_path)
     error = caught.value
     message = str(error)
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -63,7 +62,7 @@ def test_rejects_bad_configuration_file_with_one_line_error(path, tmp_path):
 def test_bad_configuration_files_fail_the_same_way_from_any_base_directory(tmp_path):
     for path in BAD_CONFIGS:
         with pytest.raises(ConfigError, match=re.escape(expected_substring(path))):
-            load_config(path, store_limits=STORE_LIMITS)
+            load_config(path)
 
 
 def test_design_example_parses_to_the_documented_values(tmp_path):
@@ -387,9 +386,15 @@ def test_force_target_range(text, valid, tmp_path):
             parse_config(source, base_dir=tmp_path)
 
 
-def test_without_store_limits_any_positive_segment_size_is_the_callers_to_check(tmp_path):
-    path = Path(__file__).parent / "bad_configs" / "segment_size_below_store_minimum.yaml"
-    assert load_config(path, base_dir=tmp_path).logs["staging"].segment_size == 100
-    with pytest.raises(ConfigError, match="must be at most 8KiB"):
-        parse_config("logs:\n  a:\n    path: a\n    segment_size: 1MiB\n", base_dir=tmp_path,
-                     store_limits={"segment_size": (4096, 8192)})
+def test_segment_size_limits_and_default_are_the_stores():
+    from commitlog import options
+    for size in (options.MIN_SEGMENT_SIZE, options.MAX_SEGMENT_SIZE):
+        config = parse_config(f"logs:\n  a:\n    path: a\n    segment_size: {size}\n")
+        assert config.logs["a"].segment_size == size
+    for size, message in ((options.MIN_SEGMENT_SIZE - 1, "at least 4KiB"),
+                          (options.MAX_SEGMENT_SIZE + 1, "at most")):
+        with pytest.raises(ConfigError, match=message):
+            parse_config(f"logs:\n  a:\n    path: a\n    segment_size: {size}\n")
+    default = parse_config("logs:\n  a:\n    path: a\n").logs["a"].segment_size
+    assert default == options.DEFAULT_SEGMENT_SIZE
+    assert PolicyConfig().disk.refuse_writes_ratio == options.DEFAULT_REFUSE_WRITES_RATIO

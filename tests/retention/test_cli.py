@@ -188,7 +188,8 @@ def test_check_warns_that_a_file_without_logs_cleans_nothing(tmp_path):
 
 
 def test_check_refuses_a_segment_size_the_store_would_refuse_with_its_line(tmp_path):
-    bad = write_config(tmp_path, "logs:\n  a:\n    path: a\n    segment_size: 100\n")[0]
+    bad = tmp_path / "retention.yaml"
+    bad.write_text("logs:\n  a:\n    path: a\n    segment_size: 100\n")
     result = run("check", "--config", str(bad), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == (f"retention: {bad}:4: logs.a.segment_size: must be at least 4KiB "

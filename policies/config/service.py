@@ -1,0 +1,149 @@
+"""`service:`, the sidecar process's own settings (listen address, token, audit trail, logging, HTTP
+limits, health). Not a retention decision: the pure policy models are in `policy`."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+
+from policies.units import describe_value, format_duration
+from policies.config.fields import (LOG_LEVELS, PositiveDuration, _HOUR, _SECOND, _Strict, _config_problem,
+                                    _resolve_path)
+
+
+class ServiceConfig(_Strict):
+    """The sidecar process: HTTP endpoint, logging and audit trail. Immutable."""
+
+    listen: str = Field(
+        default="127.0.0.1:9464",
+        description="HOST:PORT of the HTTP server (/healthz /readyz /metrics /status /plan, POST /clean); "
+        "an IPv6 host goes in brackets, [::1]:9464. Default loopback only.",
+    )
+    log_level: str = Field(
+        default="INFO",
+        description="One of TRACE DEBUG INFO SUCCESS WARNING ERROR CRITICAL (any case); TRACE shows every "
+        "per-segment decision.",
+    )
+    log_format: Literal["text", "json"] = Field(default="text", description="Log line format: text or json.")
+    audit: Path = Field(
+        default=Path("data/audit.jsonl"),
+        validate_default=True,
+        description="File the audit trail appends one JSON line per deletion to; relative to the base directory.",
+    )
+    token: str | None = Field(
+        default=None,
+        description="Shared secret POST /clean requires; mandatory when listen is not a loopback address.",
+    )
+
+    http_timeout: PositiveDuration = Field(
+        default=10 * _SECOND,
+        description="Seconds an HTTP connection may stay idle, or take to send one request, before the "
+        "sidecar closes it (slow or stalled clients cannot hold a connection). 1s to 1h; default 10s. "
+        "A reload applies it to every open connection at once.",
+    )
+    max_connections: int = Field(
+        default=500,
+        ge=1,
+        le=10_000,
+        description="Most HTTP connections open at once (idle ones included; they cost no thread); "
+        "beyond it new connections wait in the listen backlog until one closes. 1 to 10000; default 500. "
+        "A reload applies it to the next connection accepted.",
+    )
+
+    failed_passes_unhealthy: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="How many passes in a row must fail (or find the log unreadable) before a log makes "
+        "/healthz answer 503 (problem passes-failing). 1 to 1000; default 3. A reload applies it.",
+    )
+
+    watch_rolls: bool = Field(
+        default=True,
+        description="Check a log's disk the moment a writer prepares or rolls a segment in it (Linux "
+        "inotify), so pressure is acted on within milliseconds; off (or without inotify), at the next "
+        "disk check. A reload applies it.",
+    )
+
+    @field_validator("http_timeout")
+    @classmethod
+    def _check_http_timeout(cls, value: float) -> float:
+        if not 1 * _SECOND <= value <= _HOUR:
+            raise ValueError(f"must be between 1s and 1h, got {format_duration(value)}")
+        return value
+
+    @field_validator("listen")
+    @classmethod
+    def _check_listen(cls, value: str) -> str:
+        _split_listen(value)
+        return value
+
+    @field_validator("log_level", mode="plain")
+    @classmethod
+    def _check_log_level(cls, value: object) -> str:
+        if not isinstance(value, str) or value.upper() not in LOG_LEVELS:
+            raise ValueError(f"expected one of {', '.join(LOG_LEVELS)}, got {describe_value(value)}")
+        return value.upper()
+
+    @field_validator("audit", mode="plain")
+    @classmethod
+    def _check_audit(cls, value: object, info: ValidationInfo) -> Path:
+        path = _resolve_path(value, info)
+        if path.is_dir():
+            raise ValueError(f"{path} is a directory; the audit trail is a file")
+        return path
+
+    @field_validator("token")
+    @classmethod
+    def _check_token(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be empty; leave the key out for no token")
+        return value
+
+    @model_validator(mode="after")
+    def _require_token_beyond_loopback(self) -> ServiceConfig:
+        if not self.is_loopback and self.token is None:
+            raise _config_problem(
+                f"{self.listen} is not a loopback address, so service.token is required (it guards POST /clean)",
+                "listen",
+            )
+        return self
+
+    @property
+    def host(self) -> str:
+        """The listen host without IPv6 brackets."""
+        return _split_listen(self.listen)[0]
+
+    @property
+    def port(self) -> int:
+        return _split_listen(self.listen)[1]
+
+    @property
+    def is_loopback(self) -> bool:
+        """True when the server is reachable from this machine only (localhost, 127.0.0.0/8, ::1)."""
+        host = self.host
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:  # a host name other than localhost may resolve anywhere
+            return False
+
+
+def _split_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT such as 127.0.0.1:9464, got {listen!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"an IPv6 host goes in brackets, e.g. [::1]:9464, got {listen!r}")
+    if not 0 <= int(port) <= 65535:
+        raise ValueError(f"port {port} is outside 0-65535")
+    return host, int(port)
+
+

@@ -21,19 +21,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 
 from loguru import logger
 
 from commitlog import disk_usage
-from policies import RetentionConfig, should_compact_under_pressure
+from policies import should_compact_under_pressure
 
-from ..audit import AuditTrail
 from ..compaction.summary import CompactionResult
 from ..compaction.compactor import Compactor, Pending
-from .filesystems import Filesystem
 from .manual import PassRunningError
+from .state import SchedulerState
 
 __all__ = ["CompactionPasses"]
 
@@ -41,15 +39,14 @@ __all__ = ["CompactionPasses"]
 class CompactionPasses:
     """The scheduler's compactions: one lock per filesystem, what runs now and the last result.
 
-    config/filesystems/audit: return the scheduler's current ones (they change on reload).
+    state: the scheduler's shared state (its configuration, filesystems and audit trail change
+    on reload; its stop flag and clock).
     pending: the pending-ranges hook handed to every `Compactor` (see `retention.compaction.compactor`).
     """
 
-    def __init__(self, *, config: Callable[[], RetentionConfig], filesystems: Callable[[], dict[int, Filesystem]],
-                 audit: Callable[[], AuditTrail], metrics, clock: Callable[[], float],
-                 stopping: threading.Event, pending: Pending | None = None) -> None:
-        self._config, self._filesystems, self._audit = config, filesystems, audit
-        self._metrics, self._clock, self._stopping, self._pending = metrics, clock, stopping, pending
+    def __init__(self, state: SchedulerState, *, metrics, pending: Pending | None = None) -> None:
+        self._state = state
+        self._metrics, self._clock, self._stopping, self._pending = metrics, state.clock, state.stopping, pending
         self._guard = threading.Lock()
         self._locks: dict[int, threading.Lock] = {}
         self._running: dict[int, tuple[str, str, float, Compactor]] = {}  # dev -> (kind, mount, start, compactor)
@@ -74,7 +71,7 @@ class CompactionPasses:
             only_if=None) -> CompactionResult | None:
         """One pass over the logs of filesystem `dev` (those of `policy`, or all); None when the
         filesystem is gone or has no such log. PassRunningError when one runs there already."""
-        fs = self._filesystems().get(dev)
+        fs = self._state.filesystems.get(dev)
         if fs is None or self._stopping.is_set():
             return None
         names = [n for n in fs.logs if policy is None or fs.config.logs[n].policy == policy]
@@ -83,7 +80,7 @@ class CompactionPasses:
         lock = self._lock(dev)
         if not dry_run and not lock.acquire(blocking=False):
             raise PassRunningError(self._describe(dev))
-        compactor = Compactor(self._config(), audit=self._audit(), metrics=self._metrics, clock=self._clock,
+        compactor = Compactor(self._state.config, audit=self._state.audit, metrics=self._metrics, clock=self._clock,
                               pending=self._pending, stop=self._stopping.is_set)
         try:
             if not dry_run:
@@ -102,7 +99,7 @@ class CompactionPasses:
     def run_all(self, *, dry_run: bool = False) -> CompactionResult:
         """`RetentionScheduler.compact()`: one pass over every log, filesystem by filesystem; refused
         (PassRunningError) before anything starts when a compaction runs on any of them."""
-        devs = list(self._filesystems())
+        devs = list(self._state.filesystems)
         if not dry_run:
             for dev in devs:
                 lock = self._lock(dev)
@@ -117,7 +114,7 @@ class CompactionPasses:
 
     def job(self, policy: str) -> None:
         """The `compact:POLICY` job: a pass over the logs of `policy` on each filesystem."""
-        fss = self._filesystems()
+        fss = self._state.filesystems
         for dev, fs in list(fss.items()):
             if any(fs.config.logs[n].policy == policy for n in fs.logs):
                 self._guarded(dev, kind="interval", policy=policy)
@@ -125,7 +122,7 @@ class CompactionPasses:
     def after_pressure(self, dev: int) -> None:
         """After a pressure pass that deleted nothing: compact the logs of `dev` for which
         `should_compact_under_pressure` holds at a fresh reading of the disk."""
-        fs = self._filesystems().get(dev)
+        fs = self._state.filesystems.get(dev)
         if fs is None:
             return
         try:
@@ -153,7 +150,7 @@ class CompactionPasses:
             return
         if result is not None and result.outputs:
             logger.info("{} compaction on {}: {} output(s), {} bytes reclaimed in {:.3f}s", kwargs.get("kind"),
-                        self._filesystems()[dev].mountpoint if dev in self._filesystems() else dev,
+                        self._state.filesystems[dev].mountpoint if dev in self._state.filesystems else dev,
                         result.outputs, result.reclaimed_bytes, result.duration)
 
     def wait(self, timeout: float) -> None:

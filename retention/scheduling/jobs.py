@@ -38,7 +38,7 @@ from policies import RetentionConfig
 
 from .metrics import RetentionMetrics
 
-__all__ = ["DEFAULT_POOL", "JOB_DISK", "PRESSURE_PREFIX", "JobSpec", "add_once", "describe_jobs", "desired_jobs",
+__all__ = ["DEFAULT_POOL", "JOB_DISK", "PRESSURE_PREFIX", "JobSpec", "add_once", "describe_jobs", "desired_jobs", "disk_check_every",
            "list_jobs", "new_scheduler", "seconds", "sync_jobs"]
 
 DEFAULT_POOL = 16          # threads are created lazily, only as jobs run concurrently
@@ -100,9 +100,14 @@ def desired_jobs(config: RetentionConfig, *, cleanup: Callable[[str], None], hun
         jobs[f"hung:{p}"] = JobSpec(hung, (p,), policy.hung.retry_every, "default")
         if compact is not None and policy.compaction.enabled:
             jobs[f"compact:{p}"] = JobSpec(compact, (p,), policy.compaction.interval, "default")
-    every = min((config.policies[p].disk_check_interval for p in used), default=1.0)
-    jobs[JOB_DISK] = JobSpec(disk_check, (), every, "disk")
+    jobs[JOB_DISK] = JobSpec(disk_check, (), disk_check_every(config), "disk")
     return jobs
+
+
+def disk_check_every(config: RetentionConfig) -> float:
+    """Seconds between two disk checks: the smallest disk_check_interval of the policies in use."""
+    used = {log.policy for log in config.logs.values()}
+    return min((config.policies[p].disk_check_interval for p in used), default=1.0)
 
 
 def sync_jobs(scheduler: BackgroundScheduler, desired: dict[str, JobSpec], *, first: bool) -> None:

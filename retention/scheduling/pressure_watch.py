@@ -28,6 +28,7 @@ from policies import LEVEL_CLEAN, Pressure, pressure
 from .filesystems import Filesystem
 from .history import StatusHistory
 from .metrics import THRESHOLDS, RetentionMetrics
+from .state import SchedulerState
 
 __all__ = ["HOT_POLL", "HOT_WINDOW", "PressureWatch"]
 
@@ -38,7 +39,7 @@ HOT_WINDOW = 1.0          # seconds a filesystem stays closely watched after a p
 class PressureWatch:
     """Readings and pressure passes of the scheduler's filesystems.
 
-    filesystems: returns the current {dev: Filesystem} (it changes on reload).
+    state: the scheduler's shared state (its filesystems change on reload; its stop flag).
     run_pass: runs one pass over every log of a filesystem, `run_pass(dev)`, returning a
       `PassResult` or None (stopped, gone, raised).
     schedule: `schedule(func, args, job_id)` runs `func(*args)` once on the pass pool.
@@ -46,23 +47,22 @@ class PressureWatch:
       whether the disk is above force_ratio (with `disk.force` off too: compaction drops only dead records).
     """
 
-    def __init__(self, *, metrics: RetentionMetrics, history: StatusHistory,
-                 filesystems: Callable[[], dict[int, Filesystem]], run_pass: Callable[[int], object],
-                 schedule: Callable[[Callable, tuple, str], None], stopping: threading.Event,
+    def __init__(self, state: SchedulerState, *, metrics: RetentionMetrics, history: StatusHistory,
+                 run_pass: Callable[[int], object], schedule: Callable[[Callable, tuple, str], None],
                  compact: Callable[[int], object] | None = None) -> None:
         self._metrics = metrics
         self._history = history
-        self._filesystems = filesystems
+        self._state = state
         self._run_pass = run_pass
         self._schedule = schedule
-        self._stopping = stopping
+        self._stopping = state.stopping
         self._compact = compact
         self._lock = threading.Lock()
         self.running: set[int] = set()   # filesystems with a pressure job scheduled or running
 
     def check(self, dev: int) -> None:
         """Read filesystem `dev` now; start a pressure pass when it forces or crossed upwards."""
-        fs = self._filesystems().get(dev)
+        fs = self._state.filesystems.get(dev)
         if fs is None:
             return
         before = fs.level
@@ -110,7 +110,7 @@ class PressureWatch:
             if dev in self.running or self._stopping.is_set():
                 return
             self.running.add(dev)
-        fs = self._filesystems().get(dev)
+        fs = self._state.filesystems.get(dev)
         job_id = f"pressure:{fs.mountpoint if fs else dev}"
         try:
             self._schedule(self._job, (dev,), job_id)
@@ -129,7 +129,7 @@ class PressureWatch:
         try:
             while not self._stopping.is_set():
                 result = self._run_pass(dev)
-                fs = self._filesystems().get(dev)
+                fs = self._state.filesystems.get(dev)
                 if result is None or fs is None or result.interrupted:
                     return
                 ended = time.monotonic()

@@ -109,7 +109,7 @@ def test_reload_reschedules_adds_and_removes_jobs_and_swaps_the_cleaners(tmp_pat
     s = RetentionScheduler(config)
     s.start()
     try:
-        old_cleaners = [fs.cleaner for fs in s._filesystems.values()]
+        old_cleaners = [fs.cleaner for fs in s._state.filesystems.values()]
         untouched_next = _jobs(s)["hung:fast"].next_run_time
         _, new = write_config(tmp_path, """
             service:
@@ -143,7 +143,7 @@ def test_reload_reschedules_adds_and_removes_jobs_and_swaps_the_cleaners(tmp_pat
         assert status["policies"]["fresh"]["delete_at_hours"] == [1, 2]
         assert [log["name"] for log in status["logs"]] == ["orders", "clicks"]
         assert all(c.stopping for c in old_cleaners)        # a running pass would end at its next file
-        assert all(fs.cleaner not in old_cleaners for fs in s._filesystems.values())
+        assert all(fs.cleaner not in old_cleaners for fs in s._state.filesystems.values())
         exposition = s.metrics.exposition().decode()
         assert 'retention_policy_interval_seconds{policy="fast"} 3.0' in exposition
         assert 'policy="slow"' not in exposition

@@ -1,0 +1,111 @@
+"""The scheduler's deletion passes: one pass over the logs of a filesystem under its lock (by
+interval, for hung segments, under pressure, on demand), recorded in the pass ledger, and a pass a
+reload cut short resumed at once on the new configuration. Thread-safe: passes on one filesystem
+are serialised by its lock (`SchedulerState.fs_lock`); different filesystems run in parallel.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from loguru import logger
+
+from commitlog.layout import HUNG_FILE
+
+from ..deletion.results import PassResult
+from .health import PassLedger
+from .jobs import add_once
+from .state import SchedulerState
+
+__all__ = ["DeletionPasses"]
+
+
+class DeletionPasses:
+    """Runs deletion passes for the scheduler. `on_pass(kind, result)` is called after each one,
+    from the thread that ran it; `jobs` is the APScheduler a resumed pass is queued on."""
+
+    def __init__(self, state: SchedulerState, ledger: PassLedger, jobs: BackgroundScheduler, *,
+                 on_pass: Callable[[str, PassResult], object] | None = None) -> None:
+        self._state = state
+        self._ledger = ledger
+        self._jobs = jobs
+        self._on_pass = on_pass
+
+    # ------------------------------------------------------------------ the jobs
+    def interval(self, policy: str) -> None:
+        for dev in self._state.filesystems_of(policy):
+            self.run(dev, kind="interval", policy=policy)
+
+    def hung_retry(self, policy: str) -> None:
+        state = self._state
+        for dev in state.filesystems_of(policy):
+            fs = state.filesystems.get(dev)
+            if fs is None:
+                continue
+            hung = {n for n in fs.logs if fs.config.logs[n].policy == policy
+                    and os.path.exists(os.path.join(str(fs.config.logs[n].path), HUNG_FILE))}
+            if hung:
+                self.run(dev, kind="hung-retry", policy=policy, only=hung)
+
+    def pressure(self, dev: int) -> PassResult | None:
+        return self.run(dev, kind="pressure")
+
+    def manual(self, dev: int) -> PassResult | None:
+        return self.run(dev, kind="manual")
+
+    # ------------------------------------------------------------------ one pass
+    def run(self, dev: int, *, kind: str, policy: str | None = None,
+            only: set[str] | None = None) -> PassResult | None:
+        """One pass over the logs of filesystem `dev` (those of `policy`, or all), under its lock.
+        While the disk forces, the pass forces down to force_target (`policies.pressure`)."""
+        state = self._state
+        with state.fs_lock(dev):
+            if state.stopping.is_set():
+                return None
+            fs = state.filesystems.get(dev)
+            if fs is None:
+                return None
+            names = [n for n in fs.logs if (policy is None or fs.config.logs[n].policy == policy)
+                     and (only is None or n in only)]
+            if not names:
+                return None
+            started = time.monotonic()
+            try:
+                result = fs.cleaner.run_pass(names=names, forcing=fs.forcing)
+            except Exception as exc:  # noqa: BLE001 (a pass that raises never stops the service)
+                logger.opt(exception=exc).error("{} pass over {} raised: {}", kind, ", ".join(names), exc)
+                self._ledger.error(names, kind, exc, time.monotonic() - started, state.clock())
+                return None
+            try:
+                self._ledger.record(fs.cleaner.logs, fs.config, result, kind, state.clock())
+                logger.debug("{} pass over {}: deleted {} ({} bytes) in {:.3f}s", kind, ", ".join(names),
+                             result.deleted, result.freed_bytes, result.duration)
+            except Exception as exc:  # noqa: BLE001
+                logger.opt(exception=exc).error("recording the {} pass failed: {}", kind, exc)
+        if result.interrupted and not state.stopping.is_set():
+            self._resume(names, kind)
+        if self._on_pass is not None:
+            try:
+                self._on_pass(kind, result)
+            except Exception as exc:  # noqa: BLE001
+                logger.opt(exception=exc).warning("on_pass callback raised: {}", exc)
+        return result
+
+    def _resume(self, names: list[str], kind: str) -> None:
+        """A pass cut short by a reload: its logs get a pass now, on the configuration that
+        replaced it, instead of waiting an interval (an hour, in a real configuration)."""
+        by_dev: dict[int, set[str]] = {}
+        for name in names:
+            dev = self._state.log_devs.get(name)
+            if dev is not None:                  # a log the new configuration dropped is left
+                by_dev.setdefault(dev, set()).add(name)
+        for dev, only in by_dev.items():
+            logger.info("{} pass over {} was interrupted by a reload: resuming it now", kind,
+                        ", ".join(sorted(only)))
+            add_once(self._jobs, self._resumed, (dev, frozenset(only)), f"resume:{dev}:{min(only)}")
+
+    def _resumed(self, dev: int, only: frozenset[str]) -> None:
+        self.run(dev, kind="resumed", only=set(only))

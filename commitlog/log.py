@@ -115,25 +115,24 @@ class CommitLog(DeadRecords):
                 self._writer = Writer(self.path, self.segment_size, segs, self._state, self._guard,
                                       self._preallocator, durable=options.flush != "none",
                                       sync=options.flush == "sync")
-            segs.bases = list(segs.list(validate=True).bases)
+            segs.load(validate=True)
             if readonly:
                 # Not ours to remove (the writer's next open or compaction does): passed over.
-                segs.leftovers = set(swap.superseded(segs, segs.bases))
-                if segs.leftovers:
-                    segs.bases = [b for b in segs.bases if b not in segs.leftovers]
+                leftovers = set(swap.superseded(segs, segs.bases))
+                if leftovers:
+                    segs.pass_over(leftovers)
+                segs.activate(None)
             else:
                 with swap.compaction_lock(self.path, wait=False) as idle, \
                         removal.removal_lock(self.path):
                     if swap.finish_swaps(segs, cleaned=idle):
-                        segs.bases = list(segs.list().bases)
-                segs.active = recover(segs)
+                        segs.load()
+                segs.activate(recover(segs))
                 # Preparing the next segment starts at the first roll, not here: writers that
                 # open, append a little and close (Spark tasks take turns so) would pay for it.
                 # A new log's first append needs a segment at once, so that one starts now.
                 if not segs.bases:
                     self._preallocator.request()
-            if segs.active is None:
-                segs.tail_end = segs.compute_tail_end()
             self._writable = not readonly
             if not readonly and options.flush == "async":
                 self._flusher = Flusher(f"commitlog-flush:{self.path}", options.flush_interval,
@@ -155,8 +154,7 @@ class CommitLog(DeadRecords):
         self._check_open()
         segs = self._segs
         if self.readonly:
-            segs.refresh()
-            segs.tail_end = segs.compute_tail_end()
+            segs.catch_up()
         return segs.end()
 
     # ------------------------------------------------------------------ appending
@@ -367,7 +365,7 @@ class CommitLog(DeadRecords):
             self._closed = True
             self._writable = False
             segs = self._segs
-            active = segs.active if segs is not None else None
+            active = segs.retire_active() if segs is not None else None
             if active is not None:
                 if self.flush_mode != "none":
                     active.flush()
@@ -375,7 +373,6 @@ class CommitLog(DeadRecords):
                 ns = active.last_write_ns
                 with contextlib.suppress(OSError):
                     os.utime(active.path, ns=(ns, ns))
-                segs.active = None
             if segs is not None:
                 segs.close()
             if self._preallocator is not None:

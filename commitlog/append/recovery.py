@@ -72,7 +72,7 @@ def recover(segs: SegmentList) -> ActiveSegment | None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(index_path(path))
         fsync_directory(segs.path)
-        segs.bases.pop()
+        segs.forget(base)
         return None
     if read_sealed(index_path(path)) is not None:
         return None  # sealed: the next append rolls to a new segment

@@ -130,22 +130,17 @@ class Writer:
                 f"a record of {need} bytes (with its {rec.HEADER_SIZE}-byte header) cannot fit in "
                 f"a segment of {self.segment_size} bytes in {self.path}")
         segs = self._segs
-        old = segs.active
+        old = segs.retire_active()
         if old is not None:
-            with segs.meta_lock:
-                segs.active = None
-                segs.tail_end = old.end_offset
             segs.sealed(old.base_offset, old.seal(durable=self._durable, close_mapping=False))
             self.preallocator.retire(old.mm)
         # What other processes removed from the head goes from memory here, once per segment.
         segs.forget_below(self._state.start_offset())
         self._guard.check()
         prepared = self.preallocator.take()
-        seg = ActiveSegment.create(self.path, segs.tail_end, self.segment_size, prepared,
+        seg = ActiveSegment.create(self.path, segs.end(), self.segment_size, prepared,
                                    durable=self._durable)
-        with segs.meta_lock:
-            segs.active = seg
-        segs.add(seg.base_offset)
+        segs.activate(seg)
         self.preallocator.request()
         return seg
 

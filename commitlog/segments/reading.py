@@ -44,8 +44,7 @@ def read(segs: SegmentList, offset: int) -> Record:
                 if r.status == rec.END or (r.status == rec.EMPTY and kind == SEALED):
                     break  # past this segment's end: a gap up to the next segment
                 if segs.readonly:
-                    segs.refresh()
-                    segs.tail_end = segs.compute_tail_end()
+                    segs.catch_up()
                 raise segs.out_of_range(offset)
             attrs = r.attributes
             nxt = current + (rec.gap_span(mm, r.value_start) if attrs & rec.ATTR_GAP else 1)

@@ -96,7 +96,7 @@ def dead_bytes(segs: SegmentList) -> int:
         end = s.end_offset(base)
         total += marks.dead_bytes(base, end, s.marks_seq)
         covered = end
-    segs.keep_light_summaries(kept)
+    segs.summaries.keep_light_only(kept)
     return total
 
 
@@ -122,7 +122,7 @@ def dead_neighbourhoods(segs: SegmentList, below: float = 1.0) -> list[SegmentIn
     described: dict[int, SegmentInfo] = {}
     wanted = {last}
     for i, seq in sorted(marks.latest_by_segment(bases, first).items()):
-        known = segs.known_marks_seq(bases[i])
+        known = segs.summaries.known_marks_seq(bases[i])
         if i >= last or bases[i] in segs.leftovers or (known is not None and seq < known):
             continue  # the last is never compacted; the marks of a compacted one are applied
         try:

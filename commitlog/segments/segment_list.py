@@ -6,19 +6,19 @@ base: compaction leaves gaps, and a compacted segment is smaller than segment_si
 commitlog.cleanup.swap for the swap and how a compacted file is told apart from a torn one). A reader
 holding a replaced file keeps its descriptor and mapping until it lets go.
 
-State kept per segment lives only here, and goes when its segment goes: `forget_below` drops the
-bases and summaries of segments another process removed from the head (a long-running writer
-whose head a sidecar removes would otherwise keep both forever).
+State kept per segment (the summaries, commitlog.segments.summaries) goes when its segment goes:
+`forget_below` drops the bases and summaries of segments another process removed from the head (a
+long-running writer whose head a sidecar removes would otherwise keep both forever). The list's
+fields change only through its methods (`load`, `refresh`, `activate`, `retire_active`, ...).
 
-Thread-safe: the list changes under `meta_lock`; readers take a snapshot of `bases`.
+Thread-safe: the list changes under `meta_lock`, and `bases` is replaced whole, never changed in
+place, so a reader's snapshot of it stays valid.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
-import dataclasses
-import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -27,14 +27,14 @@ from . import liveend
 from .active import ActiveSegment
 from ..errors import CorruptLogError, OffsetOutOfRangeError
 from .. import record as rec
-from .index import SegmentSummary, read_checkpoints, read_sealed, write_sealed
+from .index import SegmentSummary, read_checkpoints, read_sealed
 from ..layout import SegmentListing, index_path, list_segments, marks_path, segment_path
 from ..locks import SegmentHolds
 from ..marks import MarkSet
-from .sealed import live_summary, rebuilt_summary, scan_segment
+from .sealed import live_summary
+from .summaries import SegmentSummaries
 from ..state import LogState
 
-log = logging.getLogger("commitlog")
 
 SEALED, ACTIVE, LIVE = 0, 1, 2       # how a reader sees a segment (see view_limits)
 
@@ -50,21 +50,27 @@ class SegmentList:
         self.meta_lock = threading.Lock()
         self.holds = SegmentHolds()
         self.marks = MarkSet(marks_path(directory))
-        self.bases: list[int] = []
-        self.summaries: dict[int, SegmentSummary] = {}
-        self._inos: dict[int, int] = {}  # base -> inode number of the file summarised
-        self.active: ActiveSegment | None = None  # set by the writer only
-        self.tail_end = 0  # the end offset while there is no active segment
-        self._live_end: liveend.LiveEnd | None = None  # the last segment's end, kept (liveend)
+        self.summaries = SegmentSummaries(directory, segment_size, readonly)
+        self._bases: list[int] = []
+        self._active: ActiveSegment | None = None
+        self._tail_end = 0  # the end offset while there is no active segment
         # Bases of an interrupted swap's leftovers found at a read-only open (commitlog.cleanup.swap):
         # superseded by the compacted segment before them, never located by a read.
-        self.leftovers: set[int] = set()
-        # base -> (inode, size, summary without index entries) of sealed segments, for `info`
-        # and `dead_bytes` callers that walk every segment each pass: not the entries
-        # `summaries` holds (a megabyte for a full 64 MiB segment). A sealed file changes only
-        # by a compaction's swap, which gives it another inode.
-        self._facts: dict[int, tuple[int, int, SegmentSummary]] = {}
-        self._facts_min = 1 << 63
+        self._leftovers: frozenset[int] = frozenset()
+
+    @property
+    def bases(self) -> list[int]:
+        """The segments' base offsets, oldest first (replaced whole on change: a snapshot)."""
+        return self._bases
+
+    @property
+    def active(self) -> ActiveSegment | None:
+        """The segment this process appends to (None for a reader, or between segments)."""
+        return self._active
+
+    @property
+    def leftovers(self) -> frozenset[int]:
+        return self._leftovers
 
     # ------------------------------------------------------------------ listing
     def segment_path(self, base: int) -> str:
@@ -87,6 +93,18 @@ class SegmentList:
                                       f"is not a complete compacted segment)")
         return listing
 
+    def load(self, *, validate: bool = False) -> None:
+        """Take the directory's segments as the list (at open, and after finishing swaps)."""
+        bases = list(self.list(validate=validate).bases)
+        with self.meta_lock:
+            self._bases = bases
+
+    def pass_over(self, leftovers: set[int]) -> None:
+        """A read-only open found an interrupted swap's `leftovers`: never located by a read."""
+        with self.meta_lock:
+            self._leftovers = frozenset(leftovers)
+            self._bases = [b for b in self._bases if b not in leftovers]
+
     def compacted_summary(self, base: int, size: int) -> SegmentSummary | None:
         """The summary of segment `base` if it is a complete compaction output: its index says
         so and names this very file, or (index stale or lost) its data verifies up to an end
@@ -102,109 +120,92 @@ class SegmentList:
             st = os.fstat(f.fileno())
             if st.st_size == self.segment_size:
                 return self.summary(base, st.st_ino)  # replaced by a full-size file meanwhile
-            summary = self._read_index(base, st.st_ino)
+            summary = self.summaries.read_index(base, st.st_ino)
             if summary is not None and summary.compacted:
                 return summary if summary.used_bytes + rec.LENGTH_SIZE == st.st_size else None
             data = f.read()
-        s = scan_segment(data, len(data))
-        if s.status != rec.END or s.position + rec.LENGTH_SIZE != len(data):
-            return None
-        return dataclasses.replace(rebuilt_summary(data, len(data), st.st_mtime_ns, path),
-                                   compacted=True, data_ino=st.st_ino & 0xFFFFFFFF)
-
-    def _read_index(self, base: int, ino: int | None = None) -> SegmentSummary | None:
-        """The sealed index of `base` (the file `ino` when given, else the one named so now);
-        None when missing, damaged, or describing another file: a compacted index naming
-        another inode (a swap in progress or interrupted), or a plain index for a file that
-        is not segment_size long (a compacted file whose new index is not in place)."""
-        path = self.segment_path(base)
-        summary = read_sealed(index_path(path))
-        if summary is None:
-            return None
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return None
-        if ino is None:
-            ino = st.st_ino
-        if summary.compacted:
-            return summary if summary.data_ino == ino & 0xFFFFFFFF else None
-        if ino == st.st_ino and st.st_size != self.segment_size:
-            return None
-        return summary
+        return self.summaries.verified_compacted(data, st, path)
 
     def refresh(self) -> None:
         """Re-read the list from the directory (other processes add and remove segments)."""
         bases = list(self.list().bases)
-        if self.leftovers:
-            self.leftovers.intersection_update(bases)  # gone once a writer's open removed them
-            bases = [b for b in bases if b not in self.leftovers]
+        if self._leftovers:
+            self._leftovers = self._leftovers.intersection(bases)  # gone once a writer removed them
+            bases = [b for b in bases if b not in self._leftovers]
         with self.meta_lock:
-            active = self.active
+            active = self._active
             if active is not None and active.base_offset not in bases:
                 bases.append(active.base_offset)
                 bases.sort()
-            self.bases = bases
-            self._drop_summaries_below(bases[0] if bases else None)
-
-    def add(self, base: int) -> None:
-        with self.meta_lock:
-            if not self.bases or self.bases[-1] < base:
-                self.bases.append(base)
+            self._bases = bases
+            self.summaries.forget_below(bases[0] if bases else None)
 
     def forget(self, base: int) -> None:
         """Segment `base` is gone: drop what is kept about it."""
         with self.meta_lock:
-            if base in self.bases:
-                self.bases.remove(base)
-            self.summaries.pop(base, None)
-            self._inos.pop(base, None)
-            self._facts.pop(base, None)
+            if base in self._bases:
+                self._bases = [b for b in self._bases if b != base]
+            self.summaries.forget(base)
 
     def replaced(self, base: int) -> None:
-        """Segment `base` was rewritten under the same name: drop what was cached about it."""
+        """Segment `base` was rewritten under the same name: drop what was kept about it."""
         with self.meta_lock:
-            self.summaries.pop(base, None)
-            self._inos.pop(base, None)
+            self.summaries.replaced(base)
 
     def forget_below(self, start_offset: int) -> None:
         """Drop the segments logically removed (their successor starts at or below
         `start_offset`), wherever the removal ran. Called by the writer at each roll."""
         with self.meta_lock:
-            bases = self.bases
+            bases = self._bases
             i = 0
             while i + 1 < len(bases) and bases[i + 1] <= start_offset:
                 i += 1
             if i:
-                del bases[:i]
-            self._drop_summaries_below(bases[0] if bases else None)
+                self._bases = bases = bases[i:]
+            self.summaries.forget_below(bases[0] if bases else None)
 
-    def _drop_summaries_below(self, first: int | None) -> None:
-        facts = self._facts
-        if facts and (first is None or self._facts_min < first):  # a comparison per refresh
-            for base in [b for b in facts if first is None or b < first]:
-                del facts[base]
-            self._facts_min = min(facts, default=1 << 63)
-        summaries = self.summaries
-        if summaries and (first is None or min(summaries) < first):
-            for base in [b for b in summaries if first is None or b < first]:
-                del summaries[base]
-                self._inos.pop(base, None)
+    # ------------------------------------------------------------------ the active segment
+    def activate(self, segment: ActiveSegment | None) -> None:
+        """`segment` is the one this process appends to now (None: the last is sealed, or
+        there is none, and the end is read from the last segment)."""
+        with self.meta_lock:
+            self._active = segment
+            if segment is not None and (not self._bases or self._bases[-1] < segment.base_offset):
+                self._bases = self._bases + [segment.base_offset]
+        if segment is None:
+            self._tail_end = self.compute_tail_end()
+
+    def retire_active(self) -> ActiveSegment | None:
+        """Stop appending to the active segment (sealed by a roll, or closed): returned, its end
+        now the log's end until the next is activated."""
+        with self.meta_lock:
+            old = self._active
+            if old is not None:
+                self._active = None
+                self._tail_end = old.end_offset
+        return old
 
     # ------------------------------------------------------------------ offsets
     def end(self) -> int:
-        active = self.active
-        return active.end_offset if active is not None else self.tail_end
+        active = self._active
+        return active.end_offset if active is not None else self._tail_end
 
     def start(self) -> int:
         state_start = self.state.start_offset()
-        bases = self.bases
+        bases = self._bases
         return max(state_start, bases[0]) if bases else max(state_start, self.end())
 
+    def catch_up(self) -> None:
+        """A reader's view of another process's writes: the list and the end read again."""
+        self.refresh()
+        if self._active is None:
+            self._tail_end = self.compute_tail_end()
+
     def compute_tail_end(self) -> int:
-        if not self.bases:
+        bases = self._bases
+        if not bases:
             return self.state.start_offset()
-        base = self.bases[-1]
+        base = bases[-1]
         return self.live_summary(base).end_offset(base)
 
     def out_of_range(self, offset: int) -> OffsetOutOfRangeError:
@@ -213,14 +214,14 @@ class SegmentList:
     def locate(self, offset: int) -> int:
         """The base offset of the segment holding `offset`; OffsetOutOfRangeError if none does."""
         start = self.state.start_offset()
-        bases = self.bases
+        bases = self._bases
         if offset < start or not bases or offset < bases[0]:
             self.refresh()
             raise self.out_of_range(offset)
         i = bisect.bisect_right(bases, offset) - 1
         if i == len(bases) - 1 and self.readonly:
             self.refresh()
-            bases = self.bases
+            bases = self._bases
             i = bisect.bisect_right(bases, offset) - 1
         return bases[i]
 
@@ -234,7 +235,7 @@ class SegmentList:
     @contextlib.contextmanager
     def hold_file(self, base: int) -> Iterator:
         """`hold`, yielding (mapping, inode number): a compaction may replace the file under the
-        same name, so what is cached about it is checked against the inode held."""
+        same name, so what is kept about it is checked against the inode held."""
         try:
             mm, ino = self.acquire(base)
         except FileNotFoundError:
@@ -268,12 +269,13 @@ class SegmentList:
         ACTIVE: this process writes it, the limit is exact (a bad record below it is
         corruption). LIVE: the last segment, written by another process: its limit is unknown,
         so a bad record may be one in flight. SEALED: the limit is the sealed length."""
-        active = self.active
+        active = self._active
         if active is not None and active.base_offset == base:
             return active.position, ACTIVE, active.index.floor
         # A reader may meet a segment still zero-length (being created, or left by a crash).
         size = len(mm) if mm is not None else 0
-        if base == (self.bases[-1] if self.bases else None):
+        bases = self._bases
+        if base == (bases[-1] if bases else None):
             ipath = index_path(self.segment_path(base))
             summary = read_sealed(ipath)
             if summary is None:
@@ -287,49 +289,33 @@ class SegmentList:
     def summary(self, base: int, ino: int | None = None, mm=None) -> SegmentSummary:
         """The sealed summary of a non-active segment, rebuilt from the data if its index is
         missing, damaged or stale. ino / mm: the file held (a compaction may have replaced the
-        file under this name since the summary was cached, or since this hold began)."""
-        cached = self.summaries.get(base)
-        if cached is not None and (ino is None or self._inos.get(base) == ino):
-            return cached
-        summary = self._read_index(base, ino)
+        file under this name since the summary was kept, or since this hold began)."""
+        summaries = self.summaries
+        summary = summaries.cached(base, ino)
+        if summary is not None:
+            return summary
+        summary = summaries.read_index(base, ino)
         if summary is None:
-            summary = self._rebuild_summary(base, ino, mm)
+            summary = self._rebuild(base, ino, mm)
         with self.meta_lock:
-            if not self.bases or base >= self.bases[0]:  # not removed meanwhile
-                self.summaries[base] = summary
-                self._inos[base] = ino if ino is not None else _ino(self.segment_path(base))
+            if not self._bases or base >= self._bases[0]:  # not removed meanwhile
+                summaries.keep(base, ino, summary)
         return summary
 
     def sealed(self, base: int, summary: SegmentSummary) -> None:
         """The writer sealed segment `base`: keep its summary for readers."""
-        self.summaries[base] = summary
-        self._inos[base] = _ino(self.segment_path(base))
+        self.summaries.keep(base, None, summary)
 
-    def _rebuild_summary(self, base: int, ino: int | None = None, mm=None) -> SegmentSummary:
-        path = self.segment_path(base)
+    def _rebuild(self, base: int, ino: int | None, mm) -> SegmentSummary:
         if mm is None:
             with self.hold_file(base) as (held, ino):
-                return self._rebuild_summary(base, ino, b"" if held is None else held)
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            st = None  # unlinked since we took hold (a compaction's swap): the mapping still reads
-        summary = rebuilt_summary(mm, len(mm), st.st_mtime_ns if st is not None else 0, path)
-        if 0 < len(mm) < self.segment_size:  # a compaction's output, its index stale or lost
-            summary = dataclasses.replace(summary, compacted=True, data_ino=ino & 0xFFFFFFFF)
-        log.warning("rebuilt the index of %s (%d records)", path, summary.record_count)
-        if not self.readonly and st is not None and st.st_ino == ino:
-            try:
-                write_sealed(index_path(path), summary)
-                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-            except OSError as exc:  # a full disk, say: the summary in memory is still right
-                log.warning("could not write the rebuilt index of %s: %s", path, exc)
-        return summary
+                return self.summaries.rebuild(base, ino, b"" if held is None else held)
+        return self.summaries.rebuild(base, ino, mm)
 
     def live_summary(self, base: int) -> SegmentSummary:
         """Summary of the last segment written by another process: sealed index, or a scan."""
         path = self.segment_path(base)
-        kept = self._live_end
+        kept = self.summaries.live_end
         if kept is not None and kept.base != base:
             kept = None
         if kept is not None and liveend.unchanged(kept, path):
@@ -345,49 +331,24 @@ class SegmentList:
             else:
                 rels, positions = read_checkpoints(ipath)
             summary = live_summary(mm, len(mm) if mm is not None else 0, rels, positions)
-            self._live_end = liveend.remember(base, ident, summary, mm, rels, positions)
+            self.summaries.live_end = liveend.remember(base, ident, summary, mm, rels, positions)
         return summary
 
     def light_summary(self, base: int, st: os.stat_result) -> SegmentSummary:
         """The summary of sealed segment `base` (the file `st` describes) without its index
-        entries, read once per file and kept (see `_facts`)."""
-        known = self._facts.get(base)
-        if known is not None and known[:2] == (st.st_ino, st.st_size):
-            return known[2]
-        full = self.summaries.get(base)
-        if full is None or self._inos.get(base) != st.st_ino:
-            full = self._read_index(base, st.st_ino)
-            if full is None:
-                full = self._rebuild_summary(base)
-        light = dataclasses.replace(full, rels=(), positions=())
-        self._facts[base] = (st.st_ino, st.st_size, light)
-        self._facts_min = min(self._facts_min, base)
-        return light
-
-    def known_marks_seq(self, base: int) -> int | None:
-        """The marks sequence number a cached summary of `base` records (None: nothing cached).
-        A compaction only raises it, so a stale cache errs towards re-examining the segment."""
-        facts = self._facts.get(base)
-        if facts is not None:
-            return facts[2].marks_seq
-        summary = self.summaries.get(base)
-        return None if summary is None else summary.marks_seq
-
-    def keep_light_summaries(self, bases: list[int]) -> None:
-        """Forget the light summaries of every segment but `bases` (those a full walk found)."""
-        self._facts = {b: self._facts[b] for b in bases if b in self._facts}
-        self._facts_min = min(self._facts, default=1 << 63)
+        entries, read once per file and kept (see commitlog.segments.summaries)."""
+        summaries = self.summaries
+        light = summaries.light(base, st)
+        if light is not None:
+            return light
+        full = summaries.cached(base, st.st_ino) or summaries.read_index(base, st.st_ino)
+        if full is None:
+            full = self._rebuild(base, None, None)
+        return summaries.keep_light(base, st, full)
 
     def close(self) -> None:
         self.holds.close_all()
         self.marks.close()
-
-
-def _ino(path: str) -> int | None:
-    try:
-        return os.stat(path).st_ino
-    except FileNotFoundError:
-        return None
 
 
 def _make_floor(rels: list[int], positions: list[int]):

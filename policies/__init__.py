@@ -11,181 +11,25 @@ Typical use::
     for decision in the_plan.log("staging").to_delete: ...
 """
 
-from policies.compaction import (
-    COMPACTION_REASONS,
-    DISABLED,
-    LIVE_RATIO,
-    NO_ROOM,
-    YOUNG,
-    CompactionOutput,
-    CompactionPlan,
-    CompactionSegment,
-    plan_compaction,
-    should_compact_under_pressure,
-    throttle_delay,
-    within_pass_budget,
-)
-from policies.config import (
-    DEFAULT_POLICY,
-    CompactionConfig,
-    ConfigError,
-    DiskConfig,
-    HungConfig,
-    LogConfig,
-    PolicyConfig,
-    RetentionConfig,
-    ServiceConfig,
-)
-from policies.liveness import CAUSES, DEAD, SUPERSEDED, TOMBSTONE, KeyIndex, LivenessRule, PendingRanges, count_dropped
-from policies.planner import (
-    ACTIONS,
-    DELETE,
-    DELETED,
-    FAILED,
-    HUNG,
-    KEEP,
-    LogPlan,
-    Plan,
-    SegmentDecision,
-    UnconsumedRange,
-    plan,
-    stale_groups,
-)
-from policies.loading import load_config, parse_config
-from policies.pressure import LEVEL_CLEAN, LEVEL_FORCE, LEVEL_NAMES, LEVEL_OK, LEVEL_REFUSE, Pressure, pressure
-from policies.reasons import (
-    ACTIVE,
-    BATCH_LIMIT,
-    HELD,
-    NOT_ATTEMPTED,
-    NO_TRIGGER,
-    PREFIX,
-    REASONS,
-    RESERVED,
-    describe_reason,
-    unconsumed,
-    unconsumed_group,
-)
-from policies.snapshot import DiskSnapshot, GroupSnapshot, HungSegment, LogSnapshot, SegmentSnapshot
-from policies.triggers import (
-    DISK_CLEAN,
-    DISK_FORCE,
-    MANUAL,
-    NO_MANUAL_TRIGGER,
-    REFUSE_WRITES,
-    TIME_WINDOW,
-    TRIGGERS,
-    ManualTrigger,
-    active_triggers,
-    disk_forces,
-    disk_triggers,
-    force_continues,
-    in_delete_window,
-)
-from policies.units import (
-    format_duration,
-    format_size,
-    humanize_duration,
-    parse_duration,
-    parse_hours,
-    parse_ratio,
-    parse_size,
-)
+# Each module's __all__ is its public API, listed once there; the package exports all of them.
+from policies import compaction as _compaction, config as _config, liveness as _liveness, loading as _loading
+from policies import planner as _planner, pressure as _pressure, reasons as _reasons, snapshot as _snapshot
+from policies import triggers as _triggers, units as _units
+from policies.compaction import *  # noqa: F401,F403
+from policies.config import *  # noqa: F401,F403
+from policies.liveness import *  # noqa: F401,F403
+from policies.loading import *  # noqa: F401,F403
+from policies.planner import *  # noqa: F401,F403
+from policies.pressure import *  # noqa: F401,F403
+from policies.reasons import *  # noqa: F401,F403
+from policies.snapshot import *  # noqa: F401,F403
+from policies.triggers import *  # noqa: F401,F403
+from policies.units import *  # noqa: F401,F403
 
 __all__ = [
-    # configuration
-    "DEFAULT_POLICY",
-    "CompactionConfig",
-    "ConfigError",
-    "DiskConfig",
-    "HungConfig",
-    "LogConfig",
-    "PolicyConfig",
-    "RetentionConfig",
-    "ServiceConfig",
-    "load_config",
-    "parse_config",
-    # units
-    "format_duration",
-    "format_size",
-    "humanize_duration",
-    "parse_duration",
-    "parse_hours",
-    "parse_ratio",
-    "parse_size",
-    # snapshot (the planner's input)
-    "DiskSnapshot",
-    "GroupSnapshot",
-    "HungSegment",
-    "LogSnapshot",
-    "SegmentSnapshot",
-    # triggers
-    "DISK_CLEAN",
-    "DISK_FORCE",
-    "MANUAL",
-    "NO_MANUAL_TRIGGER",
-    "REFUSE_WRITES",
-    "TIME_WINDOW",
-    "TRIGGERS",
-    "ManualTrigger",
-    "active_triggers",
-    "disk_forces",
-    "disk_triggers",
-    "force_continues",
-    "in_delete_window",
-    # pressure levels (the scheduler's)
-    "LEVEL_CLEAN",
-    "LEVEL_FORCE",
-    "LEVEL_NAMES",
-    "LEVEL_OK",
-    "LEVEL_REFUSE",
-    "Pressure",
-    "pressure",
-    # reasons
-    "ACTIVE",
-    "BATCH_LIMIT",
-    "HELD",
-    "NOT_ATTEMPTED",
-    "NO_TRIGGER",
-    "PREFIX",
-    "REASONS",
-    "RESERVED",
-    "describe_reason",
-    "unconsumed",
-    "unconsumed_group",
-    # planning
-    "ACTIONS",
-    "DELETE",
-    "DELETED",
-    "FAILED",
-    "HUNG",
-    "KEEP",
-    "LogPlan",
-    "Plan",
-    "SegmentDecision",
-    "UnconsumedRange",
-    "plan",
-    "stale_groups",
-    # liveness (what compaction drops)
-    "CAUSES",
-    "DEAD",
-    "SUPERSEDED",
-    "TOMBSTONE",
-    "KeyIndex",
-    "LivenessRule",
-    "PendingRanges",
-    "count_dropped",
-    # compaction (what a pass rewrites)
-    "COMPACTION_REASONS",
-    "DISABLED",
-    "LIVE_RATIO",
-    "NO_ROOM",
-    "YOUNG",
-    "CompactionOutput",
-    "CompactionPlan",
-    "CompactionSegment",
-    "plan_compaction",
-    "should_compact_under_pressure",
-    "throttle_delay",
-    "within_pass_budget",
+    *_config.__all__, *_loading.__all__, *_units.__all__,       # configuration
+    *_snapshot.__all__,                                         # the planner's input
+    *_triggers.__all__, *_pressure.__all__, *_reasons.__all__,  # what starts a pass; why a segment stays
+    *_planner.__all__,                                          # deletion plans
+    *_liveness.__all__, *_compaction.__all__,                   # what is live; compaction plans
 ]

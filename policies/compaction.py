@@ -76,7 +76,10 @@ __all__ = [
     "CompactionPlan",
     "CompactionSegment",
     "plan_compaction",
+    "pressure_calls_for_compaction",
+    "rewrite_share",
     "should_compact_under_pressure",
+    "too_live_to_compact",
     "throttle_delay",
     "within_pass_budget",
 ]
@@ -96,6 +99,27 @@ COMPACTION_REASONS = MappingProxyType(
     }
 )
 """Why a pass leaves a segment alone: every code with its one-line explanation (``retention plan``)."""
+
+
+def rewrite_share(live_bytes: int, used_bytes: int) -> float:
+    """The share of the bytes read that a rewrite writes back, ``live_bytes / used_bytes``: 0.0
+    when nothing is read (a segment without records costs nothing to drop). Compaction ranks
+    segments and outputs by it, lowest first, and bounds it by ``max_live_ratio``."""
+    return live_bytes / used_bytes if used_bytes else 0.0
+
+
+def too_live_to_compact(config: CompactionConfig, live_bytes: int, used_bytes: int) -> bool:
+    """The ``live-ratio`` rule: a segment whose rewrite share is at or above ``max_live_ratio``
+    is left alone. The executor passes it to the store too, which then describes only the
+    segments a plan could take (``CommitLog.segments_with_dead``)."""
+    return rewrite_share(live_bytes, used_bytes) >= config.max_live_ratio
+
+
+def pressure_calls_for_compaction(*, config: CompactionConfig, disk: DiskConfig, used_ratio: float,
+                                  deletion_can_free: bool) -> bool:
+    """The disk's half of :func:`should_compact_under_pressure`, before any segment is looked at:
+    compaction is enabled, deletion cannot free space and the disk is above ``force_ratio``."""
+    return config.enabled and not deletion_can_free and used_ratio > disk.force_ratio
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +151,7 @@ class CompactionSegment:
 
     @property
     def live_ratio(self) -> float:
-        """``live_bytes / used_bytes``; 0.0 for a segment without records."""
-        return self.live_bytes / self.used_bytes if self.used_bytes else 0.0
+        return rewrite_share(self.live_bytes, self.used_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +179,7 @@ class CompactionOutput:
 
     @property
     def live_ratio(self) -> float:
-        return self.write_bytes / self.read_bytes if self.read_bytes else 0.0
+        return rewrite_share(self.write_bytes, self.read_bytes)
 
 
 @dataclass(frozen=True)
@@ -195,7 +218,7 @@ def _reasons(segment: CompactionSegment, last: bool, config: CompactionConfig, n
         and now_ms - segment.last_timestamp_ms < config.min_age * 1000
     ):
         reasons.append(YOUNG)
-    if segment.live_ratio >= config.max_live_ratio:
+    if too_live_to_compact(config, segment.live_bytes, segment.used_bytes):
         reasons.append(LIVE_RATIO)
     return reasons
 
@@ -335,7 +358,8 @@ def should_compact_under_pressure(
     ``disk.force`` is on does not matter: compaction drops only dead records, never data anyone needs.
     BookKeeper suspends compaction exactly when the disk is full (BOOKKEEPER-1040); this does not.
     """
-    if not config.enabled or deletion_can_free or used_ratio <= disk.force_ratio:
+    if not pressure_calls_for_compaction(config=config, disk=disk, used_ratio=used_ratio,
+                                         deletion_can_free=deletion_can_free):
         return False
     segments = _checked(segments)
     return any(not found for found in _candidate_reasons(segments, config, now))

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from policies.outcomes import DELETE, DELETED, KEEP
 from policies.reasons import HELD, RESERVED
-from policies.snapshot import DiskSnapshot
+from policies.snapshot import DiskSnapshot, live_ratio
 from policies.units import format_size, humanize_duration
 
 __all__ = ["LogPlan", "Plan", "SegmentDecision", "UnconsumedRange"]
@@ -81,10 +81,8 @@ class SegmentDecision:
 
     @property
     def live_ratio(self) -> float | None:
-        """``live_bytes / used_bytes``: 1.0 without records, None when unknown."""
-        if self.live_bytes is None or self.used_bytes is None:
-            return None
-        return self.live_bytes / self.used_bytes if self.used_bytes else 1.0
+        """See :func:`policies.snapshot.live_ratio`."""
+        return live_ratio(self.live_bytes, self.used_bytes)
 
     @property
     def segment(self) -> str:

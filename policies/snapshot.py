@@ -15,6 +15,15 @@ from types import MappingProxyType
 __all__ = ["DiskSnapshot", "GroupSnapshot", "HungSegment", "LogSnapshot", "SegmentSnapshot"]
 
 
+def live_ratio(live_bytes: int | None, used_bytes: int | None) -> float | None:
+    """A segment's live share as reports give it: ``live_bytes / used_bytes``, 1.0 for a segment
+    without records (nothing in it is dead), None when either is unknown. Compaction ranks by
+    another figure (:func:`policies.compaction.rewrite_share`)."""
+    if live_bytes is None or used_bytes is None:
+        return None
+    return live_bytes / used_bytes if used_bytes else 1.0
+
+
 @dataclass(frozen=True)
 class SegmentSnapshot:
     """One segment file of a log. Immutable."""
@@ -53,10 +62,7 @@ class SegmentSnapshot:
 
     @property
     def live_ratio(self) -> float | None:
-        """``live_bytes / used_bytes``: 1.0 for a segment without records, None when unknown."""
-        if self.live_bytes is None or self.used_bytes is None:
-            return None
-        return self.live_bytes / self.used_bytes if self.used_bytes else 1.0
+        return live_ratio(self.live_bytes, self.used_bytes)
 
     @property
     def name(self) -> str:

@@ -6,7 +6,7 @@ commitlog.cleanup.swap and commitlog.cleanup.tombstones). A mixin of CommitLog, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import rewrite
 from ..segments import seginfo
@@ -27,15 +27,15 @@ class DeadRecords:
         self._check_open()
         return seginfo.dead_bytes(self._segs)
 
-    def segments_with_dead(self, below: float = 1.0) -> list[SegmentInfo]:
-        """The sealed segments holding records marked dead and not yet dropped, whose live share
-        is below `below` (0 < below <= 1), each with its neighbours, and the last segment, oldest
-        first (see commitlog.segments.seginfo.dead_neighbourhoods): a compaction plan's input over a log
-        of many segments without a stat of each."""
+    def segments_with_dead(self, select: Callable[[SegmentInfo], bool] | None = None) -> list[SegmentInfo]:
+        """The sealed segments holding records marked dead and not yet dropped (those of them
+        `select` picks, when given: a compaction policy's rule), each with its neighbours, and
+        the last segment, oldest first (see commitlog.segments.seginfo.dead_neighbourhoods): a
+        compaction plan's input over a log of many segments without a stat of each."""
         self._check_open()
-        if isinstance(below, bool) or not isinstance(below, (int, float)) or not 0 < below <= 1:
-            raise InvalidArgumentError(f"below must be a live share above 0 and at most 1, got {below!r}")
-        return seginfo.dead_neighbourhoods(self._segs, float(below))
+        if select is not None and not callable(select):
+            raise InvalidArgumentError(f"select must be a function of a SegmentInfo, got {select!r}")
+        return seginfo.dead_neighbourhoods(self._segs, select)
 
     def mark_dead(self, offsets: Iterable[int]) -> int:
         """Mark the records at `offsets` dead, durably (on disk when this returns), from any

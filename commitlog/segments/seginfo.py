@@ -100,9 +100,9 @@ def dead_bytes(segs: SegmentList) -> int:
     return total
 
 
-def dead_neighbourhoods(segs: SegmentList, below: float = 1.0) -> list[SegmentInfo]:
-    """The sealed segments holding records marked dead and not yet dropped whose live share
-    (live over used bytes) is below `below`, each with the segments on either side of it, and
+def dead_neighbourhoods(segs: SegmentList, select=None) -> list[SegmentInfo]:
+    """The sealed segments holding records marked dead and not yet dropped that `select` picks
+    (every one when None), each with the segments on either side of it, and
     the last segment; oldest first, each once. What a
     compaction plan needs without describing every segment: the fully live neighbours bound a
     merge exactly as in the whole list. Costs one listing and one walk of the marks, plus a stat
@@ -129,7 +129,7 @@ def dead_neighbourhoods(segs: SegmentList, below: float = 1.0) -> list[SegmentIn
             found = described[i] = info(segs, bases[i], last=False, keep=False)
         except (FileNotFoundError, OffsetOutOfRangeError):
             continue  # removed by another process while we looked
-        if found.live_bytes < found.used_bytes and found.live_bytes < below * found.used_bytes:
+        if found.live_bytes < found.used_bytes and (select is None or select(found)):
             wanted.update((i - 1, i, i + 1))
     out: list[SegmentInfo] = []
     covered, previous = -1, -2

@@ -64,7 +64,7 @@ from commitlog import (CommitLog, CommitLogError, InvalidArgumentError, SegmentI
 from commitlog.record import encode_gap, encoded_size
 from policies import (SUPERSEDED, TOMBSTONE, CompactionOutput, CompactionSegment, GroupSnapshot, KeyIndex,
                       LivenessRule, PendingRanges, PolicyConfig, RetentionConfig, count_dropped,
-                      plan_compaction, stale_groups, throttle_delay, within_pass_budget)
+                      plan_compaction, stale_groups, throttle_delay, too_live_to_compact, within_pass_budget)
 
 from ..audit import AuditTrail, audit_time
 from .intents import COMPACT, CompactionAudit
@@ -199,7 +199,8 @@ class Compactor:
         # An unkeyed log's dead records are all marked: the segments whose marks take them below
         # max_live_ratio, with their neighbours, are the plan's whole input (a pass over a large
         # log stats only those).
-        infos = log.segments() if cfg.keys else log.segments_with_dead(below=cfg.max_live_ratio)
+        infos = log.segments() if cfg.keys else log.segments_with_dead(
+            select=lambda info: not too_live_to_compact(cfg, info.live_bytes, info.used_bytes))
         end = infos[-1].end_offset if infos else log.start_offset
         marks = log.marks_snapshot()
         try:

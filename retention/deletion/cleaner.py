@@ -32,7 +32,6 @@ from loguru import logger
 from commitlog import META_FILE, CommitLogError
 from policies import (DELETE, DELETED, FAILED, HUNG, NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig,
                       SegmentDecision, active_triggers, plan)
-from policies import KEEP  # noqa: F401 (re-exported: the one vocabulary, policies.outcomes)
 
 from ..audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_time, deletion_entry,
                     recovered_deletion)

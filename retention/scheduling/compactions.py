@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from loguru import logger
 
 from commitlog import disk_usage
-from policies import should_compact_under_pressure
+from policies import pressure_calls_for_compaction, should_compact_under_pressure
 
 from ..compaction.summary import CompactionResult
 from ..compaction.compactor import Compactor, Pending
@@ -127,8 +127,10 @@ class CompactionPasses:
             return
         try:
             used = disk_usage(fs.probe()).used_ratio
-            if all(used <= policy.disk.force_ratio for policy in fs.policies()):
-                return   # at or below force_ratio: the interval jobs are enough
+            if not any(pressure_calls_for_compaction(config=policy.compaction, disk=policy.disk,
+                                                     used_ratio=used, deletion_can_free=False)
+                       for policy in fs.policies()):
+                return   # the interval jobs are enough: no log need be listed
         except OSError as exc:
             logger.warning("compaction after pressure on {}: {}", fs.mountpoint, exc)
             return

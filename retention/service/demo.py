@@ -9,7 +9,6 @@ consumer group commits a few seconds behind it, so `/status` shows a consumer la
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 

@@ -194,17 +194,23 @@ def test_segments_with_dead_are_the_dead_sealed_ones_with_neighbours_as_the_full
         assert log.segments_with_dead() == _expected_neighbourhoods(log.segments())
 
 
-def test_segments_with_dead_below_a_live_share_leave_out_the_mostly_live_ones(tmp_path):
+def test_segments_with_dead_that_a_policy_selects_leave_out_the_mostly_live_ones(tmp_path):
     with CommitLog.open(str(tmp_path / "log"), segment_size=SEG) as log:
         fill(log, 1200)
         full = log.segments()
         mostly_live, mostly_dead = full[3], full[8]
         log.mark_dead([mostly_live.base_offset])
         log.mark_dead(range(mostly_dead.base_offset, mostly_dead.end_offset - 5))
-        bases = [s.base_offset for s in log.segments_with_dead(below=0.5)]
+        asked = []
+
+        def below_half(info):
+            asked.append(info.base_offset)
+            return info.live_bytes < 0.5 * info.used_bytes
+        bases = [s.base_offset for s in log.segments_with_dead(select=below_half)]
         assert bases == [full[7].base_offset, mostly_dead.base_offset, full[9].base_offset,
                          full[-1].base_offset]
+        assert sorted(asked) == [mostly_live.base_offset, mostly_dead.base_offset]  # dead ones only
         assert mostly_live.base_offset in [s.base_offset for s in log.segments_with_dead()]
-        for bad in (0, 1.5, "0.5", True, None):
-            with pytest.raises(InvalidArgumentError, match="below must be a live share"):
-                log.segments_with_dead(below=bad)
+        for bad in (0.5, "x", True):
+            with pytest.raises(InvalidArgumentError, match="select must be a function"):
+                log.segments_with_dead(select=bad)

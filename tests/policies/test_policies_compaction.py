@@ -19,8 +19,10 @@ from policies import (
     CompactionSegment,
     DiskConfig,
     plan_compaction,
+    pressure_calls_for_compaction,
     should_compact_under_pressure,
     throttle_delay,
+    too_live_to_compact,
     within_pass_budget,
 )
 
@@ -75,6 +77,16 @@ def test_live_ratio_exactly_at_the_maximum_is_not_compacted():
     assert inputs(the_plan) == [(100,)]
     assert the_plan.reasons(0) == (LIVE_RATIO,)
     assert the_plan.reasons(100) == ()
+
+
+@pytest.mark.parametrize(("live", "used", "expected"), [(499, 500, True), (498, 500, True), (497, 500, False), (0, 0, False)])
+def test_the_live_ratio_rule_the_store_is_given_is_the_plans(live, used, expected):
+    # The executor hands too_live_to_compact to the store to describe only candidates: the same
+    # rule the plan's reasons come from (a segment without records is always a candidate).
+    config = compaction(max_live_ratio=0.996, merge=False)
+    assert too_live_to_compact(config, live, used) is expected
+    the_plan = run([segment(0, live, used=used), segment(1, SIZE, age=0.0, active=True)], config)
+    assert (LIVE_RATIO in the_plan.reasons(0)) is expected
 
 
 def test_ratio_is_live_over_record_bytes_not_file_size():
@@ -271,6 +283,18 @@ def test_pressure_compacts_when_deletion_cannot_free_and_segments_are_mostly_dea
 @pytest.mark.parametrize(("used_ratio", "expected"), [(0.85, False), (0.8501, True)])
 def test_pressure_compaction_starts_strictly_above_force_ratio(used_ratio, expected):
     assert pressure(log(100), used_ratio=used_ratio) is expected
+
+
+@pytest.mark.parametrize("used_ratio", [0.5, 0.85, 0.8501, 0.99])
+def test_the_disks_half_of_pressure_compaction_is_the_whole_decisions(used_ratio):
+    # The scheduler skips listing a filesystem's logs when the disk's half says no.
+    for enabled in (True, False):
+        for deletion_can_free in (True, False):
+            config = compaction(enabled=enabled)
+            disk_says = pressure_calls_for_compaction(config=config, disk=FORCE, used_ratio=used_ratio,
+                                                      deletion_can_free=deletion_can_free)
+            whole = pressure(log(100), used_ratio=used_ratio, deletion_can_free=deletion_can_free, config=config)
+            assert disk_says is whole  # log(100) is a candidate, so the disk decides alone
 
 
 def test_deletion_goes_first_under_pressure():

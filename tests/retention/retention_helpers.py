@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import textwrap
 import time
 from pathlib import Path
+
+import yaml
 
 from commitlog import CommitLog
 from policies import load_config
@@ -38,3 +41,44 @@ def write_config(tmp: Path, body: str, name: str = "retention.yaml"):
     path = tmp / name
     path.write_text(textwrap.dedent(body))
     return path, load_config(path, base_dir=tmp)
+
+
+# The setup most retention tests share: one log `staging` of 4 KiB segments, an audit file, and
+# a default policy deleting what is older than an hour at any hour, ten files a pass.
+BASE_CONFIG = {
+    "service": {"audit": "audit.jsonl"},
+    "logs": {"staging": {"path": "staging", "segment_size": "4KiB"}},
+    "policies": {"default": {"delete_at_hours": [], "reserve": "1h", "files_per_pass": 10,
+                             "pause_between_files": "0ms"}},
+}
+SIDECAR_SERVICE = {"listen": "127.0.0.1:0"}   # the kernel picks the port; Sidecar reads it
+SIDECAR_POLICY = {"interval": "1h"}
+
+
+def config_text(tmp: Path | None = None, *, sidecar: bool = False, service: dict | None = None,
+                logs: dict | None = None, policy: dict | None = None, log: dict | None = None) -> str:
+    """The YAML of BASE_CONFIG with overrides: `service` and `policy` (the default policy) merge
+    key by key, nested dicts such as `disk` too; `log` merges into the `staging` log's keys;
+    `logs` replaces the log table. With `tmp`, the audit file and the log's path are absolute
+    under it. `sidecar`: a service listening on loopback, passes hourly unless `policy` says."""
+    config = copy.deepcopy(BASE_CONFIG)
+    if tmp is not None:
+        config["service"]["audit"] = str(Path(tmp) / "audit.jsonl")
+        config["logs"]["staging"]["path"] = str(Path(tmp) / "staging")
+    if sidecar:
+        _merge(config["service"], SIDECAR_SERVICE)
+        _merge(config["policies"]["default"], SIDECAR_POLICY)
+    _merge(config["service"], service or {})
+    _merge(config["logs"]["staging"], log or {})
+    if logs is not None:
+        config["logs"] = logs
+    _merge(config["policies"]["default"], policy or {})
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def _merge(into: dict, changes: dict) -> None:
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)

@@ -17,35 +17,19 @@ from commitlog import CommitLog, disk_usage
 from retention import AuditTrail, Cleaner, read_audit
 from retention.audit import read_events
 
-from retention_helpers import make_log, segment_bases, set_age, write_config
+from retention_helpers import config_text, make_log, segment_bases, set_age, write_config
 
 # Every key a deletion line has always had: readers written against the old format keep working.
 DELETION_KEYS = {"time", "log", "path", "segment", "base_offset", "end_offset", "bytes", "triggers",
                  "forced", "overridden_by", "unconsumed", "pinned_by"}
 
-CONFIG = """
-service:
-  audit: {audit}
-logs:
-  staging:
-    path: {log}
-    segment_size: {segment_size}
-policies:
-  default:
-    delete_at_hours: []
-    reserve: 1h
-    files_per_pass: {per_pass}
-    pause_between_files: 0ms
-    disk:
-      clean_ratio: 0.70
-      force_ratio: 0.80
-      refuse_writes_ratio: 0.95
-"""
 
 
 def config_for(tmp_path, log_dir, audit, *, segment_size="4KiB", per_pass=2):
-    return write_config(tmp_path, CONFIG.format(audit=audit, log=log_dir, segment_size=segment_size,
-                                                per_pass=per_pass))[1]
+    text = config_text(service={"audit": str(audit)}, log={"path": str(log_dir), "segment_size": segment_size},
+                       policy={"files_per_pass": per_pass,
+                               "disk": {"clean_ratio": 0.70, "force_ratio": 0.80, "refuse_writes_ratio": 0.95}})
+    return write_config(tmp_path, text)[1]
 
 
 def test_intent_and_deletion_lines_keep_every_old_key_and_share_an_id(tmp_path):

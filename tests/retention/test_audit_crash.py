@@ -5,7 +5,6 @@ gets an outcome. Real cleaning processes, real SIGKILLs, real logs."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -20,31 +19,18 @@ from commitlog import CommitLog
 from retention import Cleaner, read_audit
 from retention.audit import read_events
 
-from retention_helpers import make_log, write_config
+from retention_helpers import config_text, make_log, write_config
 
 CHILD = str(Path(__file__).with_name("audit_child.py"))
 
-CONFIG = """
-service:
-  audit: {audit}
-logs:
-  staging:
-    path: {log}
-    segment_size: 4KiB
-policies:
-  default:
-    delete_at_hours: []
-    reserve: 1h
-    files_per_pass: {per_pass}
-    pause_between_files: 0ms
-"""
 
 
 def setup(tmp_path: Path, segments: int, per_pass: int = 1000):
     log_dir = tmp_path / "staging"
     make_log(log_dir, segments)
     audit = tmp_path / "audit" / "audit.jsonl"   # the directory does not exist yet
-    config_path, config = write_config(tmp_path, CONFIG.format(audit=audit, log=log_dir, per_pass=per_pass))
+    config_path, config = write_config(tmp_path, config_text(service={"audit": str(audit)}, log={"path": str(log_dir)},
+                                                                    policy={"files_per_pass": per_pass}))
     return log_dir, audit, config_path, config
 
 

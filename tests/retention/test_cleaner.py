@@ -8,22 +8,9 @@ from datetime import datetime, timedelta, timezone
 from commitlog import CommitLog
 from retention import Cleaner, read_audit
 
-from retention_helpers import make_log, segment_bases, set_age, write_config
+from retention_helpers import config_text, make_log, segment_bases, set_age, write_config
 
-CONFIG = """
-service:
-  audit: audit.jsonl
-logs:
-  staging:
-    path: staging
-    segment_size: 4KiB
-policies:
-  default:
-    delete_at_hours: []
-    reserve: 1h
-    files_per_pass: 10
-    pause_between_files: 50ms
-"""
+CONFIG = config_text(policy={"pause_between_files": "50ms"})
 
 
 def test_deletes_exactly_the_ten_oldest_expired_segments_per_pass(tmp_path):
@@ -104,7 +91,8 @@ def test_time_window_deletes_expired_during_a_listed_hour(tmp_path):
     at_four = (datetime.now(timezone.utc) + timedelta(days=1)).replace(hour=4, minute=30)
     set_age(tmp_path / "staging", bases[:3], 3 * 3600, now=at_four.timestamp())
     set_age(tmp_path / "staging", bases[3:], 600, now=at_four.timestamp())
-    _, config = write_config(tmp_path, CONFIG.replace("delete_at_hours: []", "delete_at_hours: [4]\n    timezone: UTC"))
+    _, config = write_config(tmp_path, config_text(policy={"pause_between_files": "50ms", "delete_at_hours": [4],
+                                                        "timezone": "UTC"}))
     cleaner = Cleaner(config)
     assert cleaner.plan(at_four).to_json_dict()["logs"][0]["triggers"] == ["time-window"]
     at_five = at_four.replace(hour=5)

@@ -12,22 +12,9 @@ from commitlog.layout import index_path, segment_path
 from retention import Cleaner, read_audit
 from retention.deletion.report import render_result
 
-from retention_helpers import make_log, segment_bases, set_age, write_config
+from retention_helpers import config_text, make_log, segment_bases, set_age, write_config
 
-CONFIG = """
-service:
-  audit: audit.jsonl
-logs:
-  staging:
-    path: staging
-    segment_size: 4KiB
-policies:
-  default:
-    delete_at_hours: []
-    reserve: 1h
-    files_per_pass: 10
-    pause_between_files: 0s
-"""
+CONFIG = config_text()
 
 
 def _compacted(tmp_path) -> tuple[str, list[int]]:

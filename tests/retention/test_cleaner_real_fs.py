@@ -17,27 +17,15 @@ import pytest
 from commitlog import CommitLog, disk_usage
 from retention import Cleaner, read_audit
 
-from retention_helpers import make_log, segment_bases, set_age, write_config
+from retention_helpers import config_text, make_log, segment_bases, set_age, write_config
 
-PRESSURE_CONFIG = """
-service:
-  audit: {audit}
-logs:
-  staging:
-    path: {log}
-    segment_size: 256KiB
-policies:
-  default:
-    delete_at_hours: []
-    reserve: 1h
-    files_per_pass: 200
-    pause_between_files: 0ms
-    disk:
-      clean_ratio: 0.70
-      force_ratio: 0.80
-      refuse_writes_ratio: 0.95
-      force_target: 0.80
-"""
+def pressure_config(tmp_path, log_dir, *, force_target: float | None = 0.80) -> str:
+    """Disk pressure decides alone (nothing is an hour old); 256 KiB segments on a small disk."""
+    disk = {"clean_ratio": 0.70, "force_ratio": 0.80, "refuse_writes_ratio": 0.95}
+    if force_target is not None:
+        disk["force_target"] = force_target
+    return config_text(tmp_path, log={"path": str(log_dir), "segment_size": "256KiB"},
+                       policy={"files_per_pass": 200, "disk": disk})
 
 
 @pytest.mark.parametrize("small_fs", [("tmpfs", 16 << 20)], indirect=True)
@@ -53,7 +41,7 @@ def test_deletes_oldest_first_regardless_of_age_when_disk_forces(tmp_path, small
     bases = segment_bases(log_dir)
     before = disk_usage(str(fs)).used_ratio
     assert before > 0.85
-    config_path, _ = write_config(tmp_path, PRESSURE_CONFIG.format(audit=tmp_path / "audit.jsonl", log=log_dir))
+    config_path, _ = write_config(tmp_path, pressure_config(tmp_path, log_dir))
     result = subprocess.run([sys.executable, "-m", "retention.cli", "clean", "--config", str(config_path), "--json"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -88,9 +76,7 @@ def test_a_forced_pass_deletes_down_to_force_target(tmp_path, small_fs, force_ta
         while disk_usage(str(fs)).used_ratio < 0.88:
             log.append_batch([os.urandom(1000) for _ in range(64)])
     before = disk_usage(str(fs)).used_ratio
-    body = PRESSURE_CONFIG.format(audit=tmp_path / "audit.jsonl", log=log_dir).replace(
-        "      force_target: 0.80\n", "" if force_target is None else f"      force_target: {force_target}\n")
-    config_path, _ = write_config(tmp_path, body)
+    config_path, _ = write_config(tmp_path, pressure_config(tmp_path, log_dir, force_target=force_target))
     result = subprocess.run([sys.executable, "-m", "retention.cli", "clean", "--config", str(config_path), "--json"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -118,23 +104,9 @@ HOLDER = textwrap.dedent("""
     time.sleep(600)
 """)
 
-HUNG_CONFIG = """
-service:
-  audit: audit.jsonl
-logs:
-  staging:
-    path: {log}
-    segment_size: 256KiB
-policies:
-  default:
-    delete_at_hours: []
-    reserve: 1h
-    files_per_pass: 10
-    pause_between_files: 0ms
-    hung:
-      force_after: 120s
-      retry_every: 30s
-"""
+def hung_config(log_dir) -> str:
+    return config_text(log={"path": str(log_dir), "segment_size": "256KiB"},
+                       policy={"hung": {"force_after": "120s", "retry_every": "30s"}})
 
 
 @pytest.mark.parametrize("small_fs", [("tmpfs", 16 << 20)], indirect=True)
@@ -146,7 +118,7 @@ def test_held_segment_becomes_hung_then_forced_and_its_bytes_return_when_the_hol
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(log_dir)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "holding"
-        _, config = write_config(tmp_path, HUNG_CONFIG.format(log=log_dir))
+        _, config = write_config(tmp_path, hung_config(log_dir))
         clock = [time.time()]
         cleaner = Cleaner(config, clock=lambda: clock[0])
         cleaner.trigger_manual()
@@ -205,20 +177,7 @@ CRASH_CHILD = textwrap.dedent("""
         cleaner.run_pass()
 """)
 
-CRASH_CONFIG = """
-service:
-  audit: audit.jsonl
-logs:
-  staging:
-    path: staging
-    segment_size: 4KiB
-policies:
-  default:
-    delete_at_hours: []
-    reserve: 1h
-    files_per_pass: 7
-    pause_between_files: 2ms
-"""
+CRASH_CONFIG = config_text(policy={"files_per_pass": 7, "pause_between_files": "2ms"})
 
 
 def test_cleaner_killed_while_deleting_leaves_a_consistent_log(tmp_path):

@@ -6,16 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 from loguru import logger
 
 from retention import Cleaner, read_audit
 from retention.deletion.hung import HUNG_FILE, HungRegistry
 
-from retention_helpers import make_log, segment_bases, set_age, write_config
+from retention_helpers import config_text, make_log, segment_bases, set_age, write_config
 from test_cleaner_real_fs import HOLDER
 
 
@@ -73,23 +71,7 @@ def test_a_registry_of_the_wrong_shape_is_reported_and_ignored(tmp_path):
         assert len(lines) == 1 and HUNG_FILE in lines[0], body
 
 
-CONFIG = """
-service:
-  audit: {audit}
-logs:
-  staging:
-    path: {log}
-    segment_size: 4KiB
-policies:
-  default:
-    delete_at_hours: []
-    reserve: 1h
-    files_per_pass: 10
-    pause_between_files: 0ms
-    hung:
-      force_after: 120s
-      retry_every: 30s
-"""
+CONFIG = config_text(policy={"hung": {"force_after": "120s", "retry_every": "30s"}})
 
 
 def test_force_after_counts_from_the_first_attempt_across_a_restart(tmp_path):
@@ -97,7 +79,7 @@ def test_force_after_counts_from_the_first_attempt_across_a_restart(tmp_path):
     bases = make_log(log_dir, 3)
     set_age(log_dir, bases, 3 * 3600)
     (log_dir / HUNG_FILE).write_bytes(b"garbage")       # a damaged registry does not stop a pass
-    _, config = write_config(tmp_path, CONFIG.format(audit=tmp_path / "audit.jsonl", log=log_dir))
+    _, config = write_config(tmp_path, CONFIG)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(log_dir)], stdout=subprocess.PIPE, text=True)
     clock = [1_800_000_000.0]
     first_at = clock[0]

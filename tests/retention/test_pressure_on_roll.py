@@ -21,32 +21,19 @@ from commitlog import CommitLog, disk_usage
 from retention import RetentionScheduler
 from retention.scheduling.rollwatch import RollWatch
 
-from retention_helpers import segment_bases, write_config
+from retention_helpers import config_text, segment_bases, write_config
 from sidecar_helpers import Sidecar
 
 FORCE = 0.85
-CONFIG = """
-service:
-  listen: 127.0.0.1:0
-  audit: {audit}
-logs:
-  staging:
-    path: {log}
-    segment_size: 1MiB
-policies:
-  default:
-    interval: 10m
-    delete_at_hours: []          # only disk pressure deletes
-    reserve: 1h
-    files_per_pass: {files}
-    pause_between_files: 10ms
-    disk_check_interval: {check}
-    disk:
-      clean_ratio: 0.50
-      force_ratio: {force}
-      refuse_writes_ratio: 0.95
-      force_target: {target}
-"""
+
+
+def _config(tmp_path, log_dir, *, files: int, check: str, target: float) -> str:
+    """Only disk pressure deletes (nothing is an hour old)."""
+    return config_text(tmp_path, sidecar=True, log={"path": str(log_dir), "segment_size": "1MiB"},
+                       policy={"interval": "10m", "files_per_pass": files, "pause_between_files": "10ms",
+                               "disk_check_interval": check,
+                               "disk": {"clean_ratio": 0.50, "force_ratio": FORCE, "refuse_writes_ratio": 0.95,
+                                        "force_target": target}})
 
 
 def _fill_until_above(log: CommitLog, mount: str, ratio: float, timeout: float = 30.0) -> float:
@@ -72,8 +59,7 @@ def _first_deletion(log_dir: str, first: int, timeout: float) -> float | None:
 @pytest.mark.parametrize("small_fs", [("tmpfs", 32 << 20)], indirect=True)
 def test_a_sidecar_deletes_within_moments_of_a_roll_crossing_force_ratio(small_fs, tmp_path):
     log_dir = f"{small_fs}/staging"
-    config_path, _ = write_config(tmp_path, CONFIG.format(audit=tmp_path / "audit.jsonl", log=log_dir, files=10,
-                                                          check="30s", force=FORCE, target=0.70))
+    config_path, _ = write_config(tmp_path, _config(tmp_path, log_dir, files=10, check="30s", target=0.70))
     with CommitLog.open(log_dir, segment_size=1 << 20, flush="none") as log:
         log.append(b"first")
         with Sidecar(config_path, cwd=tmp_path) as sidecar:
@@ -91,8 +77,7 @@ def test_a_sidecar_deletes_within_moments_of_a_roll_crossing_force_ratio(small_f
 @pytest.mark.parametrize("small_fs", [("tmpfs", 32 << 20)], indirect=True)
 def test_an_embedded_scheduler_reacts_to_its_own_writer_rolling(small_fs, tmp_path):
     log_dir = f"{small_fs}/staging"
-    _, config = write_config(tmp_path, CONFIG.format(audit=tmp_path / "audit.jsonl", log=log_dir, files=10,
-                                                     check="30s", force=FORCE, target=0.70))
+    _, config = write_config(tmp_path, _config(tmp_path, log_dir, files=10, check="30s", target=0.70))
     with CommitLog.open(log_dir, segment_size=1 << 20, flush="none") as log:
         log.append(b"first")
         passes = []
@@ -109,8 +94,7 @@ def test_an_embedded_scheduler_reacts_to_its_own_writer_rolling(small_fs, tmp_pa
 def test_back_to_back_pressure_passes_go_on_down_to_force_target(small_fs, tmp_path):
     log_dir = f"{small_fs}/staging"
     target = 0.40
-    _, config = write_config(tmp_path, CONFIG.format(audit=tmp_path / "audit.jsonl", log=log_dir, files=2,
-                                                     check="200ms", force=FORCE, target=target))
+    _, config = write_config(tmp_path, _config(tmp_path, log_dir, files=2, check="200ms", target=target))
     with CommitLog.open(log_dir, segment_size=1 << 20, flush="none") as log:
         _fill_until_above(log, small_fs, 0.88)
         deleted_per_pass = []

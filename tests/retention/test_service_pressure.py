@@ -24,33 +24,18 @@ import pytest
 
 from commitlog import disk_usage
 
-from retention_helpers import write_config
+from retention_helpers import config_text, write_config
 from sidecar_helpers import Sidecar
 
 CLEAN, FORCE, REFUSE = 0.75, 0.85, 0.90
 SEGMENT = 1 << 20
 
-CONFIG = f"""
-service:
-  listen: 127.0.0.1:0
-  audit: {{audit}}
-logs:
-  staging:
-    path: {{log}}
-    segment_size: 1MiB
-policies:
-  default:
-    interval: 10s
-    delete_at_hours: []          # only disk pressure deletes
-    reserve: 1h
-    files_per_pass: 10
-    pause_between_files: 100ms
-    disk_check_interval: 1s
-    disk:
-      clean_ratio: {CLEAN}
-      force_ratio: {FORCE}
-      refuse_writes_ratio: {REFUSE}
-"""
+
+def _config(tmp_path, log_dir) -> str:
+    """Only disk pressure deletes (nothing is an hour old), checked every second."""
+    return config_text(tmp_path, sidecar=True, log={"path": str(log_dir), "segment_size": "1MiB"},
+                       policy={"interval": "10s", "pause_between_files": "100ms", "disk_check_interval": "1s",
+                               "disk": {"clean_ratio": CLEAN, "force_ratio": FORCE, "refuse_writes_ratio": REFUSE}})
 
 WRITER = textwrap.dedent("""
     import json, os, sys, time
@@ -119,7 +104,7 @@ class Sampler(threading.Thread):
 @pytest.mark.parametrize("small_fs", [("tmpfs", 32 << 20)], indirect=True)
 def test_disk_never_stays_above_force_ratio_while_a_writer_floods_it(small_fs, tmp_path, record_property):
     log_dir = f"{small_fs}/staging"
-    config_path, _ = write_config(tmp_path, CONFIG.format(audit=tmp_path / "audit.jsonl", log=log_dir))
+    config_path, _ = write_config(tmp_path, _config(tmp_path, log_dir))
     seconds = 12.0
     with Sidecar(config_path, cwd=tmp_path) as sidecar:
         sidecar.wait_ready()

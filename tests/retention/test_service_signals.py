@@ -17,31 +17,14 @@ import pytest
 from commitlog import CommitLog
 from retention import read_audit
 
-from retention_helpers import make_log, segment_bases, set_age, write_config
+from retention_helpers import config_text, make_log, segment_bases, set_age, write_config
 from sidecar_helpers import Sidecar
 
-CONFIG = """
-service:
-  listen: 127.0.0.1:0
-  log_level: {level}
-  audit: {audit}
-logs:
-  staging:
-    path: {log}
-    segment_size: 4KiB
-policies:
-  default:
-    interval: {interval}
-    delete_at_hours: {hours}
-    reserve: 1h
-    files_per_pass: 10
-    pause_between_files: {pause}
-"""
 
 
-def _config(tmp, *, interval="1h", hours="[]", pause="0ms", level="INFO"):
-    return CONFIG.format(audit=tmp / "audit.jsonl", log=tmp / "staging", interval=interval,
-                         hours=hours, pause=pause, level=level)
+def _config(tmp, *, interval="1h", hours=(), pause="0ms", level="INFO", **service) -> str:
+    return config_text(tmp, sidecar=True, service={"log_level": level, **service},
+                       policy={"interval": interval, "delete_at_hours": list(hours), "pause_between_files": pause})
 
 
 def _interval(s: Sidecar) -> float:
@@ -75,8 +58,7 @@ def test_sighup_applies_http_timeout_to_open_connections_and_max_connections_to_
     make_log(tmp_path / "staging", 2)
 
     def config(timeout: str, connections: int) -> str:
-        return _config(tmp_path).replace(
-            "service:\n", f"service:\n  http_timeout: {timeout}\n  max_connections: {connections}\n", 1)
+        return _config(tmp_path, http_timeout=timeout, max_connections=connections)
 
     def reload(text: str, count: int) -> None:
         config_path.write_text(text)
@@ -238,7 +220,7 @@ def test_systemd_notify_ready_reloading_watchdog_stopping(tmp_path):
 def test_a_reload_that_interrupts_a_pass_runs_the_rest_of_its_work_at_once(tmp_path):
     # Before: the interrupted pass's remaining expired segments waited for the next interval
     # (an hour here); now a resumed pass on the new configuration deletes them at once.
-    hours = "[" + ", ".join(map(str, range(24))) + "]"
+    hours = range(24)
     bases = make_log(tmp_path / "staging", 8)
     set_age(tmp_path / "staging", bases[:-1], 7200)
     path, _ = write_config(tmp_path, _config(tmp_path, hours=hours, pause="1500ms"))

@@ -16,35 +16,21 @@ import pytest
 
 from commitlog import CommitLog, disk_usage
 
-from retention_helpers import write_config
+from retention_helpers import config_text, write_config
 from sidecar_helpers import Sidecar
 
 STARTS = 20
 SEGMENT = 256 << 10
 FORCE, REFUSE, TARGET = 0.45, 0.60, 0.30
 
-CONFIG = f"""
-service:
-  listen: 127.0.0.1:0
-  audit: {{audit}}
-logs:
-  staging:
-    path: {{log}}
-    segment_size: 256KiB
-policies:
-  default:
-    interval: 1h
-    delete_at_hours: []          # only disk pressure deletes
-    reserve: 1h
-    files_per_pass: 100
-    pause_between_files: 0s
-    disk_check_interval: 1s
-    disk:
-      clean_ratio: 0.40
-      force_ratio: {FORCE}
-      force_target: {TARGET}
-      refuse_writes_ratio: {REFUSE}
-"""
+
+def _config(audit, log_dir) -> str:
+    """Only disk pressure deletes (nothing is an hour old), checked every second."""
+    return config_text(sidecar=True, service={"audit": str(audit)},
+                       log={"path": str(log_dir), "segment_size": "256KiB"},
+                       policy={"files_per_pass": 100, "disk_check_interval": "1s",
+                               "disk": {"clean_ratio": 0.40, "force_ratio": FORCE, "force_target": TARGET,
+                                        "refuse_writes_ratio": REFUSE}})
 
 
 def _fill(log_dir: str, mount: str, above: float) -> float:
@@ -71,7 +57,7 @@ def _deleted(audit: str) -> int:
 @pytest.mark.parametrize("above", [FORCE + 0.02, REFUSE + 0.02], ids=["above-force", "above-refuse-writes"])
 def test_every_start_on_a_full_disk_serves_healthz_and_deletes(small_fs, tmp_path, above):
     log_dir, audit = os.path.join(small_fs, "log"), str(tmp_path / "audit.jsonl")
-    path, _ = write_config(tmp_path, CONFIG.format(audit=audit, log=log_dir))
+    path, _ = write_config(tmp_path, _config(audit, log_dir))
     for start in range(STARTS):
         reached = _fill(log_dir, small_fs, above)
         assert reached > above

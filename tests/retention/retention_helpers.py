@@ -43,8 +43,9 @@ def write_config(tmp: Path, body: str, name: str = "retention.yaml"):
     return path, load_config(path, base_dir=tmp)
 
 
-# The setup most retention tests share: one log `staging` of 4 KiB segments, an audit file, and
-# a default policy deleting what is older than an hour at any hour, ten files a pass.
+# The setup most retention tests share: one log `staging` of 4 KiB segments, an audit file, and a
+# default policy keeping an hour, with no delete hours (only a manual pass or disk pressure
+# deletes), ten files a pass without a pause.
 BASE_CONFIG = {
     "service": {"audit": "audit.jsonl"},
     "logs": {"staging": {"path": "staging", "segment_size": "4KiB"}},

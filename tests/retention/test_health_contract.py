@@ -19,31 +19,17 @@ from commitlog import CommitLog
 
 from retention import RetentionScheduler
 
-from retention_helpers import make_log, set_age, write_config
+from retention_helpers import config_text, make_log, set_age, write_config
 from sidecar_helpers import Sidecar
 
-CONFIG = """
-service:
-  listen: 127.0.0.1:0
-  audit: {audit}
-  failed_passes_unhealthy: 3
-logs:
-  staging:
-    path: {log}
-    segment_size: 4KiB
-policies:
-  default:
-    interval: {interval}
-    delete_at_hours: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
-    reserve: 1s
-    files_per_pass: 100
-    pause_between_files: {pause}
-    disk_check_interval: 1s
-"""
 
 
-def _config(tmp, log, *, interval="1s", pause="0ms") -> str:
-    return CONFIG.format(audit=tmp / "audit.jsonl", log=log, interval=interval, pause=pause)
+def _config(tmp, log, *, interval="1s", pause="0ms", logs: dict | None = None) -> str:
+    """Every hour a delete hour, a second's reserve: each pass deletes what has aged."""
+    return config_text(tmp, sidecar=True, service={"failed_passes_unhealthy": 3},
+                       logs={**(logs or {}), "staging": {"path": str(log), "segment_size": "4KiB"}},
+                       policy={"interval": interval, "delete_at_hours": list(range(24)), "reserve": "1s",
+                               "files_per_pass": 100, "pause_between_files": pause, "disk_check_interval": "1s"})
 
 
 def _problems(s: Sidecar) -> list[tuple[str, str | None]]:
@@ -90,8 +76,7 @@ def test_a_log_directory_that_vanishes_is_a_problem_and_one_never_created_is_sai
     log = tmp_path / "staging"
     later = tmp_path / "later"
     make_log(log, 2)
-    path, _ = write_config(tmp_path, _config(tmp_path, log).replace(
-        "logs:\n", f"logs:\n  later:\n    path: {later}\n    segment_size: 4KiB\n"))
+    path, _ = write_config(tmp_path, _config(tmp_path, log, logs={"later": {"path": str(later), "segment_size": "4KiB"}}))
     with Sidecar(path, cwd=tmp_path) as s:
         s.wait_ready()
         time.sleep(2.5)

@@ -15,29 +15,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from retention_helpers import make_log, set_age, write_config
+from retention_helpers import config_text, make_log, set_age, write_config
 from sidecar_helpers import Sidecar
 
 HTTP_TIMEOUT = 2.0
 
-CONFIG = """
-service:
-  listen: 127.0.0.1:0
-  log_level: DEBUG
-  audit: {audit}
-  http_timeout: {timeout}s
-logs:
-  staging:
-    path: {log}
-    segment_size: 4KiB
-policies:
-  default:
-    interval: 1h
-    delete_at_hours: []
-    reserve: 1h
-    files_per_pass: 1
-    pause_between_files: 0ms
-"""
 
 ENDPOINTS = [("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/status"),
              ("GET", "/plan"), ("GET", "/"), ("POST", "/clean")]
@@ -48,8 +30,8 @@ def sidecar(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hostile")
     bases = make_log(tmp / "staging", 12)
     set_age(tmp / "staging", bases[:10], 7200)
-    config_path, _ = write_config(tmp, CONFIG.format(audit=tmp / "audit.jsonl", log=tmp / "staging",
-                                                     timeout=HTTP_TIMEOUT))
+    config_path, _ = write_config(tmp, config_text(tmp, sidecar=True, policy={"files_per_pass": 1},
+                                                  service={"log_level": "DEBUG", "http_timeout": f"{HTTP_TIMEOUT}s"}))
     with Sidecar(config_path, cwd=tmp) as s:
         s.wait_ready()
         host, port = urlsplit(s.url).hostname, urlsplit(s.url).port

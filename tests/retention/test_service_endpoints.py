@@ -12,29 +12,19 @@ import pytest
 from commitlog import CommitLog
 from retention import read_audit
 
-from retention_helpers import make_log, segment_bases, set_age, write_config
+from retention_helpers import config_text, make_log, segment_bases, set_age, write_config
 from sidecar_helpers import Sidecar
 
 TOKEN = "s3cret-token"
 
-CONFIG = """
-service:
-  listen: 127.0.0.1:0
-  log_level: DEBUG
-  audit: {audit}
-  token: {token}
-logs:
-  staging:
-    path: {log}
-    segment_size: 4KiB
-policies:
-  default:
-    interval: 1h              # only the first pass, at start, runs during the test
-    delete_at_hours: []       # no trigger: only POST /clean deletes
-    reserve: 1h
-    files_per_pass: 3
-    pause_between_files: 0ms
-"""
+
+
+def _config(tmp, log_dir, *, service: dict | None = None, policy: dict | None = None) -> str:
+    """Passes hourly (only the first, at start, runs during a test); no delete hours: only POST
+    /clean deletes."""
+    return config_text(tmp, sidecar=True, log={"path": str(log_dir)},
+                       service={"log_level": "DEBUG", "token": TOKEN, **(service or {})},
+                       policy={"files_per_pass": 3, **(policy or {})})
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +38,7 @@ def sidecar(tmp_path_factory):
         log.commit("etl", bases[6] + 1)                      # inside segment 6: 6, 7, active unconsumed
         log.mark_dead(range(bases[2], bases[2] + 5))         # 5 x 121 dead bytes in a sealed segment
         log.mark_dead([end - 1])                             # the active segment's: not counted
-    config_path, _ = write_config(tmp, CONFIG.format(audit=tmp / "audit.jsonl", token=TOKEN, log=log_dir))
+    config_path, _ = write_config(tmp, _config(tmp, log_dir))
     with Sidecar(config_path, cwd=tmp) as s:
         s.wait_ready()
         s.tmp, s.log_dir, s.bases, s.end = tmp, log_dir, bases, end
@@ -170,9 +160,9 @@ def test_json_log_format_gives_one_json_object_per_line(tmp_path):
     log_dir = tmp_path / "staging"
     bases = make_log(log_dir, 3)
     set_age(log_dir, bases[:-1], 7200)
-    config_path, _ = write_config(tmp_path, CONFIG.format(audit=tmp_path / "audit.jsonl", token=TOKEN, log=log_dir)
-                                  .replace("log_level: DEBUG", "log_level: INFO\n  log_format: json")
-                                  .replace("delete_at_hours: []", f"delete_at_hours: {list(range(24))}"))
+    config_path, _ = write_config(tmp_path, _config(
+        tmp_path, log_dir, service={"log_level": "INFO", "log_format": "json"},
+        policy={"delete_at_hours": list(range(24))}))
     with Sidecar(config_path, cwd=tmp_path) as s:
         s.wait_for(lambda: len(segment_bases(log_dir)) == 1, what="the expired segments deleted")
     records = [json.loads(line)["record"] for line in s.log().splitlines()]

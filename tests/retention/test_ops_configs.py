@@ -15,7 +15,7 @@ import yaml
 
 from commitlog import CommitLog
 
-from retention_helpers import make_log, set_age, write_config
+from retention_helpers import config_text, make_log, set_age, write_config
 from sidecar_helpers import Sidecar
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,21 +57,8 @@ def exposition(tmp_path_factory) -> str:
     set_age(tmp / "staging", bases[:3], 7200)
     with CommitLog.open(tmp / "staging") as log:
         log.commit("etl", bases[4])
-    config_path, _ = write_config(tmp, f"""
-        service:
-          listen: 127.0.0.1:0
-          audit: {tmp}/audit.jsonl
-        logs:
-          staging:
-            path: {tmp}/staging
-            segment_size: 4KiB
-        policies:
-          default:
-            interval: 1h
-            delete_at_hours: "00;01;02;03;04;05;06;07;08;09;10;11;12;13;14;15;16;17;18;19;20;21;22;23"
-            reserve: 1h
-            pause_between_files: 0ms
-    """)
+    config_path, _ = write_config(tmp, config_text(
+        tmp, sidecar=True, policy={"delete_at_hours": ";".join(f"{hour:02d}" for hour in range(24))}))
     with Sidecar(config_path, cwd=tmp) as sidecar:
         sidecar.wait_ready()
 

@@ -19,26 +19,18 @@ import pytest
 
 from commitlog import CommitLog, StoreFullError
 
-from retention_helpers import write_config
+from retention_helpers import config_text, write_config
 from sidecar_helpers import Sidecar
 
-CONFIG = """
-service:
-  listen: 127.0.0.1:0
-  log_level: INFO
-  audit: {audit}
-logs:
-  churn:
-    path: {log}
-    segment_size: 64KiB
-policies:
-  default:
-    interval: 200ms
-    delete_at_hours: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
-    reserve: 1ms
-    files_per_pass: 1000
-    pause_between_files: 0s
-"""
+
+
+def _config(tmp_path, log_dir) -> str:
+    """Passes every 200 ms, each deleting every segment older than a millisecond."""
+    return config_text(tmp_path, sidecar=True, service={"log_level": "INFO"},
+                       logs={"churn": {"path": str(log_dir), "segment_size": "64KiB"}},
+                       policy={"interval": "200ms", "delete_at_hours": list(range(24)), "reserve": "1ms",
+                               "files_per_pass": 1000})
+
 _DELETED = re.compile(r'^retention_deleted_segments_total\{[^}]*\} (\S+)$', re.M)
 
 
@@ -49,7 +41,7 @@ def _deleted(sidecar: Sidecar) -> int:
 def _churn(small_fs: str, tmp_path, warm_up: int, deletions: int, timeout: float) -> tuple[float, float, int]:
     """(RSS after warm-up MB, RSS at the end MB, deletions in between), printing the figures."""
     log_dir = f"{small_fs}/churn"
-    config_path, _ = write_config(tmp_path, CONFIG.format(audit=tmp_path / "audit.jsonl", log=log_dir))
+    config_path, _ = write_config(tmp_path, _config(tmp_path, log_dir))
     batch = [os.urandom(1000) for _ in range(60)]           # about one 64 KiB segment a batch
     with CommitLog.open(log_dir, segment_size=64 << 10, flush="none") as log, \
             Sidecar(config_path, cwd=tmp_path) as sidecar:

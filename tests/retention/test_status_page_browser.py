@@ -16,7 +16,7 @@ from commitlog import CommitLog
 from retention import RetentionScheduler
 from retention.web.server import RetentionHTTPServer
 
-from retention_helpers import make_log, set_age, write_config
+from retention_helpers import config_text, make_log, set_age, write_config
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -38,25 +38,9 @@ def sidecar(tmp_path):
     clicks = make_log(tmp_path / "clicks", 8)
     with CommitLog.open(tmp_path / "clicks", readonly=True) as log:
         log.mark_dead(range(clicks[0], clicks[0] + 22))           # 22 of the head's 33 records dead
-    _, config = write_config(tmp_path, f"""
-        service:
-          listen: 127.0.0.1:0
-          audit: {tmp_path}/audit.jsonl
-        logs:
-          staging:
-            path: {tmp_path}/staging
-            segment_size: 4KiB
-          clicks:
-            path: {tmp_path}/clicks
-            segment_size: 4KiB
-        policies:
-          default:
-            interval: 1h
-            delete_at_hours: []
-            reserve: 1h
-            files_per_pass: 100
-            pause_between_files: 0ms
-    """)
+    _, config = write_config(tmp_path, config_text(
+        tmp_path, sidecar=True, policy={"files_per_pass": 100},
+        logs={name: {"path": str(tmp_path / name), "segment_size": "4KiB"} for name in ("staging", "clicks")}))
     scheduler = RetentionScheduler(config)
     scheduler.start()
     server = RetentionHTTPServer(scheduler, config.service)

@@ -8,7 +8,6 @@ Process-safe: one writer process at a time (`<log>/.lock`), any number of reader
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -18,25 +17,20 @@ from .segments import reading
 from . import record as rec
 from .cleanup import removal
 from .segments import seginfo
-from .cleanup import swap
 from .arguments import check_commit, check_offset, check_record, check_scan_range
-from .errors import (InvalidArgumentError, LogClosedError, LogNotWritableError, NotALogError,
-                     OffsetOutOfRangeError, ReadOnlyLogError)
+from .errors import (InvalidArgumentError, LogClosedError, LogNotWritableError, OffsetOutOfRangeError,
+                     ReadOnlyLogError)
 from .append.guard import DiskGuard, Flusher
-from .layout import META_FILE, is_log_directory, state_path
-from .locks import WriterLock
 from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERVAL, DEFAULT_ON_FULL,
                       DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
                       LogOptions)
-from .segments.prealloc import SegmentPreallocator
-from .append.writer import BAD_RECORD, Writer
+from .append.writer import BAD_RECORD
 from .record import Record
-from .append.recovery import load_meta, recover
 from .cleanup.deadrecords import DeadRecords
 from .cleanup.removal import RemovalResult
 from .segments.segment import SegmentInfo
-from .segments.segment_list import SegmentList
-from .state import LogState, on_readonly_filesystem
+from .opening import LogParts, open_directory
+from .state import on_readonly_filesystem
 
 __all__ = ["DEFAULT_SEGMENT_SIZE", "CommitLog", "RemovalResult"]
 
@@ -75,71 +69,23 @@ class CommitLog(DeadRecords):
     def _init(self, path: str, options: LogOptions) -> None:
         self.path = os.path.abspath(path)
         self.options = options
-        self.readonly = readonly = options.readonly
+        self.readonly = options.readonly
         self.flush_mode = options.flush
         self._sync = options.flush == "sync"
         self._closed = False
         self._writable = False  # open and not read-only: checked first on every append
-        self._writer_lock: WriterLock | None = None
-        self._preallocator: SegmentPreallocator | None = None
-        self._writer: Writer | None = None
-        self._state: LogState | None = None
-        self._segs: SegmentList | None = None
+        self._parts: LogParts | None = None
         self._flusher: Flusher | None = None
         self._lock = threading.Lock()
-        self._media_readonly = False
         self._guard = DiskGuard(self.path, options.refuse_writes_ratio, options.resume_ratio,
                                 options.on_full, options.block_timeout, self._release_prepared)
-        try:
-            if os.path.exists(self.path) and not os.path.isdir(self.path):
-                raise NotALogError(self.path, "it is a file, not a directory")
-            if readonly:
-                if not is_log_directory(self.path):
-                    what = "no such directory" if not os.path.exists(self.path) else f"no {META_FILE}"
-                    raise NotALogError(self.path, what)
-            else:
-                os.makedirs(self.path, exist_ok=True)
-                self._writer_lock = WriterLock(self.path)
-            self.segment_size = load_meta(self.path, options.segment_size, create=not readonly)
-            self._state = LogState(state_path(self.path))
-            # A snapshot or backup: readable; every write names the read-only filesystem instead.
-            self._media_readonly = readonly and on_readonly_filesystem(self.path)
-            self._segs = segs = SegmentList(self.path, self.segment_size, self._state, readonly)
-            if not readonly:
-                with removal.removal_lock(self.path):
-                    # And the temporaries of a crash while rebuilding an index.
-                    removal.finish_removals(segs, temporaries=True)
-                self._preallocator = SegmentPreallocator(self.path, self.segment_size,
-                                                         self._guard.may_reserve)
-                self._preallocator.discard_leftover()  # a crash's leftover is not trusted
-                self._writer = Writer(self.path, self.segment_size, segs, self._state, self._guard,
-                                      self._preallocator, durable=options.flush != "none",
-                                      sync=options.flush == "sync")
-            segs.load(validate=True)
-            if readonly:
-                # Not ours to remove (the writer's next open or compaction does): passed over.
-                leftovers = set(swap.superseded(segs, segs.bases))
-                if leftovers:
-                    segs.pass_over(leftovers)
-                segs.activate(None)
-            else:
-                with swap.compaction_lock(self.path, wait=False) as idle, \
-                        removal.removal_lock(self.path):
-                    if swap.finish_swaps(segs, cleaned=idle):
-                        segs.load()
-                segs.activate(recover(segs))
-                # Preparing the next segment starts at the first roll, not here: writers that
-                # open, append a little and close (Spark tasks take turns so) would pay for it.
-                # A new log's first append needs a segment at once, so that one starts now.
-                if not segs.bases:
-                    self._preallocator.request()
-            self._writable = not readonly
-            if not readonly and options.flush == "async":
-                self._flusher = Flusher(f"commitlog-flush:{self.path}", options.flush_interval,
-                                        self._flush_due)
-        except BaseException:
-            self.close()
-            raise
+        self._parts = parts = open_directory(self.path, options, self._guard)
+        self.segment_size = parts.segment_size
+        self._state, self._segs, self._writer = parts.state, parts.segs, parts.writer
+        self._media_readonly = parts.media_readonly
+        self._writable = not self.readonly
+        if not self.readonly and options.flush == "async":
+            self._flusher = Flusher(f"commitlog-flush:{self.path}", options.flush_interval, self._flush_due)
 
     # ------------------------------------------------------------------ offsets
     @property
@@ -364,23 +310,8 @@ class CommitLog(DeadRecords):
                 return
             self._closed = True
             self._writable = False
-            segs = self._segs
-            active = segs.retire_active() if segs is not None else None
-            if active is not None:
-                if self.flush_mode != "none":
-                    active.flush()
-                active.close()
-                ns = active.last_write_ns
-                with contextlib.suppress(OSError):
-                    os.utime(active.path, ns=(ns, ns))
-            if segs is not None:
-                segs.close()
-            if self._preallocator is not None:
-                self._preallocator.discard()
-            if self._state is not None:
-                self._state.close()
-            if self._writer_lock is not None:
-                self._writer_lock.release()
+            if self._parts is not None:
+                self._parts.close(flush=self.flush_mode != "none")
 
     def __enter__(self) -> "CommitLog":
         return self

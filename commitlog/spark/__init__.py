@@ -17,8 +17,9 @@ Importing this package imports neither pyspark nor pyarrow: the names that need 
 interpreter (PYSPARK_PYTHON). A log lives on one host: tasks on another host than the planning
 driver fail (WrongHostError).
 
-Modules: options (parsing), schema (the log's schema, the record payload), ledger (which records
-are visible: jobs, writers, sink batches, in <log>/spark.db), liveness (abandoned jobs), host
+Modules: options (parsing), schema (the log's schema, the record payload), ledger_view (which records
+are visible, in <log>/spark.db: what readers ask), ledger (staging into it: jobs, writers, sink
+batches), liveness (abandoned jobs), host
 (the one-host check), turns (the writer lock taken in turns), appender (task-side appends),
 target (driver-side preparation of a write), writer (batch writes), reader (batch reads), stream
 (the streaming source), sink (the streaming sink), source (the DataSource Spark instantiates),
@@ -35,6 +36,7 @@ from .errors import (DataLossError, JobStateError, NoSchemaError, OptionError,
                      OverwriteNotSupportedError, SchemaMismatchError, StagingError,
                      WriterTurnTimeout, WrongHostError)
 from .ledger import JobInfo, Ledger
+from .ledger_view import LedgerView
 from .marking import mark_dead_records, pending_ranges
 
 # Names whose modules import pyspark or pyarrow, loaded on first access.
@@ -64,7 +66,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "FAST_WRITE_CONF", "RECOMMENDED_SPARK_CONF", "CommitLogDataSource", "DataLossError", "JobInfo",
-    "JobStateError", "Ledger", "NoSchemaError", "OptionError", "OverwriteNotSupportedError",
+    "JobStateError", "Ledger", "LedgerView", "NoSchemaError", "OptionError", "OverwriteNotSupportedError",
     "SchemaMismatchError", "StagingError", "WriterTurnTimeout", "WrongHostError", "abort_job",
     "await_termination", "dead_offsets", "jobs", "mark_dead_records", "pending_ranges", "read",
     "register", "stored_schema", "write",
@@ -73,14 +75,14 @@ __all__ = [
 
 def jobs(path: str) -> list[JobInfo]:
     """Every staging job of the log at `path` (batch writes and sink micro-batches), oldest first."""
-    with Ledger(path) as ledger:
+    with LedgerView(path) as ledger:
         return ledger.jobs()
 
 
 def dead_offsets(path: str, start: int = 0, end: int = 1 << 62) -> list[int]:
     """Offsets of records appended by Spark writers that can never become visible (aborted jobs,
     failed task attempts, duplicate micro-batches): what a compaction may drop."""
-    with Ledger(path) as ledger:
+    with LedgerView(path) as ledger:
         return ledger.dead_offsets(start, end)
 
 

@@ -33,12 +33,12 @@ import sqlite3
 
 from commitlog import CommitLog, CommitLogError
 
-from .ledger import Ledger
+from .ledger_view import LedgerView
 
 log = logging.getLogger("commitlog.spark")
 
 
-def mark_dead_records(log_path: str, ledger: Ledger | None = None,
+def mark_dead_records(log_path: str, ledger: LedgerView | None = None,
                       clog: CommitLog | None = None) -> int:
     """Mark in the store every record of the ledger's dead writers not marked yet; returns how
     many records were newly marked. Idempotent and cheap when there is nothing to mark (one
@@ -48,7 +48,7 @@ def mark_dead_records(log_path: str, ledger: Ledger | None = None,
     try:
         if ledger is not None:
             return _mark_unmarked(log_path, ledger, clog)
-        with Ledger(log_path) as own:
+        with LedgerView(log_path) as own:
             return _mark_unmarked(log_path, own, clog)
     except (CommitLogError, OSError, sqlite3.Error) as exc:
         log.warning("could not mark the dead Spark records of %s (retried when a job, read or "
@@ -56,7 +56,7 @@ def mark_dead_records(log_path: str, ledger: Ledger | None = None,
         return 0
 
 
-def _mark_unmarked(log_path: str, ledger: Ledger, clog: CommitLog | None) -> int:
+def _mark_unmarked(log_path: str, ledger: LedgerView, clog: CommitLog | None) -> int:
     todo = ledger.unmarked_dead()
     if not todo:
         return 0
@@ -88,9 +88,9 @@ def pending_ranges(log_path: str | os.PathLike) -> list[tuple[int, int]]:
     stream on the log declares it abandoned (`resolve_abandoned`) or an operator aborts it
     (`commitlog.spark.abort_job`). CorruptLogError when spark.db is unreadable."""
     path = os.fspath(log_path)
-    if not Ledger.exists(path):
+    if not LedgerView.exists(path):
         return []
-    with Ledger(path) as ledger:
+    with LedgerView(path) as ledger:
         spans = sorted(ledger.pending_spans())
     merged: list[tuple[int, int]] = []
     for start, end in spans:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from .ledger import Ledger
+from .ledger_view import LedgerView
 from .marking import pending_ranges
 
 __all__ = ["PROTECTOR", "SparkProtector"]
@@ -29,7 +29,7 @@ class SparkProtector:
         return pending_ranges(log_path)
 
     def keyed_compaction_refusal(self, log_path: str | os.PathLike) -> str | None:
-        if not Ledger.exists(os.fspath(log_path)):
+        if not LedgerView.exists(os.fspath(log_path)):
             return None
         return ("compaction.keys is true for a Spark staging log (it has a spark.db): its keys are "
                 "writer ids, not record keys, so nothing is compacted; set keys: false")

@@ -29,7 +29,7 @@ from commitlog import ATTR_CONTROL, ATTR_DEAD, CommitLog, OffsetOutOfRangeError
 
 from .errors import DataLossError, StagingError
 from .host import check_host, this_host
-from .ledger import Ledger, VisibleRecord
+from .ledger_view import LedgerView, VisibleRecord
 from .marking import mark_dead_records
 from .options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_MIN_PARTITION_BYTES, Options
 from .schema import conform, decode
@@ -145,7 +145,7 @@ class CommitLogBatchReader(DataSourceReader):
 
     def partitions(self) -> list[LogPartition]:
         opts = self.options
-        with CommitLog.open(opts.path, readonly=True) as clog, Ledger(opts.path) as ledger:
+        with CommitLog.open(opts.path, readonly=True) as clog, LedgerView(opts.path) as ledger:
             end = clog.end_offset if opts.end_offset is None else opts.end_offset
             start = clog.start_offset if opts.start_offset is None else \
                 check_lost(opts, clog, opts.start_offset)

@@ -10,7 +10,7 @@ from pyspark.sql.types import StructType
 from commitlog.layout import META_FILE
 
 from .errors import NoSchemaError, OptionError, OverwriteNotSupportedError
-from .ledger import Ledger
+from .ledger_view import LedgerView
 from .options import Options
 from .progress import install as install_progress
 from .reader import CommitLogBatchReader
@@ -81,9 +81,9 @@ class CommitLogDataSource(DataSource):
 
 def stored_schema(path: str) -> StructType | None:
     """The Spark schema recorded for the log at `path`, or None (no log, or nothing staged)."""
-    if not (os.path.isfile(os.path.join(path, META_FILE)) and Ledger.exists(path)):
+    if not (os.path.isfile(os.path.join(path, META_FILE)) and LedgerView.exists(path)):
         return None
-    with Ledger(path) as ledger:
+    with LedgerView(path) as ledger:
         text = ledger.schema_json()
     return None if text is None else schema_from_json(text)
 

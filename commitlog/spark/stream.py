@@ -36,7 +36,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from commitlog import CommitLog
 
-from .ledger import Ledger
+from .ledger_view import LedgerView
 from .marking import mark_dead_records
 from .options import Options
 from .reader import LogPartition, check_lost, plan_partitions, read_partition
@@ -63,7 +63,7 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.options = options
         self.schema_ipc = schema.serialize().to_pybytes()
         self._clog: CommitLog | None = None
-        self._ledger: Ledger | None = None
+        self._ledger: LedgerView | None = None
         self._target: int | None = None       # AvailableNow's pinned frontier
         self._committed: int | None = None    # the group's offset this reader last committed
 
@@ -73,10 +73,10 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         state["_clog"] = state["_ledger"] = None
         return state
 
-    def _handles(self) -> tuple[CommitLog, Ledger]:
+    def _handles(self) -> tuple[CommitLog, LedgerView]:
         if self._clog is None:
             self._clog = CommitLog.open(self.options.path, readonly=True)
-            self._ledger = Ledger(self.options.path)
+            self._ledger = LedgerView(self.options.path)
             # The catch-up: dead records a crash left unmarked.
             mark_dead_records(self.options.path, self._ledger, self._clog)
         return self._clog, self._ledger

@@ -128,7 +128,7 @@ def _guarded(path: str, **kwargs) -> CommitLog:
 
 def _settle(log: CommitLog) -> None:
     """Wait for the background preparation of the next segment, so disk usage stays put."""
-    log._preallocator.wait_idle()
+    log._parts.preallocator.wait_idle()
 
 
 def _after_disk_check() -> None:

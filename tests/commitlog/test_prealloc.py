@@ -44,7 +44,7 @@ def gate(monkeypatch):
 def test_prepares_the_first_segment_of_a_new_log_at_open(tmp_path):
     path = str(tmp_path / "log")
     with CommitLog.open(path, SIZE, flush="none") as log:
-        log._preallocator.wait_idle()
+        log._parts.preallocator.wait_idle()
         assert _prepared_files(path) == [f"{PREALLOC_PREFIX}0.index", f"{PREALLOC_PREFIX}0.log"]
         prepared_inode = os.stat(os.path.join(path, f"{PREALLOC_PREFIX}0.log")).st_ino
         log.append(b"first")
@@ -61,7 +61,7 @@ def test_reopening_a_log_with_segments_does_not_prepare_until_a_roll(tmp_path):
     with CommitLog.open(path, SIZE, flush="none") as log:
         log.append(b"x")
     with CommitLog.open(path, flush="none") as log:
-        log._preallocator.wait_idle()
+        log._parts.preallocator.wait_idle()
         assert _prepared_files(path) == []
         assert log.read(0).value == b"x"
 
@@ -150,7 +150,7 @@ def test_a_crash_leftover_is_set_aside_at_open_and_removed(tmp_path):
         assert not os.path.exists(leftover)
         log.append(os.urandom(SIZE // 2))
         log.append(os.urandom(SIZE // 2))  # a roll: the preparation removes the set-aside file
-        log._preallocator.wait_idle()
+        log._parts.preallocator.wait_idle()
         assert not any(n.endswith(".stale") for n in os.listdir(path))
         assert log.read(0).value == b"x"
 

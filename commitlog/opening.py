@@ -1,0 +1,115 @@
+"""Opening a log directory, and closing what the open took: the writer lock, the segment size
+recorded in meta.json, the offsets database, the segment list, and for a writer the preallocator
+and the append path.
+
+An open finishes what a crash left: removals half done and index temporaries, a compaction's swap
+interrupted (a read-only open passes over its leftovers instead: they are not its to remove), and
+the last segment, scanned back to its last good record and made writable again
+(commitlog.append.recovery). Every segment's size is checked on the way (SegmentList.list).
+
+`LogParts` is owned by one CommitLog and closed once, by it; not shared between threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+from .append.guard import DiskGuard
+from .append.recovery import load_meta, recover
+from .append.writer import Writer
+from .cleanup import removal, swap
+from .errors import NotALogError
+from .layout import META_FILE, is_log_directory, state_path
+from .locks import WriterLock
+from .options import LogOptions
+from .segments.prealloc import SegmentPreallocator
+from .segments.segment_list import SegmentList
+from .state import LogState, on_readonly_filesystem
+
+
+@dataclass
+class LogParts:
+    """What an open log holds; None where the open did not get that far, or a reader needs none."""
+
+    segment_size: int = 0
+    writer_lock: WriterLock | None = None
+    state: LogState | None = None
+    segs: SegmentList | None = None
+    preallocator: SegmentPreallocator | None = None
+    writer: Writer | None = None
+    media_readonly: bool = False   # a snapshot or backup: every write names the read-only filesystem
+
+    def close(self, *, flush: bool) -> None:
+        """Let go of everything: the active segment flushed (`flush`) and closed, its mtime its
+        last write's time, then the list, the prepared segment, the database and the lock."""
+        segs = self.segs
+        active = segs.retire_active() if segs is not None else None
+        if active is not None:
+            if flush:
+                active.flush()
+            active.close()
+            ns = active.last_write_ns
+            with contextlib.suppress(OSError):
+                os.utime(active.path, ns=(ns, ns))
+        if segs is not None:
+            segs.close()
+        if self.preallocator is not None:
+            self.preallocator.discard()
+        if self.state is not None:
+            self.state.close()
+        if self.writer_lock is not None:
+            self.writer_lock.release()
+
+
+def open_directory(path: str, options: LogOptions, guard: DiskGuard) -> LogParts:
+    """Open the log at absolute `path` (creating it unless read-only); on failure, everything
+    taken so far is let go before the error propagates."""
+    parts = LogParts()
+    try:
+        _open(path, options, guard, parts)
+    except BaseException:
+        parts.close(flush=False)
+        raise
+    return parts
+
+
+def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts) -> None:
+    readonly = options.readonly
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise NotALogError(path, "it is a file, not a directory")
+    if readonly:
+        if not is_log_directory(path):
+            raise NotALogError(path, "no such directory" if not os.path.exists(path) else f"no {META_FILE}")
+    else:
+        os.makedirs(path, exist_ok=True)
+        parts.writer_lock = WriterLock(path)
+    parts.segment_size = segment_size = load_meta(path, options.segment_size, create=not readonly)
+    parts.state = state = LogState(state_path(path))
+    parts.media_readonly = readonly and on_readonly_filesystem(path)
+    parts.segs = segs = SegmentList(path, segment_size, state, readonly)
+    if not readonly:
+        with removal.removal_lock(path):
+            removal.finish_removals(segs, temporaries=True)  # and a crashed index rebuild's temporaries
+        parts.preallocator = SegmentPreallocator(path, segment_size, guard.may_reserve)
+        parts.preallocator.discard_leftover()  # a crash's leftover is not trusted
+        parts.writer = Writer(path, segment_size, segs, state, guard, parts.preallocator,
+                              durable=options.flush != "none", sync=options.flush == "sync")
+    segs.load(validate=True)
+    if readonly:
+        # Not ours to remove (the writer's next open or compaction does): passed over.
+        leftovers = set(swap.superseded(segs, segs.bases))
+        if leftovers:
+            segs.pass_over(leftovers)
+        segs.activate(None)
+        return
+    with swap.compaction_lock(path, wait=False) as idle, removal.removal_lock(path):
+        if swap.finish_swaps(segs, cleaned=idle):
+            segs.load()
+    segs.activate(recover(segs))
+    # Preparing the next segment starts at the first roll, not here: writers that open, append a
+    # little and close (Spark tasks take turns so) would pay for it. A new log's first append
+    # needs a segment at once, so that one starts now.
+    if not segs.bases:
+        parts.preallocator.request()

@@ -23,7 +23,7 @@
     │   │   ├── SegmentSizeMismatchError  reopened with a segment_size other than the one it was created with
     │   │   ├── RecordTooLargeError     a record larger than a whole segment
     │   │   └── InvalidCommitError      a consumer commit below zero, beyond end_offset, or a bad group name
-    │   ├── StagingError                commitlog.spark.errors: base of the Spark staging layer's errors
+    │   ├── StagingError                commitlog.spark.staging_errors: base of the Spark staging layer's errors
     │   │   ├── SchemaMismatchError     (also ValueError) a DataFrame whose schema does not match the log's
     │   │   ├── NoSchemaError           nothing was ever staged through Spark into this log
     │   │   ├── OverwriteNotSupportedError  (also ValueError) mode("overwrite") on an append-only log

@@ -17,22 +17,23 @@ Importing this package imports neither pyspark nor pyarrow: the names that need 
 interpreter (PYSPARK_PYTHON). A log lives on one host: tasks on another host than the planning
 driver fail (WrongHostError).
 
-Modules: options (parsing), schema (the log's schema, the record payload), ledger_view (which records
-are visible, in <log>/spark.db: what readers ask), ledger (staging into it: jobs, writers, sink
-batches), liveness (abandoned jobs), host
-(the one-host check), turns (the writer lock taken in turns), appender (task-side appends),
-target (driver-side preparation of a write), writer (batch writes), reader (batch reads), stream
-(the streaming source), sink (the streaming sink), source (the DataSource Spark instantiates),
-progress (the listener committing groups exactly), fastpath (read and write helpers), marking
-(dead records marked in the store, pending ranges for compaction), ledger_tables (spark.db's
-tables).
+Modules: source_options (parsing the data source's options), schema (the log's schema, the record
+payload), ledger_view (which records are visible, in <log>/spark.db: what readers ask), ledger
+(staging into it: jobs, writers, sink batches), processes (whether a job's driver or task process
+still lives: abandoned jobs), host (the one-host check), turns (the writer lock taken in turns),
+appender (task-side appends), target (driver-side preparation of a write), batch_writer (batch
+writes), reader (batch reads), stream (the streaming source), sink (the streaming sink), source (the
+DataSource Spark instantiates), progress (the listener committing groups exactly), fastpath (read
+and write helpers), marking (dead records marked in the store, pending ranges for compaction),
+protector (what compaction must keep, for retention), staging_errors (its errors), ledger_tables
+(spark.db's tables).
 """
 
 from __future__ import annotations
 
 import importlib
 
-from .errors import (DataLossError, JobStateError, NoSchemaError, OptionError,
+from .staging_errors import (DataLossError, JobStateError, NoSchemaError, OptionError,
                      OverwriteNotSupportedError, SchemaMismatchError, StagingError,
                      WriterTurnTimeout, WrongHostError)
 from .ledger import JobInfo, Ledger

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from .errors import NoSchemaError
-from .options import Options
+from .staging_errors import NoSchemaError
+from .source_options import Options
 from .reader import CommitLogBatchReader, read_partition
 from .schema import arrow_schema
 from .source import register, stored_schema

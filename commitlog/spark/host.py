@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 
-from .errors import WrongHostError
+from .staging_errors import WrongHostError
 
 
 def this_host() -> str:

@@ -11,8 +11,8 @@ import sqlite3
 import time
 from collections.abc import Iterable
 
-from . import liveness
-from .errors import JobStateError
+from . import processes
+from .staging_errors import JobStateError
 from .ledger_view import (ABORTED, COMMITTED, DEAD, LEDGER_FILE, OPEN, OPEN_END, WRITING, WRITTEN, JobInfo,
                           LedgerView, VisibleRecord)
 
@@ -41,7 +41,7 @@ class Ledger(LedgerView):
             return new
 
     # ------------------------------------------------------------------ jobs (driver)
-    def open_job(self, job_id: str, kind: str, owner: liveness.ProcessId | None) -> None:
+    def open_job(self, job_id: str, kind: str, owner: processes.ProcessId | None) -> None:
         with self._tx() as db:
             db.execute("INSERT INTO jobs(job_id, kind, state, created_at, owner_pid, owner_start) "
                        "VALUES (?, ?, ?, ?, ?, ?)",
@@ -145,9 +145,9 @@ class Ledger(LedgerView):
 
     # ------------------------------------------------------------------ writers (tasks)
     def register_writer(self, writer_id: str, job_id: str, first_offset: int,
-                        owner: liveness.ProcessId | None) -> None:
+                        owner: processes.ProcessId | None) -> None:
         """Called under the append turn, before the writer's first append."""
-        me = liveness.identify()
+        me = processes.identify()
         with self._tx() as db:
             job = db.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
             if job is not None and job[0] != OPEN:

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from commitlog import CorruptLogError
 from commitlog.layout import SPARK_LEDGER_FILE
 
-from . import ledger_tables, liveness
-from .errors import NoSchemaError
+from . import ledger_tables, processes
+from .staging_errors import NoSchemaError
 
 log = logging.getLogger("commitlog.spark")
 
@@ -133,13 +133,13 @@ class LedgerView:
                            "FROM writers WHERE state IN (?, ?)", (WRITING, WRITTEN))
         doomed = []
         for writer_id, state, pid, pid_start, owner_pid, owner_start in rows:
-            if not liveness.is_alive(owner_pid, owner_start):
+            if not processes.is_alive(owner_pid, owner_start):
                 doomed.append(writer_id)
-            elif state == WRITING and not liveness.is_alive(pid, pid_start):
+            elif state == WRITING and not processes.is_alive(pid, pid_start):
                 doomed.append(writer_id)
         jobs = [job_id for job_id, pid, start in self._query(
             "SELECT job_id, owner_pid, owner_start FROM jobs WHERE state = ?", (OPEN,))
-            if not liveness.is_alive(pid, start)]
+            if not processes.is_alive(pid, start)]
         if not doomed and not jobs:
             return 0
         now = time.time()

@@ -27,11 +27,11 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from commitlog import ATTR_CONTROL, ATTR_DEAD, CommitLog, OffsetOutOfRangeError
 
-from .errors import DataLossError, StagingError
+from .staging_errors import DataLossError, StagingError
 from .host import check_host, this_host
 from .ledger_view import LedgerView, VisibleRecord
 from .marking import mark_dead_records
-from .options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_MIN_PARTITION_BYTES, Options
+from .source_options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_MIN_PARTITION_BYTES, Options
 from .schema import conform, decode
 
 log = logging.getLogger("commitlog.spark")

@@ -20,7 +20,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 
 from commitlog import RecordTooLargeError
 
-from .errors import SchemaMismatchError
+from .staging_errors import SchemaMismatchError
 
 # Arrow IPC buffers are 8-byte aligned relative to the message start. A record's value starts
 # 21 bytes (the record header) plus the key length after the record's position; with a key length

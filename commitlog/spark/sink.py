@@ -20,7 +20,7 @@ from .appender import Appender
 from .ledger import Ledger
 from .marking import mark_dead_records
 from .target import WriteTarget
-from .writer import AppendedMessage, reports
+from .batch_writer import AppendedMessage, reports
 
 log = logging.getLogger("commitlog.spark")
 

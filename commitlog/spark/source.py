@@ -9,16 +9,16 @@ from pyspark.sql.types import StructType
 
 from commitlog.layout import META_FILE
 
-from .errors import NoSchemaError, OptionError, OverwriteNotSupportedError
+from .staging_errors import NoSchemaError, OptionError, OverwriteNotSupportedError
 from .ledger_view import LedgerView
-from .options import Options
+from .source_options import Options
 from .progress import install as install_progress
 from .reader import CommitLogBatchReader
 from .schema import arrow_schema, check_readable, schema_from_json
 from .sink import CommitLogStreamWriter
 from .stream import CommitLogStreamReader
 from .target import prepare_write
-from .writer import CommitLogBatchWriter
+from .batch_writer import CommitLogBatchWriter
 
 
 class CommitLogDataSource(DataSource):

@@ -38,7 +38,7 @@ from commitlog import CommitLog
 
 from .ledger_view import LedgerView
 from .marking import mark_dead_records
-from .options import Options
+from .source_options import Options
 from .reader import LogPartition, check_lost, plan_partitions, read_partition
 
 log = logging.getLogger("commitlog.spark")

@@ -17,11 +17,11 @@ from pyspark.sql.types import StructType
 
 from commitlog import META_FILE, CommitLog, SegmentSizeMismatchError
 
-from . import liveness
+from . import processes
 from .host import this_host
 from .ledger import Ledger
 from .marking import mark_dead_records
-from .options import Options
+from .source_options import Options
 from .schema import arrow_schema, merge_for_append, schema_from_json
 from .turns import append_turn, open_for_append
 
@@ -36,7 +36,7 @@ class WriteTarget:
     arrow_schema_ipc: bytes          # the log's Arrow schema, serialized
     segment_size: int
     job_id: str                      # the batch job, or the streaming query run
-    owner: liveness.ProcessId | None  # the driver JVM: when it is gone, nobody can commit
+    owner: processes.ProcessId | None  # the driver JVM: when it is gone, nobody can commit
     host: str                        # the host that planned the write, where the log lives
 
     @property
@@ -76,7 +76,7 @@ def prepare_write(options: Options, schema: StructType, kind: str,
             stored = schema_from_json(current) if current else None
             return merge_for_append(stored, schema, options.path).json()
         merged = schema_from_json(ledger.update_schema(merge))
-        owner = liveness.jvm_ancestor()
+        owner = processes.jvm_ancestor()
         if kind == "batch":
             job_id = f"batch-{uuid.uuid4().hex}"
             ledger.open_job(job_id, kind, owner)

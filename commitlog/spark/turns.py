@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from commitlog import CommitLog, LogLockedError, parse_segment_name, segment_name
 from commitlog.layout import SPARK_TURN_FILE
 
-from .errors import WriterTurnTimeout
-from .options import Options
+from .staging_errors import WriterTurnTimeout
+from .source_options import Options
 
 TURN_FILE = SPARK_TURN_FILE
 

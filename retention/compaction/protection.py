@@ -7,7 +7,7 @@ none of them: a *protector* is any object with
 - `keyed_compaction_refusal(log_path) -> str | None`: why the log must not be compacted as keyed.
 
 Protectors are found through the entry points of the group `commitlog_retention.protectors` (the
-Spark integration declares `spark = commitlog.spark.protection:PROTECTOR`), loaded once per
+Spark integration declares `spark = commitlog.spark.protector:PROTECTOR`), loaded once per
 process. A protector that fails to load or raises fails the log's compaction: without its ranges
 nothing is known to be safe to drop. Thread-safe (the discovery is guarded by a lock).
 """

@@ -16,7 +16,7 @@ from .health import PassLedger
 from .jobs import disk_check_every
 from .metrics import OK, RetentionMetrics
 from .problems import DISK_CHECK_STALLED, RELOAD_FAILED, SCHEDULER_STOPPED, HealthProblems, Problem
-from .state import SchedulerState
+from .scheduler_state import SchedulerState
 from .statusview import iso
 
 __all__ = ["HealthCheck"]

@@ -31,7 +31,7 @@ from policies import pressure_calls_for_compaction, should_compact_under_pressur
 from ..compaction.summary import CompactionResult
 from ..compaction.compactor import Compactor, Pending
 from .manual import PassRunningError
-from .state import SchedulerState
+from .scheduler_state import SchedulerState
 
 __all__ = ["CompactionPasses"]
 

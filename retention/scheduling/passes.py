@@ -18,7 +18,7 @@ from commitlog.layout import HUNG_FILE
 from ..deletion.results import PassResult
 from .health import PassLedger
 from .jobs import add_once
-from .state import SchedulerState
+from .scheduler_state import SchedulerState
 
 __all__ = ["DeletionPasses"]
 

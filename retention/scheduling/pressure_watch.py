@@ -28,7 +28,7 @@ from policies import LEVEL_CLEAN, Pressure, pressure
 from .filesystems import Filesystem
 from .history import StatusHistory
 from .metrics import THRESHOLDS, RetentionMetrics
-from .state import SchedulerState
+from .scheduler_state import SchedulerState
 
 __all__ = ["HOT_POLL", "HOT_WINDOW", "PressureWatch"]
 

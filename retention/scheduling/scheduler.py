@@ -59,7 +59,7 @@ from .passes import DeletionPasses
 from .pressure_watch import PressureWatch
 from .problems import Problem
 from .rollwatch import RollWatch
-from .state import SchedulerState
+from .scheduler_state import SchedulerState
 from .statusview import LAG_NOTE, build_status, primary_trigger
 
 _REGROUP_EVERY = 10.0     # seconds between two looks for a log directory moved to another filesystem

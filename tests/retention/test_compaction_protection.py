@@ -16,7 +16,7 @@ def test_the_spark_integration_is_an_installed_protector():
     names = [p.name for p in protection.installed_protectors()]
     assert "spark" in names
     spark = next(p for p in protection.installed_protectors() if p.name == "spark")
-    assert type(spark).__module__ == "commitlog.spark.protection"
+    assert type(spark).__module__ == "commitlog.spark.protector"
 
 
 def test_ranges_of_every_protector_are_kept_together(tmp_path):

@@ -15,11 +15,11 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 import commitlog.spark
 from commitlog import CommitLog
 from commitlog.spark import FAST_WRITE_CONF, WrongHostError, fastpath
-from commitlog.spark.options import Options
+from commitlog.spark.source_options import Options
 from commitlog.spark.reader import LogPartition, read_partition
 from commitlog.spark.schema import arrow_schema
 from commitlog.spark.target import prepare_write
-from commitlog.spark.writer import CommitLogBatchWriter
+from commitlog.spark.batch_writer import CommitLogBatchWriter
 
 from spark_helpers import ids, load, spark_records, stage
 from test_spark_roundtrip import ALL_TYPES, _row

@@ -23,12 +23,12 @@ from commitlog.spark import dead_offsets, jobs, mark_dead_records, pending_range
 from commitlog.spark import read as fast_read
 from commitlog.spark.appender import Appender
 from commitlog.spark.ledger import Ledger
-from commitlog.spark.options import Options
+from commitlog.spark.source_options import Options
 from commitlog.spark.schema import arrow_schema
 from commitlog.spark.source import stored_schema
 from commitlog.spark.stream import CommitLogStreamReader
 from commitlog.spark.target import prepare_write
-from commitlog.spark.writer import AppendedMessage, CommitLogBatchWriter
+from commitlog.spark.batch_writer import AppendedMessage, CommitLogBatchWriter
 from policies.config import CompactionConfig
 from policies.liveness import LivenessRule, PendingRanges
 

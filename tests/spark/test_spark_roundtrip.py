@@ -233,7 +233,7 @@ def test_importing_commitlog_does_not_import_pyspark():
 def test_reads_are_zero_copy_and_batches_outlive_the_scan(spark, log_path):
     import pyarrow as pa
 
-    from commitlog.spark.options import Options
+    from commitlog.spark.source_options import Options
     from commitlog.spark.reader import CommitLogBatchReader
     from commitlog.spark.schema import arrow_schema, decode
 

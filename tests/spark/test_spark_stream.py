@@ -10,8 +10,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from commitlog import CommitLog
 from commitlog.spark import DataLossError, await_termination
 from commitlog.spark.ledger import Ledger
-from commitlog.spark.liveness import identify
-from commitlog.spark.options import Options
+from commitlog.spark.processes import identify
+from commitlog.spark.source_options import Options
 from commitlog.spark.schema import arrow_schema
 from commitlog.spark.source import stored_schema
 from commitlog.spark.stream import CommitLogStreamReader

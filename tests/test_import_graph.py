@@ -178,6 +178,17 @@ def test_no_package_folder_holds_more_than_twenty_modules():
     assert crowded == {}
 
 
+
+def test_no_module_name_is_used_twice_across_the_packages():
+    # A reader told "see writer.py" or "state.py" should find one file, not guess between rooms.
+    seen: dict[str, list[str]] = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if path.name != "__init__.py":
+                seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
+
+
 def test_only_commitlog_spark_imports_pyspark():
     _, raw = _graph()
     wrong = [f"{module} imports {m}" for module, imported in raw.items() for m in sorted(imported)

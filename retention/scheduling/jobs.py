@@ -17,7 +17,7 @@ The jobs of a `RetentionScheduler`:
 - the roll watch (`retention.scheduling.rollwatch`, Linux inotify): a writer preparing or rolling a segment
   gets its filesystem checked at once, so pressure is acted on within milliseconds.
 - `compact:POLICY` every `compaction.interval` (policies with compaction enabled), and a compaction
-  right after a pressure pass that deleted nothing while the disk forces (`retention.scheduling.compactions`:
+  right after a pressure pass that deleted nothing while the disk forces (`retention.scheduling.compaction_passes`:
   one compaction per filesystem, beside the deletion lock, not inside it; why is written there).
 """
 

@@ -25,8 +25,8 @@ intervals), added or removed (policies), the per-filesystem cleaners are swapped
 ratios), a running pass is cut short between two files and its logs get a `resumed` pass at once
 on the new settings (not an interval later). Open manual triggers carry over.
 
-Rooms: `state` (what the parts share and a reload replaces), `passes` (deletion passes),
-`pressure_watch` (readings, levels, back-to-back passes), `compactions`, `jobs` (APScheduler
+Rooms: `scheduler_state` (what the parts share and a reload replaces), `passes` (deletion passes),
+`pressure_watch` (readings, levels, back-to-back passes), `compaction_passes`, `jobs` (APScheduler
 wiring), `rollwatch` (inotify), `filesystems` (logs grouped by disk), `health` (per-log pass
 ledger), `checkup` (liveness, problems, readiness), `statusview` (the `/status` object). This module
 is the facade that ties them together.
@@ -48,7 +48,7 @@ from ..compaction.summary import CompactionResult
 from ..deletion.cleaner import Cleaner
 from ..deletion.results import PassResult
 from .checkup import HealthCheck
-from .compactions import CompactionPasses
+from .compaction_passes import CompactionPasses
 from .filesystems import Filesystem, log_devs
 from .health import PassLedger
 from .history import StatusHistory

@@ -72,11 +72,11 @@ def pass_time(config_path: Path, rounds: int = 5) -> float:
     config = load_config(config_path)
     scheduler = RetentionScheduler(config, watch_rolls=False)
     try:
-        scheduler._cleanup_job("default")        # opens every log
+        scheduler.passes.interval("default")        # opens every log
         best = float("inf")
         for _ in range(rounds):
             t = time.perf_counter()
-            scheduler._cleanup_job("default")
+            scheduler.passes.interval("default")
             best = min(best, time.perf_counter() - t)
         return best
     finally:
@@ -142,10 +142,10 @@ def main() -> int:
             config = build(root, int(sys.argv[2]))
             cfg = load_config(config)
             scheduler = RetentionScheduler(cfg, watch_rolls=False)
-            scheduler._cleanup_job("default")
+            scheduler.passes.interval("default")
             profiler = cProfile.Profile()
             profiler.enable()
-            scheduler._cleanup_job("default")
+            scheduler.passes.interval("default")
             profiler.disable()
             scheduler.stop()
             pstats.Stats(profiler).sort_stats(os.environ.get("BENCH_SORT", "cumulative")).print_stats(int(os.environ.get("BENCH_ROWS", "30")))

@@ -55,6 +55,13 @@ def check_offset(name: str, offset: object, segs=None) -> None:
         raise InvalidArgumentError(f"{name} must be zero or positive, got {offset}")
 
 
+def check_timestamp(name: str, timestamp_ms: object) -> None:
+    """A timestamp must be an int: milliseconds since the epoch."""
+    if not _int(timestamp_ms):
+        raise InvalidArgumentError(f"{name} must be an int (milliseconds since the epoch), got "
+                                   f"{type(timestamp_ms).__name__} {timestamp_ms!r}")
+
+
 def check_scan_range(start: object, end: object) -> None:
     if start is not None:
         check_offset("start", start)

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from .segments import reading
 from . import record as rec
 from .cleanup import removal
-from .segments import seginfo
-from .arguments import check_commit, check_offset, check_record, check_scan_range
+from .segments import seginfo, timelookup
+from .arguments import check_commit, check_offset, check_record, check_scan_range, check_timestamp
 from .errors import (InvalidArgumentError, LogClosedError, LogNotWritableError, OffsetOutOfRangeError,
                      ReadOnlyLogError)
 from .append.guard import DiskGuard, Flusher
@@ -208,6 +208,15 @@ class CommitLog(DeadRecords):
             offset = segs.start()  # before the first segment, a compaction's gap: passed like any
 
         return reading.scan(segs, offset, end, zero_copy)
+
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
+        """The first offset whose record's timestamp (ms since the epoch) is at or after
+        `timestamp_ms`, among the records kept and live; None when none is that late (yet).
+        Exact while timestamps never decrease along the log, as the store's own stamps do (see
+        commitlog.segments.timelookup); costs O(log segments) index reads and a short scan."""
+        self._check_open()
+        check_timestamp("timestamp_ms", timestamp_ms)
+        return timelookup.offset_for_time(self._segs, timestamp_ms)
 
     # ------------------------------------------------------------------ segments
     def segments(self) -> list[SegmentInfo]:

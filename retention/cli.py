@@ -1,4 +1,4 @@
-"""The `retention` command: serve, plan, clean, compact, check, status.
+"""The `retention` command: serve, plan, clean, compact, offsets, check, status.
 
 Exit status: 0 done; 2 the configuration or the command line is wrong; 1 anything else.
 """
@@ -15,6 +15,7 @@ from loguru import logger
 
 from policies import ConfigError, RetentionConfig
 
+from .lookup import UnknownLogError, offsets_at, parse_time, render_offsets
 from .service.embedded import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load
 from .service.logsetup import configure_logging
 
@@ -22,14 +23,6 @@ from .service.logsetup import configure_logging
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, as for a bad configuration
         self.exit(EXIT_USAGE, f"retention: error: {message}\n")
-
-
-def _parse_at(text: str) -> datetime:
-    try:
-        at = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"--at: expected an ISO 8601 time like 2026-11-21T04:30:00+01:00, got {text!r}") from None
-    return at if at.tzinfo is not None else at.astimezone()  # naive: the machine's local time
 
 
 def _version() -> str:
@@ -60,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--config")
     compact.add_argument("--json", action="store_true")
     compact.add_argument("--dry-run", action="store_true", help="what it would do; nothing is changed")
+    offsets = sub.add_parser("offsets", help="the first offset of each log written at or after a time")
+    offsets.add_argument("--config")
+    offsets.add_argument("--json", action="store_true")
+    offsets.add_argument("--at", required=True, help="the time (ISO 8601; naive: this machine's local time)")
+    offsets.add_argument("--log", action="append", default=[], metavar="NAME",
+                         help="only this configured log (repeatable; default: every log)")
     check = sub.add_parser("check", help="validate the configuration")
     check.add_argument("--config")
     status = sub.add_parser("status", help="ask a running sidecar")
@@ -98,13 +97,15 @@ def main(argv: list[str] | None = None) -> int:
             return serve(config, config_path=args.config, demo=args.demo)
         if args.command == "compact":
             return _compact(args, config)
-        at = _parse_at(args.at) if getattr(args, "at", None) else None
+        at = parse_time(args.at) if getattr(args, "at", None) else None
+        if args.command == "offsets":
+            return _offsets(args, config, at)
         return _plan_or_clean(args, config, at)
     except ConfigError as exc:
         print(f"retention: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ValueError as exc:
-        if args.command == "plan" and str(exc).startswith("--at"):
+        if args.command in ("plan", "offsets") and (str(exc).startswith("--at") or isinstance(exc, UnknownLogError)):
             print(f"retention: error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         raise
@@ -123,6 +124,12 @@ def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: dateti
         cleaner.trigger_manual(force=args.force)
         return cleaner.run_pass()
     return _report(args, work, cleaner.close, render_result, lambda r: r.executed and r.failed)
+
+
+def _offsets(args: argparse.Namespace, config: RetentionConfig, at: datetime) -> int:
+    answer = offsets_at(config, at, args.log)
+    print(json.dumps(answer, indent=2) if args.json else render_offsets(answer))
+    return EXIT_FAILED if any("error" in log for log in answer["logs"].values()) else EXIT_OK
 
 
 def _compact(args: argparse.Namespace, config: RetentionConfig) -> int:

@@ -24,6 +24,7 @@ from loguru import logger
 
 from policies import ServiceConfig
 
+from ..lookup import offsets_at, parse_time
 from .page import PageBuilder, page_html
 from ..scheduling.scheduler import PassRunningError, RetentionScheduler
 from .views import SharedView
@@ -57,6 +58,7 @@ ROUTES: dict[str, Route] = {
     "/metrics": Route("GET", "metrics"),
     "/status": Route("GET", "status"),
     "/plan": Route("GET", "plan"),
+    "/offsets": Route("GET", "offsets"),
     "/clean": Route("POST", "clean", flags=("force",)),
     "/compact": Route("POST", "compact", flags=("dry_run",)),
     "/": Route("GET", "index"),
@@ -199,6 +201,19 @@ class RetentionApp:
 
     def plan(self, request: Request) -> Response:
         return Response(HTTPStatus.OK, self._plans[request.flag("manual"), request.flag("force")].get())
+
+    def offsets(self, request: Request) -> Response:
+        """?at=TIME (ISO 8601), optionally &log=NAME (repeatable): see retention/lookup.py."""
+        unknown = sorted(set(request.query) - {"at", "log"})
+        if unknown:
+            return json_response(HTTPStatus.BAD_REQUEST, {"error": f"/offsets takes at and log, not {unknown[0][:60]!r}"})
+        if len(request.query.get("at", [])) != 1:
+            return json_response(HTTPStatus.BAD_REQUEST, {"error": "/offsets needs one at=TIME (ISO 8601)"})
+        try:
+            at = parse_time(request.query["at"][0], "at")
+            return json_response(HTTPStatus.OK, offsets_at(self.scheduler.config, at, request.query.get("log", [])))
+        except ValueError as exc:  # a bad time, or a log the configuration does not define
+            return json_response(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
 
     def _plan_bytes(self, manual: bool, force: bool) -> bytes:
         return _json_bytes(self.scheduler.plan(manual=manual, force=force).to_json_dict())

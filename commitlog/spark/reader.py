@@ -136,6 +136,12 @@ def check_lost(options: Options, clog: CommitLog, start: int, group: str | None 
     return first
 
 
+def _offset_at(clog: CommitLog, timestamp_ms: int) -> int:
+    """The first offset stamped at or after `timestamp_ms`; the end when none is yet."""
+    found = clog.offset_for_time(timestamp_ms)
+    return clog.end_offset if found is None else found
+
+
 class CommitLogBatchReader(DataSourceReader):
     """Plans partitions on the driver; `read` runs in the tasks."""
 
@@ -147,8 +153,12 @@ class CommitLogBatchReader(DataSourceReader):
         opts = self.options
         with CommitLog.open(opts.path, readonly=True) as clog, LedgerView(opts.path) as ledger:
             end = clog.end_offset if opts.end_offset is None else opts.end_offset
+            if opts.ending_timestamp is not None:
+                end = min(end, _offset_at(clog, opts.ending_timestamp))
             start = clog.start_offset if opts.start_offset is None else \
                 check_lost(opts, clog, opts.start_offset)
+            if opts.starting_timestamp is not None:
+                start = _offset_at(clog, opts.starting_timestamp)
             records = ledger.visible(start, end)
             mark_dead_records(opts.path, ledger, clog)   # the catch-up after a crash
         return plan_partitions(records, opts.max_partition_bytes)

@@ -43,6 +43,8 @@ class Options:
     # reading
     start_offset: int | None = None          # startOffset (batch)
     end_offset: int | None = None            # endOffset (batch, exclusive)
+    starting_timestamp: int | None = None    # startingTimestamp (ms): from the first record that late
+    ending_timestamp: int | None = None      # endingTimestamp (ms): up to the first record that late
     max_partition_bytes: int | None = None   # maxPartitionBytes
     # streaming
     group: str | None = None                 # group: consumer group whose progress is committed
@@ -83,12 +85,24 @@ class Options:
             sink_id=_sink_id(opts),
             start_offset=_int(opts, "startoffset", minimum=0),
             end_offset=_int(opts, "endoffset", minimum=0),
+            starting_timestamp=_int(opts, "startingtimestamp", minimum=0),
+            ending_timestamp=_int(opts, "endingtimestamp", minimum=0),
             max_partition_bytes=_size(opts, "maxpartitionbytes"),
             group=None if group is None else str(group).strip(),
             starting_offset=starting,
             max_rows_per_trigger=_int(opts, "maxrowspertrigger", minimum=1),
             fail_on_data_loss=_bool(opts, "failondataloss", True),
         )
+        for timestamp, offsets in (("startingtimestamp", ("startoffset", "startingoffset")),
+                                   ("endingtimestamp", ("endoffset",))):
+            clash = next((o for o in offsets if timestamp in opts and o in opts), None)
+            if clash:
+                raise OptionError(f'options "{_name(timestamp)}" and "{_name(clash)}" both say where to '
+                                  f'{"start" if timestamp[0] == "s" else "end"}: give one')
+        if (result.starting_timestamp is not None and result.ending_timestamp is not None
+                and result.ending_timestamp < result.starting_timestamp):
+            raise OptionError(f'option "endingTimestamp" ({result.ending_timestamp}) is below '
+                              f'"startingTimestamp" ({result.starting_timestamp})')
         if (result.start_offset is not None and result.end_offset is not None
                 and result.end_offset < result.start_offset):
             raise OptionError(f'option "endOffset" ({result.end_offset}) is below "startOffset" '
@@ -100,7 +114,8 @@ _NAMES = {"segmentsize": "segmentSize", "recordbytes": "recordBytes", "flushbyte
           "locktimeout": "lockTimeout", "durable": "durable", "refusewritesratio": "refuseWritesRatio", "blocktimeout": "blockTimeout",
           "startoffset": "startOffset", "endoffset": "endOffset",
           "maxpartitionbytes": "maxPartitionBytes", "maxrowspertrigger": "maxRowsPerTrigger",
-          "failondataloss": "failOnDataLoss", "startingoffset": "startingOffset"}
+          "failondataloss": "failOnDataLoss", "startingoffset": "startingOffset",
+          "startingtimestamp": "startingTimestamp", "endingtimestamp": "endingTimestamp"}
 
 
 def _name(key: str) -> str:

@@ -89,6 +89,9 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         floor = ledger.pending_floor()        # appends at or above it
         if dead:
             mark_dead_records(self.options.path, ledger, clog)
+        if self.options.ending_timestamp is not None:  # the stream stops before the first record that late
+            stop = clog.offset_for_time(self.options.ending_timestamp)
+            end = end if stop is None else min(end, stop)
         return end if floor is None else min(end, floor)
 
     # ------------------------------------------------------------------ offsets
@@ -98,6 +101,9 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def initialOffset(self) -> dict:
         clog, _ = self._handles()
         how = self.options.starting_offset
+        if self.options.starting_timestamp is not None:
+            found = clog.offset_for_time(self.options.starting_timestamp)
+            return self._at(self.frontier() if found is None else found)
         if how == "earliest":
             return self._at(clog.start_offset)
         if how == "latest":

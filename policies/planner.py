@@ -3,6 +3,10 @@
 Rules, per log (``plan`` applies them; every input is plain data and nothing is read or changed):
 
 - Nothing is deleted without an active trigger (``no-trigger``).
+- A log whose segment files take more than ``retention_bytes`` has the ``size-cap`` trigger: its
+  oldest segments go, unexpired ones too (``reserved`` overridden by ``size-cap``), until the bytes
+  left are within the cap; then the cap justifies nothing more. Unconsumed segments, held ones, the
+  active segment, the prefix rule and ``files_per_pass`` still keep segments, as for any trigger.
 - A segment expires ``reserve`` after its last write. Only expired segments go, unless the pass
   forces: ``disk-force``, ``refuse-writes`` (even with ``disk.force`` off) or a manual trigger
   with force, which take the oldest segments whatever their age.
@@ -43,11 +47,14 @@ from policies.triggers import (
     DISK_FORCE,
     MANUAL,
     NO_MANUAL_TRIGGER,
+    SIZE_CAP,
+    TRIGGERS,
     ManualTrigger,
     active_triggers,
+    over_size_cap,
     require_aware,
 )
-from policies.units import humanize_duration
+from policies.units import humanize_duration, humanize_size
 
 __all__ = [
     "ACTIONS",
@@ -131,6 +138,10 @@ class _LogWalk:
         self.now = now.timestamp()
         self.manual = manual
         self.triggers = active_triggers(policy, log.disk.used_ratio, now, manual, log.disk.forcing)
+        self.log_bytes = sum(segment.size_bytes for segment in log.segments)
+        if over_size_cap(policy, self.log_bytes):
+            self.triggers = tuple(t for t in TRIGGERS if t in self.triggers or t == SIZE_CAP)
+        self.freed_bytes = 0
         # refuse-writes forces even with disk.force off: writers are already being turned away.
         self.forcing_trigger = (DISK_FORCE if DISK_FORCE in self.triggers
                                 else REFUSE_WRITES if REFUSE_WRITES in self.triggers else None)
@@ -160,6 +171,7 @@ class _LogWalk:
         decision = self._decide(segment, is_last, projected_ratio)
         if decision.action == DELETE:
             self.deleted += 1
+            self.freed_bytes += segment.size_bytes
         elif self.first_kept is None:
             self.first_kept = segment.name
         self.decisions.append(decision)
@@ -170,7 +182,10 @@ class _LogWalk:
         # Pressure forces until the projected ratio is back at or below the low-water mark.
         target = policy.disk.force_target_ratio
         force_disk = self.forcing_trigger is not None and projected_ratio > target
-        overridden_by = self.forcing_trigger if force_disk else MANUAL if self.manual.forcing else None
+        left_bytes = self.log_bytes - self.freed_bytes
+        over_cap = over_size_cap(policy, left_bytes)
+        overridden_by = (self.forcing_trigger if force_disk else SIZE_CAP if over_cap
+                         else MANUAL if self.manual.forcing else None)
         age = self.now - segment.mtime
         reasons: list[str] = []
         overridden: list[str] = []
@@ -179,10 +194,10 @@ class _LogWalk:
         if segment.active or is_last:
             reasons.append(ACTIVE)
             details[ACTIVE] = (str, "the segment being written")
-        if not self.triggers:
+        if not self.triggers or (self.triggers == (SIZE_CAP,) and not over_cap):
             reasons.append(NO_TRIGGER)
             details[NO_TRIGGER] = (_no_trigger_detail, policy.delete_at_hours, self.log.disk.used_ratio,
-                                   policy.disk.clean_ratio)
+                                   policy.disk.clean_ratio, policy.retention_bytes, left_bytes)
         if age < policy.reserve:
             (overridden if overridden_by else reasons).append(RESERVED)
             details[RESERVED] = (_reserved_detail, policy.reserve, age)
@@ -228,6 +243,9 @@ class _LogWalk:
                 shown.add(self.forcing_trigger)
             if retry:
                 shown.add(HELD)
+            if over_cap:
+                details[SIZE_CAP] = (_size_cap_detail, left_bytes, policy.retention_bytes)
+                shown.add(SIZE_CAP)
         return SegmentDecision(
             log=self.log.name,
             base_offset=segment.base_offset,
@@ -300,7 +318,14 @@ def _batch_detail(files_per_pass: int) -> str:
     return f"{files_per_pass} deletions already planned"
 
 
-def _no_trigger_detail(delete_at_hours: tuple[int, ...], used_ratio: float, clean_ratio: float) -> str:
+def _no_trigger_detail(delete_at_hours: tuple[int, ...], used_ratio: float, clean_ratio: float,
+                       retention_bytes: int | None, log_bytes: int) -> str:
     hours = ", ".join(f"{hour:02d}" for hour in delete_at_hours) or "none"
+    cap = "" if retention_bytes is None else \
+        f", size {humanize_size(log_bytes)} within retention_bytes {humanize_size(retention_bytes)}"
     return (f"delete hours {hours} not now, disk {used_ratio:.1%} used "
-            f"(clean above {clean_ratio:.0%}), no manual pass")
+            f"(clean above {clean_ratio:.0%}){cap}, no manual pass")
+
+
+def _size_cap_detail(log_bytes: int, retention_bytes: int) -> str:
+    return f"size {humanize_size(log_bytes)} > retention_bytes {humanize_size(retention_bytes)}"

@@ -156,21 +156,29 @@ class LogPlan:
                 "free_bytes": self.disk.free_bytes,
             },
             "triggers": list(self.triggers),
-            "files": [
-                {
-                    "segment": decision.segment,
-                    "base_offset": decision.base_offset,
-                    "bytes": decision.bytes,
-                    "action": decision.action,
-                    "reasons": list(decision.reasons),
-                    "live_bytes": decision.live_bytes,
-                    "live_ratio": decision.live_ratio,
-                }
-                for decision in self.decisions
-            ],
+            "files": [_file_json(decision) for decision in self.decisions],
             "deleted": len(self._gone()),
             "freed_bytes": sum(decision.bytes for decision in self._gone()),
         }
+
+
+def _file_json(decision: SegmentDecision) -> dict[str, Any]:
+    """A decision as JSON; a deletion also says what it overrode and why, in words (at most
+    files_per_pass of them a log: a keep's words are for ``explain``, not 100,000 JSON rows)."""
+    entry: dict[str, Any] = {
+        "segment": decision.segment,
+        "base_offset": decision.base_offset,
+        "bytes": decision.bytes,
+        "action": decision.action,
+        "reasons": list(decision.reasons),
+        "live_bytes": decision.live_bytes,
+        "live_ratio": decision.live_ratio,
+    }
+    if decision.action == DELETE and decision.overridden:
+        entry["overridden"] = list(decision.overridden)
+        entry["overridden_by"] = decision.overridden_by
+        entry["details"] = dict(decision.details)
+    return entry
 
 
 @dataclass(frozen=True)

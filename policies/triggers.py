@@ -11,6 +11,10 @@
 - A disk force under way (the scheduler's back-to-back passes) keeps ``disk-force`` active until the
   ratio is at or below ``force_target`` (hysteresis, as writers resume only below ``force_ratio``).
 - ``manual``: an operator asked for cleanup and passes of it remain.
+- ``size-cap``: the log's segment files take more than the policy's ``retention_bytes``; its oldest
+  segments go at any hour and whatever their age (never unconsumed ones: only the disk forces
+  those), down to the cap. A trigger of one log, not of the policy: the planner decides it from the
+  log's own size (:func:`over_size_cap`).
 
 Every function is pure: the time and the disk usage are inputs, so they are thread-safe.
 """
@@ -28,6 +32,7 @@ __all__ = [
     "MANUAL",
     "NO_MANUAL_TRIGGER",
     "REFUSE_WRITES",
+    "SIZE_CAP",
     "TIME_WINDOW",
     "TRIGGERS",
     "ManualTrigger",
@@ -37,6 +42,7 @@ __all__ = [
     "force_continues",
     "in_delete_window",
     "local_hour",
+    "over_size_cap",
     "require_aware",
 ]
 
@@ -45,7 +51,8 @@ DISK_CLEAN = "disk-clean"
 DISK_FORCE = "disk-force"
 REFUSE_WRITES = "refuse-writes"
 MANUAL = "manual"
-TRIGGERS = (TIME_WINDOW, DISK_CLEAN, DISK_FORCE, REFUSE_WRITES, MANUAL)
+SIZE_CAP = "size-cap"
+TRIGGERS = (TIME_WINDOW, DISK_CLEAN, DISK_FORCE, REFUSE_WRITES, MANUAL, SIZE_CAP)
 """Every trigger, in the order a plan lists the active ones."""
 
 
@@ -117,6 +124,11 @@ def in_delete_window(policy: PolicyConfig, now: datetime) -> bool:
     window for both occurrences, two real hours.
     """
     return local_hour(policy, now) in policy.delete_at_hours
+
+
+def over_size_cap(policy: PolicyConfig, log_bytes: int) -> bool:
+    """True when a log whose segment files take ``log_bytes`` is above the policy's ``retention_bytes``."""
+    return policy.retention_bytes is not None and log_bytes > policy.retention_bytes
 
 
 def disk_forces(disk: DiskConfig, used_ratio: float) -> bool:

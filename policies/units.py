@@ -31,6 +31,7 @@ __all__ = [
     "format_duration",
     "format_size",
     "humanize_duration",
+    "humanize_size",
     "parse_duration",
     "parse_hours",
     "parse_ratio",
@@ -210,6 +211,15 @@ def humanize_duration(seconds: float) -> str:
             parts.append((count, unit))
     shown = [f"{count}{unit}" for count, unit in parts[:2] if count]
     return sign + "".join(shown)
+
+
+def humanize_size(size: int) -> str:
+    """Return ``size`` bytes rounded for people, to a tenth of the largest binary unit it reaches:
+    ``"2.1GiB"``, ``"64MiB"``, ``"900B"``."""
+    for unit in ("GiB", "MiB", "KiB"):
+        if size >= SIZE_UNITS[unit]:
+            return f"{size / SIZE_UNITS[unit]:.1f}".removesuffix(".0") + unit
+    return f"{size}B"
 
 
 def format_size(size: int) -> str:

@@ -170,6 +170,12 @@ class PolicyConfig(_Strict):
         gt=0,
         description="Most segments deleted per log per pass (RocketMQ deleteFileBatchMax). Positive; default 10.",
     )
+    retention_bytes: ByteSize | None = Field(
+        default=None,
+        description="Most bytes of segment files a log keeps (Kafka retention.bytes): while a log is larger, "
+        "its oldest segments go at any hour and whatever their age, unconsumed data still protected and "
+        "the segment being written kept. An integer or '2GiB'; positive; null (the default) caps nothing.",
+    )
     pause_between_files: NonNegativeDuration = Field(
         default=0.1 * _SECOND,
         description="Seconds to pause between two deletions (RocketMQ deletePhysicFilesInterval). "

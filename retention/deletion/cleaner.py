@@ -111,8 +111,9 @@ class Cleaner:
                     disk = disk_snapshot(w.path, forcing=forcing)
                     disks[disk.filesystem_id] = disk
                 examine = None
-                if examine_only:
-                    policy = self.config.policies[w.config.policy]
+                policy = self.config.policies[w.config.policy]
+                # A capped log is listed whole: its size needs every file's (and the cap bounds them).
+                if examine_only and policy.retention_bytes is None:
                     # A pass deletes at most files_per_pass and nothing without a trigger: with none
                     # active, the head stands for the log (a thousand idle logs stay cheap).
                     triggered = active_triggers(policy, disk.used_ratio, at, manual.get(w.config.policy,

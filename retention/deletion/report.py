@@ -37,7 +37,7 @@ def render_result(result: PassResult) -> str:
             live = f.get("live_ratio")
             rows.append((f["segment"], str(f["base_offset"]), format_size(f["bytes"]),
                          "-" if live is None else f"{live:.0%}", f["action"],
-                         ", ".join(f["reasons"]) + (f"  ({f['error']})" if f.get("error") else "")))
+                         ", ".join(f["reasons"]) + _overrode(f) + (f"  ({f['error']})" if f.get("error") else "")))
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         for r in rows:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[5])
@@ -47,3 +47,13 @@ def render_result(result: PassResult) -> str:
         if log.get("error"):
             lines.append(f"  error: {log['error']}")
     return "\n".join(lines) + "\n"
+
+
+def _overrode(file: dict) -> str:
+    """For a deletion that overrode reasons to keep: `size-cap (size 2.1GiB > retention_bytes 2GiB)
+    overrides reserved`."""
+    by = file.get("overridden_by")
+    if not by:
+        return ""
+    detail = file.get("details", {}).get(by)
+    return f"{by}{f' ({detail})' if detail else ''} overrides {', '.join(file['overridden'])}"

@@ -141,7 +141,8 @@ class PassLedger:
                                  hung=len(state["hung"]), pinned_bytes=state["pinned_bytes"],
                                  hung_oldest_seconds=max((h["held_seconds"] for h in state["hung"]), default=0.0),
                                  hung_force_after=config.policy_for(r.name).hung.force_after,
-                                 dead_bytes=state["dead_bytes"])
+                                 dead_bytes=state["dead_bytes"],
+                                 retention_bytes=config.policy_for(r.name).retention_bytes)
             self.metrics.set_lag(r.name, {g["group"]: (g["lag_bytes"], g["lag_records"])
                                           for g in state["consumer_groups"]})
             success = outcome in (OK, HUNG_OUTCOME)

@@ -58,6 +58,9 @@ class RetentionMetrics:
             "retention_log_segments", "Segment files of the log after the last pass.", ["log"], registry=r)
         self.log_bytes = Gauge(
             "retention_log_bytes", "Bytes of the log's segment files after the last pass.", ["log"], registry=r)
+        self.log_retention_bytes = Gauge(
+            "retention_log_retention_bytes", "The log's size cap (its policy's retention_bytes); absent when "
+            "it has none.", ["log"], registry=r)
         self.log_dead_bytes = Gauge(
             "retention_log_dead_bytes", "Record bytes of the log's sealed segments that are dead (marked, "
             "not yet dropped by a compaction): used minus live bytes, after the last pass.", ["log"], registry=r)
@@ -152,7 +155,11 @@ class RetentionMetrics:
 
     def set_log(self, log: str, *, segments: int, bytes: int, hung: int, pinned_bytes: int,
                 hung_oldest_seconds: float = 0.0, hung_force_after: float | None = None,
-                dead_bytes: int | None = None) -> None:
+                dead_bytes: int | None = None, retention_bytes: int | None = None) -> None:
+        if retention_bytes is not None:
+            self.log_retention_bytes.labels(log).set(retention_bytes)
+        else:
+            _remove(self.log_retention_bytes, log)  # a cap removed by a reload
         if dead_bytes is not None:  # None: not known this pass (the log could not be read)
             self.log_dead_bytes.labels(log).set(dead_bytes)
         self.hung_oldest.labels(log).set(hung_oldest_seconds)
@@ -217,7 +224,8 @@ class RetentionMetrics:
 
     def forget_log(self, log: str) -> None:
         """Drop the gauges of a log that is no longer configured (counters stay: they are history)."""
-        for g in (self.log_segments, self.log_bytes, self.log_dead_bytes, self.hung_segments, self.pinned_bytes,
+        for g in (self.log_segments, self.log_bytes, self.log_retention_bytes, self.log_dead_bytes,
+                  self.hung_segments, self.pinned_bytes,
                   self.last_success, self.hung_oldest, self.hung_force_after):
             _remove(g, log)
         self.set_lag(log, {})

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 
 from commitlog import is_log_directory, segment_name
-from policies import (DELETED, DISK_CLEAN, DISK_FORCE, LEVEL_NAMES, MANUAL, REFUSE_WRITES, TIME_WINDOW,
+from policies import (DELETED, DISK_CLEAN, DISK_FORCE, LEVEL_NAMES, MANUAL, REFUSE_WRITES, SIZE_CAP, TIME_WINDOW,
                       ManualTrigger, RetentionConfig, SegmentDecision)
 
 from ..deletion.pinned import pinned_bytes
@@ -33,11 +33,11 @@ def iso(ts: float | None) -> str | None:
 
 def primary_trigger(decision: SegmentDecision, triggers: Iterable[str]) -> str:
     """The trigger a deletion is counted under: the one that overrode a reason to keep it, else the
-    most pressing active one (disk-force, refuse-writes, disk-clean, manual, time-window)."""
+    most pressing active one (disk-force, refuse-writes, size-cap, disk-clean, manual, time-window)."""
     if decision.overridden_by:
         return decision.overridden_by
     active = set(triggers)
-    for t in (DISK_FORCE, REFUSE_WRITES, DISK_CLEAN, MANUAL, TIME_WINDOW):
+    for t in (DISK_FORCE, REFUSE_WRITES, SIZE_CAP, DISK_CLEAN, MANUAL, TIME_WINDOW):
         if t in active:
             return t
     return next(iter(triggers), _NO_TRIGGER)
@@ -47,7 +47,8 @@ def _policy_view(config: RetentionConfig, name: str) -> dict:
     p = config.policies[name]
     return {
         "interval_seconds": p.interval, "delete_at_hours": list(p.delete_at_hours),
-        "timezone": p.timezone, "reserve_seconds": p.reserve, "files_per_pass": p.files_per_pass,
+        "timezone": p.timezone, "reserve_seconds": p.reserve, "retention_bytes": p.retention_bytes,
+        "files_per_pass": p.files_per_pass,
         "pause_between_files_seconds": p.pause_between_files,
         "disk_check_interval_seconds": p.disk_check_interval,
         "clean_ratio": p.disk.clean_ratio, "force_ratio": p.disk.force_ratio,

@@ -83,6 +83,7 @@ def build_status(*, config: RetentionConfig, healthy: bool, problems: list[str],
         logs.append({
             "name": name, "path": str(log.path), "policy": log.policy,
             "interval_seconds": config.policies[log.policy].interval,
+            "retention_bytes": config.policies[log.policy].retention_bytes,
             "disk": {"mountpoint": fs.mountpoint if fs else None,
                      "used_ratio": fs.used_ratio if fs else None,
                      "total_bytes": fs.total_bytes if fs else None,

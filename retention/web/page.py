@@ -235,6 +235,7 @@ def build_page_data(status: dict, result, disks: dict, history, deletions: list[
             "name": log["name"], "path": log["path"], "policy": log["policy"], "exists": log["exists"],
             "segments": len(decisions) if lp is not None else log["segments"],
             "bytes": sum(d.bytes for d in decisions) if lp is not None else log["bytes"],
+            "retention_bytes": log.get("retention_bytes"),
             "start_offset": log["start_offset"], "end_offset": log["end_offset"],
             "mountpoint": log["disk"]["mountpoint"],
             "triggers": list(lp.triggers) if lp is not None else log["triggers"],

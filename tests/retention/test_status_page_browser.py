@@ -39,7 +39,7 @@ def sidecar(tmp_path):
     with CommitLog.open(tmp_path / "clicks", readonly=True) as log:
         log.mark_dead(range(clicks[0], clicks[0] + 22))           # 22 of the head's 33 records dead
     _, config = write_config(tmp_path, config_text(
-        tmp_path, sidecar=True, policy={"files_per_pass": 100},
+        tmp_path, sidecar=True, policy={"files_per_pass": 100, "retention_bytes": "1MiB"},
         logs={name: {"path": str(tmp_path / name), "segment_size": "4KiB"} for name in ("staging", "clicks")}))
     scheduler = RetentionScheduler(config)
     scheduler.start()
@@ -93,6 +93,8 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
         _wait(lambda: _segments_shown(browser, log) == f"{n} segments", f"{log}: {n} segments")
     body = browser.find_element("tag name", "body").text
     assert "etl" in body                                # the consumer group table
+    size = browser.find_element("css selector", "[data-log=staging] [data-role=size]").text
+    assert size.endswith(" of 1.0 MiB cap"), size      # its policy's retention_bytes
     assert "no deletions in the audit trail" in body
     assert len(browser.find_elements("css selector", "[data-log=staging] .strip div")) >= 3
 

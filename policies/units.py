@@ -214,11 +214,14 @@ def humanize_duration(seconds: float) -> str:
 
 
 def humanize_size(size: int) -> str:
-    """Return ``size`` bytes rounded for people, to a tenth of the largest binary unit it reaches:
-    ``"2.1GiB"``, ``"64MiB"``, ``"900B"``."""
-    for unit in ("GiB", "MiB", "KiB"):
-        if size >= SIZE_UNITS[unit]:
-            return f"{size / SIZE_UNITS[unit]:.1f}".removesuffix(".0") + unit
+    """Return ``size`` bytes for people, in the largest binary unit that keeps the number at least
+    1, one decimal: ``"2.1GiB"``, ``"64.0MiB"``, ``"900B"`` (the tables of ``retention plan`` and
+    ``status``, and the planner's explanations)."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
     return f"{size}B"
 
 

@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from commitlog import segment_name
-from policies import CAUSES
-
-from ..deletion.report import format_size
+from policies import CAUSES, humanize_size
 
 __all__ = ["CompactionResult", "LogCompaction", "OutputResult", "render_compaction", "render_output"]
 
@@ -111,8 +109,8 @@ def render_output(log: str, output: OutputResult, *, dry_run: bool = False) -> s
     """One line for one output (the CLI's progress line on a terminal)."""
     target = "(nothing live: a gap)" if output.segment is None else segment_name(output.segment)
     verb = "would replace" if dry_run else "replaced"
-    return (f"{log}: {target} {verb} {len(output.inputs)} segment(s), {format_size(output.bytes_before)}"
-            f" -> {format_size(output.bytes_after)}; dropped {_dropped(output.dropped)}")
+    return (f"{log}: {target} {verb} {len(output.inputs)} segment(s), {humanize_size(output.bytes_before)}"
+            f" -> {humanize_size(output.bytes_after)}; dropped {_dropped(output.dropped)}")
 
 
 def render_compaction(result: CompactionResult) -> str:
@@ -128,12 +126,12 @@ def render_compaction(result: CompactionResult) -> str:
         lines.append(f"  {'OUTPUT':<24} {'INPUTS':>6} {'BEFORE':>10} {'AFTER':>10}  DROPPED")
         for o in log.outputs:
             target = "(gap)" if o.segment is None else segment_name(o.segment)
-            lines.append(f"  {target:<24} {len(o.inputs):>6} {format_size(o.bytes_before):>10} "
-                         f"{format_size(o.bytes_after):>10}  {_dropped(o.dropped)}")
+            lines.append(f"  {target:<24} {len(o.inputs):>6} {humanize_size(o.bytes_before):>10} "
+                         f"{humanize_size(o.bytes_after):>10}  {_dropped(o.dropped)}")
         if log.planned > len(log.outputs):
             lines.append(f"  {log.planned - len(log.outputs)} planned output(s) left for the next pass")
-        lines.append(f"  reclaimed {format_size(log.reclaimed_bytes)}")
+        lines.append(f"  reclaimed {humanize_size(log.reclaimed_bytes)}")
     verb = "would reclaim" if result.dry_run else "reclaimed"
-    lines.append(f"\n{verb} {format_size(result.reclaimed_bytes)} in {result.outputs} output(s)"
+    lines.append(f"\n{verb} {humanize_size(result.reclaimed_bytes)} in {result.outputs} output(s)"
                  + (" (stopped early: time budget or stop)" if result.interrupted else ""))
     return "\n".join(lines) + "\n"

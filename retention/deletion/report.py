@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
+from policies import humanize_size
+
 from .results import PassResult
-
-
-def format_size(n: int) -> str:
-    """Bytes in the largest binary unit that keeps the number at least 1, one decimal."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)}{unit}" if unit == "B" else f"{value:.1f}{unit}"
-        value /= 1024
-    return f"{n}B"
 
 
 def render_result(result: PassResult) -> str:
@@ -26,16 +18,16 @@ def render_result(result: PassResult) -> str:
         disk = log["disk"]
         verb = "deleted" if result.executed else "to delete"
         lines.append(f"log {log['name']} ({log['path']}): disk {disk['used_ratio']:.1%} used of "
-                     f"{format_size(disk['total_bytes'])}, triggers: "
+                     f"{humanize_size(disk['total_bytes'])}, triggers: "
                      f"{', '.join(log['triggers']) or 'none'}; {log['deleted']} {verb}, "
-                     f"{format_size(log['freed_bytes'])}")
+                     f"{humanize_size(log['freed_bytes'])}")
         if log.get("stale_groups"):
             lines.append(f"  stale consumer groups (no longer protecting): {', '.join(log['stale_groups'])}")
         # LIVE: the share of a segment's record bytes not dead (what a compaction would keep).
         rows = [("SEGMENT", "BASE OFFSET", "BYTES", "LIVE", "ACTION", "REASONS")]
         for f in log["files"]:
             live = f.get("live_ratio")
-            rows.append((f["segment"], str(f["base_offset"]), format_size(f["bytes"]),
+            rows.append((f["segment"], str(f["base_offset"]), humanize_size(f["bytes"]),
                          "-" if live is None else f"{live:.0%}", f["action"],
                          ", ".join(f["reasons"]) + _overrode(f) + (f"  ({f['error']})" if f.get("error") else "")))
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
@@ -43,7 +35,7 @@ def render_result(result: PassResult) -> str:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[5])
         for p in log.get("pinned", []):
             lines.append(f"  pinned: pid {p['pid']} ({p['command']}) still {p['how']} {p['path']}, "
-                         f"{format_size(p['bytes'])}")
+                         f"{humanize_size(p['bytes'])}")
         if log.get("error"):
             lines.append(f"  error: {log['error']}")
     return "\n".join(lines) + "\n"

@@ -10,9 +10,9 @@ import urllib.request
 from datetime import datetime
 
 from commitlog import META_FILE
+from policies import humanize_size
 
 from .embedded import EXIT_FAILED, EXIT_OK
-from ..deletion.report import format_size
 
 
 
@@ -67,7 +67,7 @@ def _ratio(value) -> str:
 
 
 def _size(value) -> str:
-    return "?" if value is None else format_size(int(value))
+    return "?" if value is None else humanize_size(int(value))
 
 
 def render_status(s: dict, url: str = "") -> str:

@@ -12,6 +12,7 @@ from policies import (
     format_duration,
     format_size,
     humanize_duration,
+    humanize_size,
     parse_duration,
     parse_hours,
     parse_ratio,
@@ -181,3 +182,10 @@ def test_hour_list_and_rocketmq_string_agree(hours):
 )
 def test_humanizes_durations_to_two_units(seconds, text):
     assert humanize_duration(seconds) == text
+
+
+@pytest.mark.parametrize(("size", "shown"), [(0, "0B"), (900, "900B"), (1023, "1023B"), (1024, "1.0KiB"),
+                                             (49152, "48.0KiB"), (2254857830, "2.1GiB"), (5 << 40, "5.0TiB"),
+                                             (-2048, "-2.0KiB")])
+def test_sizes_for_people_keep_one_decimal_in_the_largest_unit_at_least_one(size, shown):
+    assert humanize_size(size) == shown

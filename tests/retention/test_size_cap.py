@@ -44,7 +44,7 @@ def test_plan_explains_the_cap_with_its_figures_and_changes_nothing(tmp_path):
     decisions = json.loads(done.stdout)["logs"][0]["files"]
     first, kept = decisions[0], decisions[2]
     assert first["action"] == "delete" and first["overridden_by"] == "size-cap"
-    assert first["details"]["size-cap"] == "size 48KiB > retention_bytes 40.1KiB"
+    assert first["details"]["size-cap"] == "size 48.0KiB > retention_bytes 40.1KiB"
     assert kept["action"] == "keep" and "no-trigger" in kept["reasons"]
     assert segment_bases(tmp_path / "staging") == bases
 

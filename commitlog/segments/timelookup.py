@@ -62,15 +62,9 @@ def _first_late_segment(segs: SegmentList, bases: list[int], first: int, timesta
     """The lowest index i >= first whose segment's last record is at or after `timestamp_ms`
     (segments without records judged by the nearest one before them with records)."""
     last = len(bases) - 1
-    lo, hi = first, last + 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        late = _late(segs, bases, first, mid, last, timestamp_ms)
-        if late:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo if lo <= last else None
+    i = bisect.bisect_left(range(len(bases)), True, lo=first,
+                           key=lambda index: _late(segs, bases, first, index, last, timestamp_ms))
+    return i if i <= last else None
 
 
 def _late(segs: SegmentList, bases: list[int], first: int, index: int, last: int, timestamp_ms: int) -> bool:
@@ -93,7 +87,7 @@ def _search_segment(segs: SegmentList, base: int, timestamp_ms: int) -> tuple[in
             return None, base
         limit, kind, _ = segs.view_limits(base, mm, ino)
         rel, pos = _entry_before(segs, base, mm, ino, limit, kind, timestamp_ms)
-        offset = max(base + rel, 0)
+        offset = base + rel
         marks = segs.marks
         start = segs.start()
         while True:
@@ -123,14 +117,10 @@ def _entry_before(segs: SegmentList, base: int, mm, ino: int, limit: int, kind: 
     else:
         summary = segs.summary(base, ino, mm)
         rels, positions = summary.rels, summary.positions
-    lo, hi = 0, min(len(rels), len(positions))
-    # The first entry whose record is not known to be older: unreadable, or a compaction's
-    # gap (its timestamp is 0, no record's). The entry before it is a real, older record.
-    while lo < hi:
-        mid = (lo + hi) // 2
-        r = rec.decode_at(mm, positions[mid], limit)
-        if r.status == rec.OK and not r.attributes & rec.ATTR_GAP and r.timestamp_ms < timestamp_ms:
-            lo = mid + 1
-        else:
-            hi = mid
+    def older(position: int) -> bool:  # not a gap (its timestamp is 0, no record's), and readable
+        r = rec.decode_at(mm, position, limit)
+        return r.status == rec.OK and not r.attributes & rec.ATTR_GAP and r.timestamp_ms < timestamp_ms
+
+    # The first entry whose record is not known to be older; the one before it is a real, older record.
+    lo = bisect.bisect_left(positions[:len(rels)], True, key=lambda position: not older(position))
     return (rels[lo - 1], positions[lo - 1]) if lo else (0, 0)

@@ -11,7 +11,7 @@ Per log and pass:
    (`tombstones_first_seen`); tombstones this pass keeps and sees for the first time are noted
    (`note_tombstones`). Consumer groups: `committed()` with `commit_times()`, stale ones decided by
    the deletion side's rule (`policies.stale_groups`, the policy's `consumer_ttl`).
-2. The plan's input: `CommitLog.segments()` as `CompactionSegment`s (the active one last), the
+2. The plan's input (`plan_input`): `CommitLog.segments()` as `CompactionSegment`s (the active one last), the
    filesystem's free bytes, the time. The store's `live_bytes` know marks only; for a keyed log a
    second read of its sealed segments (`scan`) subtracts what the rule drops as superseded or
    tombstone, so such segments are chosen too. A keyed log thus costs two reads a pass.
@@ -49,8 +49,6 @@ store serialises them on `<log>/.compact.lock`.
 
 from __future__ import annotations
 
-import bisect
-import math
 import os
 import threading
 import time
@@ -61,50 +59,22 @@ from loguru import logger
 
 from commitlog import (CommitLog, CommitLogError, InvalidArgumentError, SegmentInfo, StoreFullError, disk_usage,
                        segment_name)
-from commitlog.record import encode_gap, encoded_size
-from policies import (SUPERSEDED, TOMBSTONE, CompactionOutput, CompactionSegment, GroupSnapshot, KeyIndex,
+from policies import (CompactionOutput, CompactionSegment, GroupSnapshot, KeyIndex,
                       LivenessRule, PendingRanges, PolicyConfig, RetentionConfig, count_dropped,
                       plan_compaction, stale_groups, throttle_delay, too_live_to_compact, within_pass_budget)
 
 from ..audit import AuditTrail, audit_time
 from .intents import COMPACT, CompactionAudit
+from .plan_input import compaction_segments, keyed_dead
 from .protection import installed_protectors, keyed_refusal, pending_of
 from .summary import CompactionResult, LogCompaction, OutputResult
 from ..deletion.owner import OwnedElsewhere
 from ..deletion.watched import WatchedLog
 
-__all__ = ["COMPACT", "Compactor", "Pending", "compaction_segments"]
+__all__ = ["COMPACT", "Compactor", "Pending"]
 
 Pending = Callable[[str], Iterable[tuple[int, int]]]
 SegmentFilter = Callable[[Sequence[CompactionSegment], PolicyConfig], bool]
-_GAP_BYTES = len(encode_gap(1))           # one gap record standing for a run of dropped records
-
-
-def _with_gaps(live: int, used: int, spanned: int) -> int:
-    """`live` plus an estimate of the gap records an output of this segment holds: one per run of
-    dropped records, at most one per kept record plus one, counted with the segment's mean record
-    size (the plan merges while live bytes fit in segment_size; without the gaps a merged output
-    could outgrow a segment, which the store refuses)."""
-    if live <= 0 or live >= used or spanned <= 0:
-        return max(0, live)
-    mean = used / spanned
-    gaps = math.ceil(min((used - live) / mean, live / mean + 1))
-    return min(used, live + gaps * _GAP_BYTES)
-
-
-def compaction_segments(infos: Sequence[SegmentInfo], extra_dead: dict[int, int] | None = None
-                        ) -> list[CompactionSegment]:
-    """`CommitLog.segments()` as the planner sees them, oldest first, the active one last;
-    `extra_dead`: base offset -> bytes the rule drops beyond the store's marks (keyed logs).
-    `live_bytes` is what an output of the segment would hold: live records and estimated gaps."""
-    out = []
-    for s in infos:
-        live = s.used_bytes if s.live_bytes is None else s.live_bytes
-        live = _with_gaps(max(0, live - (extra_dead or {}).get(s.base_offset, 0)), s.used_bytes, s.record_count)
-        out.append(CompactionSegment(s.base_offset, s.end_offset, s.size, s.used_bytes, live,
-                                     s.first_timestamp_ms, s.last_timestamp_ms, s.active))
-    return out
-
 
 class Compactor:
     """Compaction passes over the logs of `config` (see the module docstring).
@@ -273,24 +243,7 @@ class Compactor:
                             stale_groups=stale, pending=pending)
         fresh = {o: rule.first_seen(o) for o, k in tombstones
                  if newest.get(k) == o and o not in first_seen and rule.cause(o, k, True, False) is None}
-        return rule, self._keyed_dead(log, rule, infos), fresh
-
-    @staticmethod
-    def _keyed_dead(log: CommitLog, rule: LivenessRule, infos: Sequence[SegmentInfo]) -> dict[int, int]:
-        """Bytes of the sealed segments' records the rule drops as superseded or tombstone (marked
-        ones are already out of the store's live bytes, and a scan does not return them)."""
-        if len(infos) < 2:
-            return {}
-        bases = [s.base_offset for s in infos]
-        dead: dict[int, int] = {}
-        for r in log.scan(max(log.start_offset, infos[0].base_offset), infos[-1].base_offset, zero_copy=True):
-            key = r.key
-            if key is None:
-                continue
-            if rule.cause(r.offset, key, len(r.value) == 0, False) in (SUPERSEDED, TOMBSTONE):
-                base = bases[bisect.bisect_right(bases, r.offset) - 1]
-                dead[base] = dead.get(base, 0) + encoded_size(len(r.value), len(key))
-        return dead
+        return rule, keyed_dead(log, rule, infos), fresh
 
     # ------------------------------------------------------------------ outputs
     def _measure(self, log: CommitLog, marks, rule: LivenessRule, out: CompactionOutput) -> OutputResult:

@@ -52,7 +52,9 @@ class SegmentList:
         self.marks = MarkSet(marks_path(directory))
         self.summaries = SegmentSummaries(directory, segment_size, readonly)
         self._bases: list[int] = []
-        self._active: ActiveSegment | None = None
+        # The segment this process appends to (None for a reader, or between segments): a plain
+        # attribute, read on every append, written only by `activate` and `retire_active`.
+        self.active: ActiveSegment | None = None
         self._tail_end = 0  # the end offset while there is no active segment
         # Bases of an interrupted swap's leftovers found at a read-only open (commitlog.cleanup.swap):
         # superseded by the compacted segment before them, never located by a read.
@@ -62,11 +64,6 @@ class SegmentList:
     def bases(self) -> list[int]:
         """The segments' base offsets, oldest first (replaced whole on change: a snapshot)."""
         return self._bases
-
-    @property
-    def active(self) -> ActiveSegment | None:
-        """The segment this process appends to (None for a reader, or between segments)."""
-        return self._active
 
     @property
     def leftovers(self) -> frozenset[int]:
@@ -133,7 +130,7 @@ class SegmentList:
             self._leftovers = self._leftovers.intersection(bases)  # gone once a writer removed them
             bases = [b for b in bases if b not in self._leftovers]
         with self.meta_lock:
-            active = self._active
+            active = self.active
             if active is not None and active.base_offset not in bases:
                 bases.append(active.base_offset)
                 bases.sort()
@@ -169,7 +166,7 @@ class SegmentList:
         """`segment` is the one this process appends to now (None: the last is sealed, or
         there is none, and the end is read from the last segment)."""
         with self.meta_lock:
-            self._active = segment
+            self.active = segment
             if segment is not None and (not self._bases or self._bases[-1] < segment.base_offset):
                 self._bases = self._bases + [segment.base_offset]
         if segment is None:
@@ -179,15 +176,15 @@ class SegmentList:
         """Stop appending to the active segment (sealed by a roll, or closed): returned, its end
         now the log's end until the next is activated."""
         with self.meta_lock:
-            old = self._active
+            old = self.active
             if old is not None:
-                self._active = None
+                self.active = None
                 self._tail_end = old.end_offset
         return old
 
     # ------------------------------------------------------------------ offsets
     def end(self) -> int:
-        active = self._active
+        active = self.active
         return active.end_offset if active is not None else self._tail_end
 
     def start(self) -> int:
@@ -198,7 +195,7 @@ class SegmentList:
     def catch_up(self) -> None:
         """A reader's view of another process's writes: the list and the end read again."""
         self.refresh()
-        if self._active is None:
+        if self.active is None:
             self._tail_end = self.compute_tail_end()
 
     def compute_tail_end(self) -> int:
@@ -269,7 +266,7 @@ class SegmentList:
         ACTIVE: this process writes it, the limit is exact (a bad record below it is
         corruption). LIVE: the last segment, written by another process: its limit is unknown,
         so a bad record may be one in flight. SEALED: the limit is the sealed length."""
-        active = self._active
+        active = self.active
         if active is not None and active.base_offset == base:
             return active.position, ACTIVE, active.index.floor
         # A reader may meet a segment still zero-length (being created, or left by a crash).

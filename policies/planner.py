@@ -77,8 +77,10 @@ def plan(
     policies: Mapping[str, PolicyConfig],
     now: datetime,
     manual: Mapping[str, ManualTrigger] = MappingProxyType({}),
+    in_force: Mapping[str, PolicyConfig] = MappingProxyType({}),
 ) -> Plan:
-    """Decide every segment of ``logs`` at ``now``; ``manual`` holds open manual triggers by policy name.
+    """Decide every segment of ``logs`` at ``now``; ``manual`` holds open manual triggers by policy name;
+    ``in_force``: by log name, the policy a log's ``overrides`` make of its own (``policy_for``).
 
     Raises ``ValueError`` for a naive ``now``, a log naming a policy absent from ``policies`` or two
     logs with one name.
@@ -91,7 +93,8 @@ def plan(
     for order, log in enumerate(logs):
         if log.policy not in policies:
             raise ValueError(f"log {log.name} names policy {log.policy!r}, which is not configured")
-        walks.append(_LogWalk(order, log, policies[log.policy], now, manual.get(log.policy, NO_MANUAL_TRIGGER)))
+        walks.append(_LogWalk(order, log, in_force.get(log.name, policies[log.policy]), now,
+                              manual.get(log.policy, NO_MANUAL_TRIGGER)))
     filesystems: dict[int, list[_LogWalk]] = {}
     for walk in walks:
         filesystems.setdefault(walk.log.disk.filesystem_id, []).append(walk)

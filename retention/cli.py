@@ -61,14 +61,22 @@ def build_parser() -> argparse.ArgumentParser:
                          help="only this configured log (repeatable; default: every log)")
     check = sub.add_parser("check", help="validate the configuration")
     check.add_argument("--config")
+    check.add_argument("--json", action="store_true",
+                       help="print each log with the policy in force for it (its overrides applied)")
     status = sub.add_parser("status", help="ask a running sidecar")
     status.add_argument("--url", default="http://127.0.0.1:9464")
     status.add_argument("--json", action="store_true")
     return parser
 
 
-def _check(path: str | None, config) -> int:
+def _check(path: str | None, config, *, as_json: bool = False) -> int:
     where = path or "embedded default"
+    if as_json:
+        print(json.dumps({"config": where, "logs": {
+            name: {"path": str(log.path), "policy": log.policy, "overrides": log.model_dump(mode="json")["overrides"],
+                   "policy_in_force": config.policy_for(name).model_dump(mode="json")}
+            for name, log in config.logs.items()}}, indent=2))
+        return EXIT_OK
     if not config.logs:
         print(f"retention: warning: {where}: logs is empty: the sidecar would look after nothing",
               file=sys.stderr)
@@ -90,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             return print_status(args.url, as_json=args.json)
         config = load(args.config)
         if args.command == "check":
-            return _check(args.config, config)
+            return _check(args.config, config, as_json=args.json)
         configure_logging(config.service.log_level, config.service.log_format)
         if args.command == "serve":
             from .service.serve import serve

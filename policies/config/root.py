@@ -8,9 +8,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, ValidationInfo, WrapSerializer, field_validator, model_validator
+from pydantic import (AfterValidator, Field, PrivateAttr, ValidationError, ValidationInfo, WrapSerializer,
+                      field_validator, model_validator)
 
 from storesettings import SEGMENT_SIZE_DEFAULT, SEGMENT_SIZE_MAX, SEGMENT_SIZE_MIN
 
@@ -19,6 +20,23 @@ from policies.config.service import ServiceConfig
 from policies.config.policy import PolicyConfig
 from policies.config.fields import (ByteSize, DEFAULT_POLICY, Name, _Strict, _config_problem, _frozen_mapping,
                                     _resolve_path)
+
+
+def _frozen_tree(value: Any) -> Any:
+    """Mappings inside ``value`` made read-only, all the way down (overrides stay as written)."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: _frozen_tree(item) for key, item in value.items()})
+    return value
+
+
+def _plain_tree(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _plain_tree(item) for key, item in value.items()}
+    return value
+
+
+Overrides = Annotated[Mapping[str, Any], AfterValidator(_frozen_tree),
+                      WrapSerializer(lambda value, handler: _plain_tree(value))]
 
 
 class LogConfig(_Strict):
@@ -34,6 +52,11 @@ class LogConfig(_Strict):
         "From 4KiB to 4GiB - 1 B (the store's limits, storesettings); default 64MiB.",
     )
     policy: Name = Field(default=DEFAULT_POLICY, description="Name of the policy in policies; default 'default'.")
+    overrides: Overrides = Field(
+        default_factory=dict,
+        description="Policy keys this log sets otherwise, in place (reserve: 1h, disk: {clean_ratio: 0.6}); "
+        "a section merges key by key. Validated as the policy is; default none.",
+    )
 
     @field_validator("segment_size", mode="after")
     @classmethod
@@ -93,6 +116,8 @@ class RetentionConfig(_Strict):
             return policies
         return MappingProxyType({DEFAULT_POLICY: _implicit_default_policy(), **policies})
 
+    _effective: dict[str, PolicyConfig] = PrivateAttr(default_factory=dict)
+
     @model_validator(mode="after")
     def _check_logs(self) -> RetentionConfig:
         seen: dict[str, str] = {}
@@ -105,6 +130,8 @@ class RetentionConfig(_Strict):
             if real in seen:
                 raise _config_problem(f"is already the path of log {seen[real]!r} ({log.path})", "logs", name, "path")
             seen[real] = name
+            if log.overrides:
+                self._effective[name] = _overridden(self.policies[log.policy], log.overrides, name)
         return self
 
     @property
@@ -113,5 +140,45 @@ class RetentionConfig(_Strict):
         return tuple(name for name, policy in self.policies.items() if policy is not _implicit_default_policy())
 
     def policy_for(self, log_name: str) -> PolicyConfig:
-        """Return the policy of the log named ``log_name`` (KeyError if there is no such log)."""
-        return self.policies[self.logs[log_name].policy]
+        """Return the policy in force for the log named ``log_name``: its policy with the log's
+        ``overrides`` applied (KeyError if there is no such log)."""
+        found = self._effective.get(log_name)
+        return found if found is not None else self.policies[self.logs[log_name].policy]
+
+
+def _merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+# A policy's schedule: its jobs run per policy, so a log cannot time them differently.
+SCHEDULE_KEYS = (("interval",), ("disk_check_interval",), ("manual_passes",), ("compaction", "interval"),
+                 ("hung", "retry_every"))
+
+
+def _overridden(policy: PolicyConfig, overrides: Mapping[str, Any], log_name: str) -> PolicyConfig:
+    """``policy`` with ``overrides`` applied and validated as a policy is; the first problem is
+    blamed on its key under ``logs.LOG.overrides``."""
+    for path in SCHEDULE_KEYS:
+        section = overrides if len(path) == 1 else overrides.get(path[0])
+        if isinstance(section, Mapping) and path[-1] in section:
+            raise _config_problem("is the policy's schedule, shared by its logs: give this log a policy "
+                                  "of its own to change it", "logs", log_name, "overrides", *path)
+    try:
+        return PolicyConfig.model_validate(_merged(policy.model_dump(), overrides))
+    except ValidationError as exc:
+        detail = exc.errors(include_url=False)[0]
+        location = tuple(str(part) for part in detail["loc"])
+        context = detail.get("ctx") or {}
+        if detail["type"] == "extra_forbidden":
+            reason = "unknown policy key"
+        elif detail["type"] == "config":
+            location, reason = (*location, *context.get("key", ())), context["reason"]
+        else:
+            reason = str(context.get("error", detail["msg"]))
+        raise _config_problem(reason, "logs", log_name, "overrides", *location) from None

@@ -111,7 +111,7 @@ class Cleaner:
                     disk = disk_snapshot(w.path, forcing=forcing)
                     disks[disk.filesystem_id] = disk
                 examine = None
-                policy = self.config.policies[w.config.policy]
+                policy = self.config.policy_for(w.name)
                 # A capped log is listed whole: its size needs every file's (and the cap bounds them).
                 if examine_only and policy.retention_bytes is None:
                     # A pass deletes at most files_per_pass and nothing without a trigger: with none
@@ -125,7 +125,8 @@ class Cleaner:
                 errors[w.name], owned[w.name] = str(exc), exc.holder_pid
             except (CommitLogError, OSError) as exc:
                 errors[w.name] = str(exc)
-        the_plan = plan(list(snapshots.values()), self.config.policies, at, manual)
+        the_plan = plan(list(snapshots.values()), self.config.policies, at, manual,
+                        {name: self.config.policy_for(name) for name in snapshots})
         by_name = {lp.name: lp for lp in the_plan.logs}
         results = []
         for w in watched:
@@ -200,7 +201,7 @@ class Cleaner:
             if self._stop.is_set():
                 return True
             if not first:
-                wait(self.config.policies[r.plan.policy].pause_between_files)
+                wait(self.config.policy_for(r.name).pause_between_files)
                 if self._stop.is_set():
                     return True
             first = False

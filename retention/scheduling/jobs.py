@@ -98,7 +98,9 @@ def desired_jobs(config: RetentionConfig, *, cleanup: Callable[[str], None], hun
         policy = config.policies[p]
         jobs[f"cleanup:{p}"] = JobSpec(cleanup, (p,), policy.interval, "default")
         jobs[f"hung:{p}"] = JobSpec(hung, (p,), policy.hung.retry_every, "default")
-        if compact is not None and policy.compaction.enabled:
+        # A log's overrides may turn compaction on under a policy that has it off.
+        if compact is not None and any(config.policy_for(n).compaction.enabled
+                                       for n, log in config.logs.items() if log.policy == p):
             jobs[f"compact:{p}"] = JobSpec(compact, (p,), policy.compaction.interval, "default")
     jobs[JOB_DISK] = JobSpec(disk_check, (), disk_check_every(config), "disk")
     return jobs

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 
 from commitlog import is_log_directory, segment_name
 from policies import (DELETED, DISK_CLEAN, DISK_FORCE, LEVEL_NAMES, MANUAL, REFUSE_WRITES, SIZE_CAP, TIME_WINDOW,
-                      ManualTrigger, RetentionConfig, SegmentDecision)
+                      ManualTrigger, PolicyConfig, RetentionConfig, SegmentDecision)
 
 from ..deletion.pinned import pinned_bytes
 from ..deletion.results import LogPassResult
@@ -44,7 +44,11 @@ def primary_trigger(decision: SegmentDecision, triggers: Iterable[str]) -> str:
 
 
 def _policy_view(config: RetentionConfig, name: str) -> dict:
-    p = config.policies[name]
+    return {**_policy_fields(config.policies[name]),
+            "logs": [n for n, log in config.logs.items() if log.policy == name]}
+
+
+def _policy_fields(p: PolicyConfig) -> dict:
     return {
         "interval_seconds": p.interval, "delete_at_hours": list(p.delete_at_hours),
         "timezone": p.timezone, "reserve_seconds": p.reserve, "retention_bytes": p.retention_bytes,
@@ -55,7 +59,6 @@ def _policy_view(config: RetentionConfig, name: str) -> dict:
         "refuse_writes_ratio": p.disk.refuse_writes_ratio, "force": p.disk.force,
         "protect_unconsumed": p.protect_unconsumed,
         "hung_force_after_seconds": p.hung.force_after, "hung_retry_every_seconds": p.hung.retry_every,
-        "logs": [n for n, log in config.logs.items() if log.policy == name],
     }
 
 
@@ -83,7 +86,10 @@ def build_status(*, config: RetentionConfig, healthy: bool, problems: list[str],
         logs.append({
             "name": name, "path": str(log.path), "policy": log.policy,
             "interval_seconds": config.policies[log.policy].interval,
-            "retention_bytes": config.policies[log.policy].retention_bytes,
+            "retention_bytes": config.policy_for(name).retention_bytes,
+            # A log's overrides, and the policy they make in force for it (None: its policy's own).
+            "overrides": log.model_dump(mode="json")["overrides"],
+            "policy_in_force": _policy_fields(config.policy_for(name)) if log.overrides else None,
             "disk": {"mountpoint": fs.mountpoint if fs else None,
                      "used_ratio": fs.used_ratio if fs else None,
                      "total_bytes": fs.total_bytes if fs else None,

@@ -236,6 +236,7 @@ def build_page_data(status: dict, result, disks: dict, history, deletions: list[
             "segments": len(decisions) if lp is not None else log["segments"],
             "bytes": sum(d.bytes for d in decisions) if lp is not None else log["bytes"],
             "retention_bytes": log.get("retention_bytes"),
+            "overridden": sorted(log.get("overrides") or ()),
             "start_offset": log["start_offset"], "end_offset": log["end_offset"],
             "mountpoint": log["disk"]["mountpoint"],
             "triggers": list(lp.triggers) if lp is not None else log["triggers"],

@@ -40,7 +40,9 @@ def sidecar(tmp_path):
         log.mark_dead(range(clicks[0], clicks[0] + 22))           # 22 of the head's 33 records dead
     _, config = write_config(tmp_path, config_text(
         tmp_path, sidecar=True, policy={"files_per_pass": 100, "retention_bytes": "1MiB"},
-        logs={name: {"path": str(tmp_path / name), "segment_size": "4KiB"} for name in ("staging", "clicks")}))
+        logs={"staging": {"path": str(tmp_path / "staging"), "segment_size": "4KiB"},
+              "clicks": {"path": str(tmp_path / "clicks"), "segment_size": "4KiB",
+                         "overrides": {"retention_bytes": "2MiB", "reserve": "2h"}}}))
     scheduler = RetentionScheduler(config)
     scheduler.start()
     server = RetentionHTTPServer(scheduler, config.service)
@@ -95,6 +97,12 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
     assert "etl" in body                                # the consumer group table
     size = browser.find_element("css selector", "[data-log=staging] [data-role=size]").text
     assert size.endswith(" of 1.0 MiB cap"), size      # its policy's retention_bytes
+    clicks_size = browser.find_element("css selector", "[data-log=clicks] [data-role=size]").text
+    assert clicks_size.endswith(" of 2.0 MiB cap"), clicks_size      # its own, by an override
+    policy = browser.find_element("css selector", "[data-log=clicks] [data-role=policy]").text
+    assert policy.startswith("policy default (overridden: reserve, retention_bytes)"), policy
+    policy = browser.find_element("css selector", "[data-log=staging] [data-role=policy]").text
+    assert policy.startswith("policy default ·"), policy
     assert "no deletions in the audit trail" in body
     assert len(browser.find_elements("css selector", "[data-log=staging] .strip div")) >= 3
 

@@ -11,7 +11,8 @@ does, on demand.
 
 Rooms: the base modules here (`log`, the `CommitLog` facade; `errors`, the error tree; `options`;
 `arguments`; `layout`, every file name in a log directory; `record`, the record format; `locks`;
-`marks`; `state` and `startoffset`, consumer commits and the start offset; `diskusage`), and the
+`marks`; `state` and `startoffset`, consumer commits and the start offset; `diskusage`;
+`opening`; `timeroll`, the time-based roll of a log no writer has open), and the
 sub-packages `segments` (segment files and reading), `append` (writing and recovery), `cleanup`
 (removal, swaps, compaction's rewrite) and `spark` (the PySpark integration). Dependencies point
 `cleanup`/`append` -> `segments` -> base.
@@ -32,6 +33,7 @@ from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERV
                       FLUSH_MODES, MAX_SEGMENT_SIZE, MIN_SEGMENT_SIZE, ON_FULL_MODES, LogOptions)
 from .record import ATTR_CONTROL, ATTR_DEAD, ATTR_GAP, Record
 from .cleanup.removal import RemovalResult
+from .timeroll import NOT_DUE, ROLLED, WRITER_OPEN, roll_idle
 from .segments.segment import SegmentInfo
 
 __all__ = [
@@ -44,5 +46,5 @@ __all__ = [
     "OffsetOutOfRangeError", "OffsetRemovedError", "ReadOnlyLogError", "Record", "RecordTooLargeError",
     "RemovalResult", "SegmentFile", "SegmentInfo", "SegmentListing", "SegmentSizeMismatchError",
     "StoreFullError", "disk_usage", "is_log_directory", "list_segments", "parse_segment_name",
-    "segment_name",
+    "segment_name", "roll_idle", "ROLLED", "NOT_DUE", "WRITER_OPEN",
 ]

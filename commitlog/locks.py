@@ -13,25 +13,37 @@ import fcntl
 import mmap
 import os
 import threading
+import time
 from dataclasses import dataclass
 
 from .errors import LogLockedError, LogNotWritableError
 from .layout import lock_path
 
 
-class WriterLock:
-    """The exclusive lock on `<log>/.lock` that makes a process the log's only writer."""
+ROLLING = "rolling"          # the note of a holder that only seals an idle log's segment
+ROLLING_WAIT = 5.0           # seconds a writer waits for such a holder before giving up
 
-    def __init__(self, directory: str) -> None:
+
+class WriterLock:
+    """The exclusive lock on `<log>/.lock` that makes a process the log's only writer. `note`
+    says why it is held; a writer that finds it held by a time-based roll of an idle log
+    (commitlog.append.timeroll, milliseconds) waits up to ROLLING_WAIT seconds for it."""
+
+    def __init__(self, directory: str, *, note: str = "") -> None:
         self.path = lock_path(directory)
-        try:
-            fd, holder = try_pid_lock(self.path)
-        except OSError as exc:
-            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                raise LogNotWritableError(directory, os.strerror(exc.errno).lower()) from exc
-            raise
-        if fd is None:
-            raise LogLockedError(directory, holder)
+        deadline = time.monotonic() + ROLLING_WAIT
+        while True:
+            try:
+                fd, holder = try_pid_lock(self.path, note)
+            except OSError as exc:
+                if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                    raise LogNotWritableError(directory, os.strerror(exc.errno).lower()) from exc
+                raise
+            if fd is not None:
+                break
+            if note or holder is None or holder[1] != ROLLING or time.monotonic() >= deadline:
+                raise LogLockedError(directory, holder[0] if holder else None)
+            time.sleep(0.005)
         self._fd = fd
 
     def release(self) -> None:
@@ -40,21 +52,22 @@ class WriterLock:
             self._fd = -1
 
 
-def try_pid_lock(path: str) -> tuple[int | None, int | None]:
+def try_pid_lock(path: str, note: str = "") -> tuple[int | None, tuple[int | None, str] | None]:
     """Open (creating) `path`, take its exclusive flock without waiting and write this process's
-    pid in it: `(fd, None)`; `(None, holder's pid or None)` when another open file holds it. The
-    lock lasts until `fd` is closed (or the process dies). OSError when `path` cannot be opened."""
+    pid (and `note`) in it: `(fd, None)`; `(None, (holder's pid or None, its note))` when another
+    open file holds it. The lock lasts until `fd` is closed (or the process dies). OSError when
+    `path` cannot be opened."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = _read_pid(fd)
+        holder = _read_holder(fd)
         os.close(fd)
         return None, holder
     # A fixed-width record, so no truncate: on ext4 that can wait for a journal commit. The pid
     # only informs: on a full disk the lock holds without it.
     try:
-        os.pwrite(fd, f"{os.getpid():<20}\n".encode(), 0)
+        os.pwrite(fd, f"{f'{os.getpid()} {note}':<20}\n".encode(), 0)
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             os.close(fd)
@@ -62,11 +75,12 @@ def try_pid_lock(path: str) -> tuple[int | None, int | None]:
     return fd, None
 
 
-def _read_pid(fd: int) -> int | None:
+def _read_holder(fd: int) -> tuple[int | None, str]:
     try:
-        return int(os.pread(fd, 32, 0).decode().strip() or 0) or None
-    except (ValueError, OSError):
-        return None
+        words = os.pread(fd, 32, 0).decode().split()
+        return (int(words[0]) or None) if words else None, " ".join(words[1:])
+    except (ValueError, OSError, UnicodeDecodeError):
+        return None, ""
 
 
 def try_exclusive(fd: int) -> bool:

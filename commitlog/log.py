@@ -51,7 +51,7 @@ class CommitLog(DeadRecords):
              flush_interval: float = DEFAULT_FLUSH_INTERVAL,
              refuse_writes_ratio: float | None = DEFAULT_REFUSE_WRITES_RATIO,
              resume_ratio: float = DEFAULT_RESUME_RATIO, on_full: str = DEFAULT_ON_FULL,
-             block_timeout: float = DEFAULT_BLOCK_TIMEOUT) -> "CommitLog":
+             block_timeout: float = DEFAULT_BLOCK_TIMEOUT, roll_after: float | None = None) -> "CommitLog":
         """Open (and, unless `readonly`, create) the log in directory `path`; the settings are
         documented, with their units and defaults, in commitlog.options.LogOptions.
 
@@ -59,7 +59,7 @@ class CommitLog(DeadRecords):
         several read-only opens may coexist with one writer in another process. NotALogError when
         `path` is a plain file, or (read-only) a directory that holds no log."""
         options = LogOptions(segment_size, readonly, flush, flush_interval, refuse_writes_ratio,
-                             resume_ratio, on_full, block_timeout)
+                             resume_ratio, on_full, block_timeout, roll_after)
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidArgumentError(f"path must be a str or os.PathLike, got {path!r}")
         self = object.__new__(cls)
@@ -84,8 +84,12 @@ class CommitLog(DeadRecords):
         self._state, self._segs, self._writer = parts.state, parts.segs, parts.writer
         self._media_readonly = parts.media_readonly
         self._writable = not self.readonly
-        if not self.readonly and options.flush == "async":
-            self._flusher = Flusher(f"commitlog-flush:{self.path}", options.flush_interval, self._flush_due)
+        if not self.readonly and (options.flush == "async" or options.roll_after is not None):
+            # The same thread rolls an idle writer's segment by time (at most a second late).
+            every = options.flush_interval if options.flush == "async" else 1.0
+            if options.roll_after is not None:
+                every = min(every, 1.0, options.roll_after)
+            self._flusher = Flusher(f"commitlog-flush:{self.path}", every, self._flush_due)
 
     # ------------------------------------------------------------------ offsets
     @property
@@ -117,6 +121,8 @@ class CommitLog(DeadRecords):
             if guard.refusing or not guard.checked_ns <= now_ns < guard.due_ns:
                 guard.check()
             seg = self._segs.active
+            if seg is not None and now_ns >= seg.roll_due_ns:
+                seg = self._writer.roll_by_time(seg, now_ns)
             try:
                 offset = -1 if seg is None else seg.append(value, key, timestamp_ms, attributes, now_ns)
                 if offset < 0:  # a roll: checked first, so a bad record cannot cause one
@@ -150,6 +156,9 @@ class CommitLog(DeadRecords):
             segs = self._segs
             now_ns = _time_ns()
             ts = now_ns // 1_000_000 if timestamp_ms is None else timestamp_ms
+            seg = segs.active
+            if seg is not None and now_ns >= seg.roll_due_ns:
+                self._writer.roll_by_time(seg, now_ns)
             first = segs.end()
             if keys is not None:
                 keys = list(keys)
@@ -179,8 +188,10 @@ class CommitLog(DeadRecords):
             if self._closed:
                 return False
             active = self._segs.active
-            if active is not None and active.dirty():
+            if active is not None and active.dirty() and self.flush_mode == "async":
                 active.flush()
+            if self._writer.roll_after_ns is not None:
+                self._writer.roll_if_due(_time_ns())
             return True
 
     # ------------------------------------------------------------------ reading

@@ -63,19 +63,20 @@ class LogParts:
             self.writer_lock.release()
 
 
-def open_directory(path: str, options: LogOptions, guard: DiskGuard) -> LogParts:
+def open_directory(path: str, options: LogOptions, guard: DiskGuard, *, lock_note: str = "") -> LogParts:
     """Open the log at absolute `path` (creating it unless read-only); on failure, everything
-    taken so far is let go before the error propagates."""
+    taken so far is let go before the error propagates. `lock_note`: why the writer lock is taken
+    (commitlog.locks.ROLLING: only to roll an idle log, so nothing is prepared ahead)."""
     parts = LogParts()
     try:
-        _open(path, options, guard, parts)
+        _open(path, options, guard, parts, lock_note)
     except BaseException:
         parts.close(flush=False)
         raise
     return parts
 
 
-def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts) -> None:
+def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, lock_note: str) -> None:
     readonly = options.readonly
     if os.path.exists(path) and not os.path.isdir(path):
         raise NotALogError(path, "it is a file, not a directory")
@@ -84,7 +85,7 @@ def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts) -> 
             raise NotALogError(path, "no such directory" if not os.path.exists(path) else f"no {META_FILE}")
     else:
         os.makedirs(path, exist_ok=True)
-        parts.writer_lock = WriterLock(path)
+        parts.writer_lock = WriterLock(path, note=lock_note)
     parts.segment_size = segment_size = load_meta(path, options.segment_size, create=not readonly)
     parts.state = state = LogState(state_path(path))
     parts.media_readonly = readonly and on_readonly_filesystem(path)
@@ -95,7 +96,8 @@ def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts) -> 
         parts.preallocator = SegmentPreallocator(path, segment_size, guard.may_reserve)
         parts.preallocator.discard_leftover()  # a crash's leftover is not trusted
         parts.writer = Writer(path, segment_size, segs, state, guard, parts.preallocator,
-                              durable=options.flush != "none", sync=options.flush == "sync")
+                              durable=options.flush != "none", sync=options.flush == "sync",
+                              roll_after=options.roll_after)
     segs.load(validate=True)
     if readonly:
         # Not ours to remove (the writer's next open or compaction does): passed over.
@@ -107,9 +109,11 @@ def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts) -> 
     with swap.compaction_lock(path, wait=False) as idle, removal.removal_lock(path):
         if swap.finish_swaps(segs, cleaned=idle):
             segs.load()
-    segs.activate(recover(segs))
+    active = recover(segs)
+    parts.writer.adopt(active)
+    segs.activate(active)
     # Preparing the next segment starts at the first roll, not here: writers that open, append a
     # little and close (Spark tasks take turns so) would pay for it. A new log's first append
     # needs a segment at once, so that one starts now.
-    if not segs.bases:
+    if not segs.bases and not lock_note:
         parts.preallocator.request()

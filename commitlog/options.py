@@ -40,7 +40,8 @@ class LogOptions:
     log). flush: "sync" (each append reaches the disk before it returns), "async" (a background
     flush every `flush_interval` seconds) or "none" (the OS decides). refuse_writes_ratio /
     resume_ratio / on_full / block_timeout: the writer's disk guard (refuse_writes_ratio=None
-    disables it)."""
+    disables it). roll_after: seconds after a segment's first record at which it is sealed short
+    even when not full (a time-based roll, Kafka's segment.ms); None: segments roll when full only."""
 
     segment_size: int | None = None
     readonly: bool = False
@@ -50,6 +51,7 @@ class LogOptions:
     resume_ratio: float = DEFAULT_RESUME_RATIO
     on_full: str = DEFAULT_ON_FULL
     block_timeout: float = DEFAULT_BLOCK_TIMEOUT
+    roll_after: float | None = None
 
     def __post_init__(self) -> None:
         size = self.segment_size
@@ -74,6 +76,8 @@ class LogOptions:
         if not _number(self.block_timeout) or not self.block_timeout >= 0:
             raise InvalidArgumentError(
                 f"block_timeout must be zero or positive seconds, got {self.block_timeout!r}")
+        if self.roll_after is not None and (not _number(self.roll_after) or not self.roll_after > 0):
+            raise InvalidArgumentError(f"roll_after must be positive seconds or None, got {self.roll_after!r}")
         refuse = self.refuse_writes_ratio
         if refuse is not None:
             if not _number(refuse) or not 0 < refuse <= 1:

@@ -194,7 +194,7 @@ class _LogWalk:
         overridden: list[str] = []
         details: dict[str, tuple] = {}
 
-        if segment.active or is_last:
+        if segment.active or (is_last and not segment.sealed):
             reasons.append(ACTIVE)
             details[ACTIVE] = (str, "the segment being written")
         if not self.triggers or (self.triggers == (SIZE_CAP,) and not over_cap):

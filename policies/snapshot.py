@@ -48,6 +48,9 @@ class SegmentSnapshot:
     index_bytes: int = 0
     """Bytes its index file takes on disk, freed with it (a pressure walk counts them toward its
     target, or it deletes one segment too many); 0 when unknown."""
+    sealed: bool = False
+    """True when no writer appends to it again although it is the log's last segment (a time-based
+    roll sealed it before the next segment existed): the last segment is kept unless sealed."""
 
     def __post_init__(self) -> None:
         if self.end_offset < self.base_offset:

@@ -3,7 +3,10 @@
 The writer makes the last segment writable again: a sealed index is trusted as is; otherwise the
 tail is scanned from the last index checkpoint that still verifies (commitlog.segments.sealed), and
 whatever is torn or corrupt after the last good record is zeroed and logged with its byte count.
-A zero-length last segment (a crash while creating it) is removed. Used by the writer at open only.
+A zero-length last segment (a crash while creating it) is removed. A last segment shorter than
+segment_size was sealed short by a time-based roll (the listing checked it is complete): its index is
+written back if a crash lost it; a full-size one whose sealed index says it was being cut (a crash
+between the seal and the cut, see ActiveSegment.seal_short) is cut. Used by the writer at open only.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 from .. import record as rec
 from ..segments.active import ActiveSegment
 from ..errors import CorruptLogError, NotALogError, SegmentSizeMismatchError
-from ..segments.index import IndexWriter, read_checkpoints, read_sealed
+from ..segments.index import IndexWriter, read_checkpoints, read_sealed, write_sealed
 from ..layout import META_FILE, TMP_SUFFIX, fsync_directory, index_path, meta_path
 from ..options import DEFAULT_SEGMENT_SIZE
 from ..segments.sealed import scan_segment
@@ -74,8 +77,17 @@ def recover(segs: SegmentList) -> ActiveSegment | None:
         fsync_directory(segs.path)
         segs.forget(base)
         return None
-    if read_sealed(index_path(path)) is not None:
+    found = os.stat(path).st_size
+    if found != size:
+        _finish_short_seal(segs, base, found)
+        return None  # sealed short: the next append rolls to a new segment
+    sealed = segs.summaries.read_index(base)
+    if sealed is not None:
+        if sealed.compacted and sealed.used_bytes + rec.LENGTH_SIZE < size:
+            _finish_cut(path, sealed.used_bytes)
         return None  # sealed: the next append rolls to a new segment
+    if read_sealed(index_path(path)) is not None:
+        return None  # sealed, its index naming another file: rebuilt from the data when read
     rels, positions = read_checkpoints(index_path(path))
     fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     try:
@@ -107,6 +119,33 @@ def recover(segs: SegmentList) -> ActiveSegment | None:
         segs.sealed(base, active.seal(durable=True))
         return None
     return active
+
+
+def _finish_short_seal(segs: SegmentList, base: int, found: int) -> None:
+    """A short last segment whose index a crash lost (the data alone proved it complete at the
+    listing): its sealed index written back."""
+    if segs.summaries.read_index(base) is not None:
+        return
+    summary = segs.compacted_summary(base, found)
+    if summary is None:  # the listing proved it complete: only a race could get here
+        raise CorruptLogError(segs.segment_path(base), None, f"last segment is {found} bytes, expected "
+                              f"{segs.segment_size} (and it is not a complete sealed segment)")
+    write_sealed(index_path(segs.segment_path(base)), summary)
+    log.warning("wrote back the index of %s, sealed short by a time-based roll", segs.segment_path(base))
+
+
+def _finish_cut(path: str, used: int) -> None:
+    """Cut a segment sealed short to its records and end marker (a crash came before the cut);
+    left whole when the end marker is not where its index says."""
+    with open(path, "r+b") as f:
+        f.seek(used)
+        if rec.LENGTH.unpack(f.read(rec.LENGTH_SIZE) or bytes(rec.LENGTH_SIZE))[0] != rec.END_MARKER:
+            log.warning("left %s whole: no end marker at byte %d, where its index ends it", path, used)
+            return
+        os.ftruncate(f.fileno(), used + rec.LENGTH_SIZE)
+        os.fsync(f.fileno())
+    log.warning("cut %s to %d bytes: a crash came between its time-based roll's seal and cut",
+                path, used + rec.LENGTH_SIZE)
 
 
 def _torn_extent(mm, pos: int, size: int, bad: bool) -> int:

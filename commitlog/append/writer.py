@@ -2,6 +2,13 @@
 taking a prepared one, asking for the next), and the batch append loops that hand chunks to the
 active segment between disk checks and rolls.
 
+Time-based rolls (`roll_after`, Kafka's segment.ms): a segment whose first record is that old is
+sealed short (`ActiveSegment.seal_short`: its unused tail given back) at the next append, or by the
+log's background thread while the writer is idle; the next append starts a new segment. The age is
+counted from the wall clock at the segment's first append, or from its first record's timestamp for
+a segment found at open (the only clock left), never from a caller's timestamps otherwise, so a
+backfill with old timestamps does not roll a segment per record.
+
 Used by CommitLog with its lock held: not thread-safe on its own. CommitLog.append inlines the
 single-record path (see `append_locked` for the same steps) to keep the hot path one call deep.
 """
@@ -9,6 +16,7 @@ single-record path (see `append_locked` for the same steps) to keep the hot path
 from __future__ import annotations
 
 import bisect
+import logging
 import struct
 import time
 from array import array
@@ -28,6 +36,7 @@ _BATCH_CHUNK = 1 << 20                # bytes framed in memory before one copy i
 _crc32 = rec.crc32
 _time_ns = time.time_ns
 BAD_RECORD = (TypeError, struct.error, OverflowError)  # what a record of the wrong type raises
+log = logging.getLogger("commitlog")
 
 
 class Writer:
@@ -35,7 +44,7 @@ class Writer:
 
     def __init__(self, path: str, segment_size: int, segs: SegmentList, state: LogState,
                  guard: DiskGuard, preallocator: SegmentPreallocator, *, durable: bool,
-                 sync: bool) -> None:
+                 sync: bool, roll_after: float | None = None) -> None:
         self.path = path
         self.segment_size = segment_size
         self._segs = segs
@@ -44,6 +53,7 @@ class Writer:
         self.preallocator = preallocator
         self._durable = durable  # rolls msync and fsync only when flushing is asked for
         self._sync = sync
+        self.roll_after_ns = None if roll_after is None else int(roll_after * 1e9)
 
     def append_batch(self, values: list, ts: int, attributes: int, now_ns: int, first: int) -> int:
         """Records without keys, one timestamp; `first`: the offset the first one gets."""
@@ -141,8 +151,47 @@ class Writer:
         seg = ActiveSegment.create(self.path, segs.end(), self.segment_size, prepared,
                                    durable=self._durable)
         segs.activate(seg)
+        if self.roll_after_ns is not None:
+            seg.roll_due_ns = _time_ns() + self.roll_after_ns  # its first record is written now
         self.preallocator.request()
         return seg
+
+    # ------------------------------------------------------------------ time-based rolls
+    def adopt(self, seg: ActiveSegment | None) -> None:
+        """`seg`, found at open, is the active segment: its roll falls due by its first record's
+        timestamp (0 for an empty one: set at its first append)."""
+        if seg is not None and self.roll_after_ns is not None:
+            first_ts = seg.summary().first_timestamp_ms if seg.count else None
+            seg.roll_due_ns = 0 if first_ts is None else first_ts * 1_000_000 + self.roll_after_ns
+
+    def roll_by_time(self, seg: ActiveSegment, now_ns: int) -> ActiveSegment | None:
+        """An append found `seg`'s roll due (`now_ns` at or past `roll_due_ns`): an empty segment's
+        clock starts now; one with records is sealed short and None returned (the append rolls)."""
+        if not seg.count:
+            seg.roll_due_ns = now_ns + self.roll_after_ns
+            return seg
+        self.seal_by_time(now_ns)
+        return None
+
+    def roll_if_due(self, now_ns: int) -> bool:
+        """The idle writer's roll, from the log's background thread: True when it sealed."""
+        seg = self._segs.active
+        if seg is None or not seg.count or now_ns < seg.roll_due_ns:
+            return False
+        self.seal_by_time(now_ns)
+        return True
+
+    def seal_by_time(self, now_ns: int) -> None:
+        """Seal the active segment short; what was prepared ahead goes back too, so an idle writer
+        holds no more disk than its records (the next append prepares again)."""
+        segs = self._segs
+        old = segs.retire_active()
+        summary = old.seal_short()
+        segs.sealed(old.base_offset, summary)
+        self.preallocator.release_ready()
+        log.info("rolled %s after %.0f s: %d records, %d of %d bytes kept", old.path,
+                 (now_ns - (old.roll_due_ns - self.roll_after_ns)) / 1e9, summary.record_count,
+                 summary.used_bytes + rec.LENGTH_SIZE, self.segment_size)
 
     def release_prepared(self) -> None:
         """Writes are refused: segments prepared ahead hold disk the writer may not use now."""

@@ -47,8 +47,8 @@ def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) ->
     with removal_lock(segs.path):
         finish_removals(segs)
         live = segs.list().live(segs.state.start_offset())
-        if len(live) <= 1:
-            return RemovalResult("active", live[0].base_offset if live else None)
+        if not live:
+            return RemovalResult("active", None)
         base = live[0].base_offset
         if expected_base is not None and base != expected_base:
             return RemovalResult("mismatch", base)
@@ -60,9 +60,15 @@ def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) ->
             # superseded by the head: they go with it, and the start moves past them.
             end = _compacted_end(segs, base, size)
             later = [s.base_offset for s in live[1:] if s.base_offset >= end]
-            if not later:
-                return RemovalResult("active", base)
-            new_start = later[0]
+            if later:
+                new_start = later[0]
+            else:
+                # The last segment goes only once a time-based roll sealed it short (no writer
+                # appends to it again); the log is then empty and starts where it ended.
+                sealed = segs.summaries.read_index(base, os.fstat(fd).st_ino)
+                if sealed is None or not sealed.compacted or len(live) > 1:
+                    return RemovalResult("active", base)
+                new_start = sealed.end_offset(base)
             leftovers = [s.base_offset for s in live[1:] if s.base_offset < new_start]
             free = try_exclusive(fd)
             if not free and not force:
@@ -134,6 +140,12 @@ def finish_removals(segs: SegmentList, *, temporaries: bool = False) -> list[str
     for i, base in enumerate(bases[:-1]):
         if bases[i + 1] <= start:
             path = segs.segment_path(base)
+            unlink_segment(segs.path, path)
+            done.append(path)
+    if bases and bases[-1] < start:  # a sealed last segment whose removal the crash cut short
+        sealed = segs.summaries.read_index(bases[-1])
+        if sealed is not None and sealed.compacted and sealed.end_offset(bases[-1]) <= start:
+            path = segs.segment_path(bases[-1])
             unlink_segment(segs.path, path)
             done.append(path)
     if temporaries:

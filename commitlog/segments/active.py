@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import errno
 import mmap
 import os
@@ -36,6 +37,7 @@ _GAP = rec.ATTR_GAP
 LARGE_RECORD = 1 << 16                # records at least this big are written without a join
 # write_uniform drops CRCs in from array("I").tobytes(): it needs 4-byte little-endian items.
 UNIFORM_CRCS = array("I").itemsize == 4 and sys.byteorder == "little"
+NEVER_NS = 1 << 63                    # a roll_due_ns no clock reaches: no time-based roll
 
 
 class ActiveSegment:
@@ -64,6 +66,9 @@ class ActiveSegment:
         self._head_ts: int | None = None  # the cached body head of append (attributes 0, no key)
         self._head = b""
         self._head_crc = 0
+        # When a time-based roll is due (ns since the epoch; the writer sets it, see
+        # commitlog.append.writer): NEVER_NS without one, 0 while the first record's time is unknown.
+        self.roll_due_ns = NEVER_NS
 
     @classmethod
     def create(cls, directory: str, base_offset: int, size: int,
@@ -264,6 +269,32 @@ class ActiveSegment:
         if close_mapping:
             self.mm.close()
         os.utime(self.path, ns=(self.last_write_ns, self.last_write_ns))
+        return summary
+
+    def seal_short(self) -> SegmentSummary:
+        """Seal the segment where its records end and give the unused tail back: the file is cut
+        to used_bytes + 4 (its end marker), the shape of a compaction's output, which an open tells
+        from a torn file by its index or its data (commitlog.cleanup.swap). The data reaches the
+        disk first, whatever the flush mode (a cut file with zeros inside would be torn); then the
+        index, sealed and naming the file's inode; then the cut. A crash before the cut leaves a
+        full-size sealed segment, which the writer's next open cuts (commitlog.append.recovery)."""
+        end = self.position + rec.LENGTH_SIZE
+        if end > self.size:
+            return self.seal(durable=True)  # full to the last bytes: nothing to give back
+        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            rec.LENGTH.pack_into(self.mm, self.position, rec.END_MARKER)
+            self.mm.flush()
+            summary = dataclasses.replace(self.summary(), compacted=True,
+                                          data_ino=os.fstat(fd).st_ino & 0xFFFFFFFF)
+            self.index.seal(summary, durable=True)
+            self.index.close()
+            self.mm.close()
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+            os.utime(fd, ns=(self.last_write_ns, self.last_write_ns))  # removed meanwhile: still ours
+        finally:
+            os.close(fd)
         return summary
 
     def close(self) -> None:

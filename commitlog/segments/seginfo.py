@@ -49,16 +49,24 @@ def info(segs: SegmentList, base: int, *, last: bool, validate: bool = False, ke
     path = segs.segment_path(base)
     st = os.stat(path)
     active = segs.active
+    writable = last
     if active is not None and active.base_offset == base:
         s = active.summary()
     elif last:
+        if validate and st.st_size not in (segs.segment_size, 0) and segs.compacted_summary(base, st.st_size) is None:
+            raise CorruptLogError(path, None, f"segment is {st.st_size} bytes, expected {segs.segment_size} "
+                                              f"(and it is not a complete sealed segment)")
         s = segs.live_summary(base)
+        # Sealed short by a time-based roll: no writer appends to it again, so it is not active.
+        # (A full one sealed by a roll whose next segment a full disk refused stays active.)
+        sealed = segs.summaries.read_index(base, st.st_ino)
+        writable = sealed is None or not sealed.compacted
     elif validate and st.st_size != segs.segment_size:
         s = segs.compacted_summary(base, st.st_size)
         if s is None:
             what = "zero-length" if st.st_size == 0 else f"{st.st_size} bytes"
             raise CorruptLogError(path, None, f"segment is {what}, expected {segs.segment_size} "
-                                              f"(and it is not a complete compacted segment)")
+                                              f"(and it is not a complete sealed segment)")
     else:
         s = segs.summary(base) if keep else segs.light_summary(base, st)
     end = s.end_offset(base)
@@ -67,7 +75,7 @@ def info(segs: SegmentList, base: int, *, last: bool, validate: bool = False, ke
     return SegmentInfo(base, path, st.st_size, s.used_bytes,
                        s.first_timestamp_ms if s.record_count else None,
                        s.last_timestamp_ms if s.record_count else None,
-                       st.st_mtime, last, s.record_count, max(0, s.used_bytes - dead))
+                       st.st_mtime, writable, s.record_count, max(0, s.used_bytes - dead))
 
 
 def dead_bytes(segs: SegmentList) -> int:

@@ -60,7 +60,7 @@ def claim(path: str) -> str | None:
                 return None
             raise
         if fd is None:
-            raise OwnedElsewhere(path, holder)
+            raise OwnedElsewhere(path, holder[0] if holder else None)
         _held[key] = [fd, 1]
         return key
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from commitlog import CommitLog, CorruptLogError, disk_usage, is_log_directory, list_segments
+from commitlog import CommitLog, disk_usage, is_log_directory, list_segments
 from commitlog.layout import index_path
 from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
 
@@ -90,7 +90,6 @@ class WatchedLog:
         bases = listing.bases
         chosen = listing.statted if examine is not None else listing.segments
         left_out = len(bases) - len(chosen)
-        expected = log.segment_size
         segments = []
         last = len(chosen) - 1
         covered = -1  # the end of the segment before: a base below it is a swap's leftover
@@ -98,16 +97,16 @@ class WatchedLog:
             is_last = i == last and seg.base_offset == bases[-1]
             if seg.base_offset < covered:
                 continue  # superseded by the compacted segment before it; removed with it
-            # A segment of another size than segment_size must be a complete compaction output
-            # (or the newest, still empty): CorruptLogError otherwise, and nothing is deleted.
-            if is_last and seg.size not in (expected, 0, None):
-                raise CorruptLogError(seg.path, None, f"segment-named file is {seg.size} bytes, "
-                                      f"expected {expected}; nothing is deleted from this log")
+            # A segment of another size than segment_size must be complete, a compaction's output
+            # or a time-based roll's (or the newest, still empty): segment_info raises
+            # CorruptLogError otherwise, and nothing is deleted.
             info = log.segment_info(seg.base_offset, last=is_last)
             # Its own end, not the next base: a compaction may have left a gap between them.
             segments.append(SegmentSnapshot(seg.base_offset, info.end_offset, seg.path, info.size,
-                                            info.mtime, i == last, info.used_bytes, info.live_bytes,
-                                            0 if is_last else _allocated(index_path(seg.path))))
+                                            info.mtime, is_last and info.active, info.used_bytes,
+                                            info.live_bytes,
+                                            _allocated(index_path(seg.path)) if not info.active else 0,
+                                            sealed=is_last and not info.active))
             covered = info.end_offset
         times = log.commit_times()
         groups = tuple(GroupSnapshot(g, off, times.get(g, 0.0)) for g, off in log.committed().items())

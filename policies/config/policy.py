@@ -176,6 +176,13 @@ class PolicyConfig(_Strict):
         "its oldest segments go at any hour and whatever their age, unconsumed data still protected and "
         "the segment being written kept. An integer or '2GiB'; positive; null (the default) caps nothing.",
     )
+    roll_after: PositiveDuration | None = Field(
+        default=None,
+        description="Seconds after its first record at which the last segment of a log no writer has open is "
+        "sealed by a pass, cut to its records (Kafka segment.ms), so a slow log's records expire and its "
+        "preallocated tail goes back; a writer rolls its own with CommitLog.open(roll_after=). Positive; "
+        "null (the default) rolls full segments only.",
+    )
     pause_between_files: NonNegativeDuration = Field(
         default=0.1 * _SECOND,
         description="Seconds to pause between two deletions (RocketMQ deletePhysicFilesInterval). "

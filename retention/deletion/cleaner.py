@@ -31,7 +31,7 @@ from loguru import logger
 
 from commitlog import META_FILE, CommitLogError
 from policies import (DELETE, DELETED, FAILED, HUNG, NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig,
-                      SegmentDecision, active_triggers, plan)
+                      SegmentDecision, active_triggers, humanize_duration, plan)
 
 from ..audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_time, deletion_entry,
                     recovered_deletion)
@@ -97,6 +97,7 @@ class Cleaner:
         owned: dict[str, int | None] = {}      # log -> the pid of the process that owns it
         left_out: dict[str, int] = {}
         disks: dict[int, object] = {}
+        rolled: set[str] = set()              # logs whose last segment this pass sealed (roll_after)
         with self._manual_lock:
             manual = dict(self.manual)
         for w in watched:
@@ -106,6 +107,11 @@ class Cleaner:
                     continue
                 if claim:
                     w.claim()
+                    roll_after = self.config.policy_for(w.name).roll_after
+                    if roll_after is not None and w.roll_if_idle(roll_after, at.timestamp()):
+                        rolled.add(w.name)
+                        logger.info("{}: sealed its last segment, its first record older than roll_after {}",
+                                    w.name, humanize_duration(roll_after))
                 disk = disks.get(os.stat(w.path).st_dev)            # one reading per filesystem
                 if disk is None:
                     disk = disk_snapshot(w.path, forcing=forcing)
@@ -134,7 +140,8 @@ class Cleaner:
             results.append(LogPassResult(w.name, w.path, lp, error=errors.get(w.name),
                                          left_out=left_out.get(w.name, 0), snapshot=snapshots.get(w.name),
                                          start_offset=w.start_seen if w.name in snapshots else None,
-                                         owned_elsewhere=w.name in owned, owner_pid=owned.get(w.name)))
+                                         owned_elsewhere=w.name in owned, owner_pid=owned.get(w.name),
+                                         rolled=w.name in rolled))
             if lp is not None:
                 # One line per decision, built only when TRACE is on (lazy).
                 logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)

@@ -33,6 +33,7 @@ class LogPassResult:
     pinned: list[PinnedFile] = field(default_factory=list)
     owned_elsewhere: bool = False                             # another process owns its retention
     owner_pid: int | None = None                              # ... that one, when it left its pid
+    rolled: bool = False                                      # its last segment sealed by roll_after
 
     @property
     def deleted(self) -> int:
@@ -63,6 +64,7 @@ class LogPassResult:
                     f["reasons"] = [NOT_ATTEMPTED]
             out["deleted"] = self.deleted
             out["freed_bytes"] = self.deleted_bytes
+            out["rolled"] = self.rolled
         if self.left_out:
             # A pass examines only what it could delete; `retention plan` explains every segment.
             out["not_examined"] = self.left_out

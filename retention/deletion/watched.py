@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from commitlog import CommitLog, disk_usage, is_log_directory, list_segments
+from commitlog import ROLLED, CommitLog, disk_usage, is_log_directory, list_segments, roll_idle
 from commitlog.layout import index_path
 from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
 
@@ -116,6 +116,19 @@ class WatchedLog:
         snap = LogSnapshot(self.name, self.path, self.config.policy, tuple(segments), groups,
                            disk or disk_snapshot(self.path), hung.snapshot())
         return snap, left_out
+
+    def roll_if_idle(self, roll_after: float, now: float) -> bool:
+        """Seal the last segment short when its first record is `roll_after` seconds old at `now`
+        and no writer has the log open (commitlog.roll_idle; an open writer rolls by its own
+        roll_after). True when it sealed. One listing and the last segment's summary first, so a
+        log with nothing due costs no writer's open."""
+        listing = list_segments(self.path, stat_head=0, stat_last=True)
+        if not listing.bases:
+            return False
+        info = self.log.segment_info(listing.bases[-1], last=True)
+        if not info.active or not info.record_count or info.first_timestamp_ms / 1000 + roll_after > now:
+            return False
+        return roll_idle(self.path, roll_after, now_ns=int(now * 1e9)) == ROLLED
 
     def close(self) -> None:
         if self._claim is not None:

@@ -133,6 +133,8 @@ class PassLedger:
             state["as_of"] = result.at.isoformat()
             outcome = log_outcome(r, result.interrupted, state["exists"])
             outcomes.append(outcome)
+            if r.rolled:
+                self.metrics.rolled_segments.labels(r.name).inc()
             if r.plan is not None:
                 for d in r.plan.decisions:
                     if r.actions.get(d.base_offset) == DELETED:

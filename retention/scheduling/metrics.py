@@ -67,6 +67,9 @@ class RetentionMetrics:
         self.deleted_segments = Counter(
             "retention_deleted_segments", "Segments deleted, by the trigger that allowed it.",
             ["log", "trigger"], registry=r)
+        self.rolled_segments = Counter(
+            "retention_rolled_segments", "Last segments a pass sealed short by roll_after (no writer had the "
+            "log open).", ["log"], registry=r)
         self.deleted_bytes = Counter(
             "retention_deleted_bytes", "Bytes of deleted segments, by the trigger that allowed it.",
             ["log", "trigger"], registry=r)

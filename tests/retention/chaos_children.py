@@ -52,7 +52,8 @@ def writer(log_path: str, acked_path: str, first_n: int) -> None:
     rng = random.Random(first_n)
     n = first_n
     ack = os.open(acked_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    with CommitLog.open(log_path, segment_size=64 * 1024, flush="none") as log:
+    # roll_after: segments also roll by time, so SIGKILLs land in time rolls too.
+    with CommitLog.open(log_path, segment_size=64 * 1024, flush="none", roll_after=0.3) as log:
         print("ready", flush=True)
         while True:
             count = rng.randint(1, 8)

@@ -47,6 +47,7 @@ policies:
     interval: 1s
     delete_at_hours: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
     reserve: 4s
+    roll_after: 1s
     files_per_pass: 20
     pause_between_files: 0ms
     disk_check_interval: 1s

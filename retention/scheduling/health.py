@@ -153,7 +153,7 @@ class PassLedger:
                 self._last_pass[r.name] = {
                     "at": result.at.isoformat(), "finished_at": iso(end_wall), "kind": kind,
                     "deleted": r.deleted, "freed_bytes": r.deleted_bytes, "outcome": outcome,
-                    "error": r.error or (next(iter(r.errors.values())) if r.errors else None),
+                    "rolled": r.rolled, "error": r.error or (next(iter(r.errors.values())) if r.errors else None),
                     "duration_seconds": round(result.duration, 6), "_end_mono": end_mono,
                     "last_success_at": iso(end_wall) if success else previous.get("last_success_at"),
                 }

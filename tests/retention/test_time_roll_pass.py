@@ -110,5 +110,6 @@ def test_the_sidecar_rolls_an_idle_log_and_counts_it(tmp_path):
         sidecar.wait_for(counted, what="the roll counted")
         status = sidecar.get_json("/status")[1]
         assert status["logs"][0]["segments"] == 1
+        assert status["logs"][0]["last_pass"]["rolled"] is True       # the start-up pass, the only one
     assert [s.size for s in list_segments(str(tmp_path / "staging")).segments] == [5 * 121 + 4]
     assert "sealed its last segment" in sidecar.log()

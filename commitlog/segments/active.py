@@ -277,14 +277,16 @@ class ActiveSegment:
         from a torn file by its index or its data (commitlog.cleanup.swap). The data reaches the
         disk first, whatever the flush mode (a cut file with zeros inside would be torn); then the
         index, sealed and naming the file's inode; then the cut. A crash before the cut leaves a
-        full-size sealed segment, which the writer's next open cuts (commitlog.append.recovery)."""
+        full-size sealed segment, which the writer's next open cuts (commitlog.append.recovery).
+        The mapping is closed here, not in the preallocator's thread: that would prepare the
+        next segment, the disk an idle writer gives back."""
         end = self.position + rec.LENGTH_SIZE
         if end > self.size:
             return self.seal(durable=True)  # full to the last bytes: nothing to give back
         fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         try:
             rec.LENGTH.pack_into(self.mm, self.position, rec.END_MARKER)
-            self.mm.flush()
+            self.mm.flush(0, end)  # the records only: the prefaulted rest would be written as zeros
             summary = dataclasses.replace(self.summary(), compacted=True,
                                           data_ino=os.fstat(fd).st_ino & 0xFFFFFFFF)
             self.index.seal(summary, durable=True)

@@ -52,6 +52,7 @@ def _policy_fields(p: PolicyConfig) -> dict:
     return {
         "interval_seconds": p.interval, "delete_at_hours": list(p.delete_at_hours),
         "timezone": p.timezone, "reserve_seconds": p.reserve, "retention_bytes": p.retention_bytes,
+        "roll_after_seconds": p.roll_after,
         "files_per_pass": p.files_per_pass,
         "pause_between_files_seconds": p.pause_between_files,
         "disk_check_interval_seconds": p.disk_check_interval,

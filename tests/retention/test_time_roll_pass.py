@@ -111,5 +111,6 @@ def test_the_sidecar_rolls_an_idle_log_and_counts_it(tmp_path):
         status = sidecar.get_json("/status")[1]
         assert status["logs"][0]["segments"] == 1
         assert status["logs"][0]["last_pass"]["rolled"] is True       # the start-up pass, the only one
+        assert status["policies"]["default"]["roll_after_seconds"] == 3600
     assert [s.size for s in list_segments(str(tmp_path / "staging")).segments] == [5 * 121 + 4]
     assert "sealed its last segment" in sidecar.log()

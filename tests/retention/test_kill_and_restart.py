@@ -192,6 +192,7 @@ def _verify(fleet: Fleet) -> dict:
     stats = {"kills": dict(fleet.kills), "acked": len(acked), "start_offset": start,
              "deletions": len(deleted), "recovered": sum(1 for e in deleted if e.get("recovered")),
              "compactions": len(compactions), "aborted": sum(1 for e in events if e.get("event") == "aborted"),
+             "aborted_by": dict(Counter(e.get("reason") for e in events if e.get("event") == "aborted")),
              "lost": len(lost), "deaths": len(fleet.deaths), "open_intents": len(intents - outcomes)}
     print("kill-and-restart:", json.dumps(stats))
     assert not fleet.deaths, "\n\n".join(fleet.deaths)

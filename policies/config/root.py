@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+from functools import cached_property
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -139,11 +140,18 @@ class RetentionConfig(_Strict):
         """The names of the policies the file defines (``policies`` less an implicit ``default``)."""
         return tuple(name for name, policy in self.policies.items() if policy is not _implicit_default_policy())
 
+    @cached_property
+    def policies_in_force(self) -> Mapping[str, PolicyConfig]:
+        """By log name, the policy in force for it: its policy with its ``overrides`` applied.
+        Resolved once (a pass asks for every log's several times; private attributes are slow)."""
+        effective = self._effective
+        return MappingProxyType({name: effective.get(name) or self.policies[log.policy]
+                                 for name, log in self.logs.items()})
+
     def policy_for(self, log_name: str) -> PolicyConfig:
         """Return the policy in force for the log named ``log_name``: its policy with the log's
         ``overrides`` applied (KeyError if there is no such log)."""
-        found = self._effective.get(log_name)
-        return found if found is not None else self.policies[self.logs[log_name].policy]
+        return self.policies_in_force[log_name]
 
 
 def _merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

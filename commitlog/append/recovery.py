@@ -69,7 +69,8 @@ def recover(segs: SegmentList) -> ActiveSegment | None:
     base = segs.bases[-1]
     path = segs.segment_path(base)
     size = segs.segment_size
-    if os.stat(path).st_size == 0:
+    st = os.stat(path)
+    if st.st_size == 0:
         log.warning("removing zero-length segment %s left by a crash while creating it", path)
         os.unlink(path)
         with contextlib.suppress(FileNotFoundError):
@@ -77,17 +78,16 @@ def recover(segs: SegmentList) -> ActiveSegment | None:
         fsync_directory(segs.path)
         segs.forget(base)
         return None
-    found = os.stat(path).st_size
-    if found != size:
-        _finish_short_seal(segs, base, found)
+    if st.st_size != size:
+        _finish_short_seal(segs, base, st.st_size)
         return None  # sealed short: the next append rolls to a new segment
-    sealed = segs.summaries.read_index(base)
+    sealed = read_sealed(index_path(path))
     if sealed is not None:
-        if sealed.compacted and sealed.used_bytes + rec.LENGTH_SIZE < size:
+        # Sealed short, then a crash before the cut: its index names this very file.
+        if (sealed.compacted and sealed.used_bytes + rec.LENGTH_SIZE < size
+                and segs.summaries.read_index(base, st.st_ino) is not None):
             _finish_cut(path, sealed.used_bytes)
         return None  # sealed: the next append rolls to a new segment
-    if read_sealed(index_path(path)) is not None:
-        return None  # sealed, its index naming another file: rebuilt from the data when read
     rels, positions = read_checkpoints(index_path(path))
     fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     try:

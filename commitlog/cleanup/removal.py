@@ -58,14 +58,15 @@ def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) ->
             size = os.fstat(fd).st_size
             # Bases below the head's end are an interrupted swap's leftovers (commitlog.cleanup.swap),
             # superseded by the head: they go with it, and the start moves past them.
-            end = _compacted_end(segs, base, size)
+            short = segs.short_summary(base, size)
+            end = short.end_offset(base) if short is not None and short.record_count else -1
             later = [s.base_offset for s in live[1:] if s.base_offset >= end]
             if later:
                 new_start = later[0]
             else:
-                # The last segment goes only once a time-based roll sealed it short (no writer
-                # appends to it again); the log is then empty and starts where it ended.
-                sealed = segs.summaries.read_index(base, os.fstat(fd).st_ino)
+                # The last segment goes only once a time-based roll sealed it short (cut, or not
+                # yet: its sealed index says so); the log is then empty and starts where it ended.
+                sealed = short or segs.summaries.read_index(base, os.fstat(fd).st_ino)
                 if sealed is None or not sealed.compacted or len(live) > 1:
                     return RemovalResult("active", base)
                 new_start = sealed.end_offset(base)
@@ -91,15 +92,6 @@ def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) ->
         segs.forget(base)
         return RemovalResult("removed", base, path, size, forced=not free,
                              new_start_offset=new_start)
-
-
-def _compacted_end(segs: SegmentList, base: int, size: int) -> int:
-    """The end offset of segment `base` when it is a complete compaction output (only those can
-    cover later bases); -1 otherwise, which covers nothing."""
-    if not 0 < size < segs.segment_size:
-        return -1
-    summary = segs.compacted_summary(base, size)
-    return summary.end_offset(base) if summary is not None and summary.record_count else -1
 
 
 def unlink_segment(directory: str, path: str) -> None:

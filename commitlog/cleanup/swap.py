@@ -89,10 +89,9 @@ def superseded(segs: SegmentList, bases: list[int]) -> list[int]:
             size = os.stat(path).st_size
         except FileNotFoundError:
             continue
-        if 0 < size < segs.segment_size:
-            summary = segs.compacted_summary(base, size)
-            if summary is not None:
-                covered = summary.end_offset(base)
+        summary = segs.short_summary(base, size)
+        if summary is not None:
+            covered = summary.end_offset(base)
     return out
 
 

@@ -53,14 +53,15 @@ def info(segs: SegmentList, base: int, *, last: bool, validate: bool = False, ke
     if active is not None and active.base_offset == base:
         s = active.summary()
     elif last:
-        if validate and st.st_size not in (segs.segment_size, 0) and segs.compacted_summary(base, st.st_size) is None:
+        short = segs.short_summary(base, st.st_size)
+        if validate and short is None and st.st_size not in (segs.segment_size, 0):
             raise CorruptLogError(path, None, f"segment is {st.st_size} bytes, expected {segs.segment_size} "
                                               f"(and it is not a complete sealed segment)")
-        s = segs.live_summary(base)
-        # Sealed short by a time-based roll: no writer appends to it again, so it is not active.
-        # (A full one sealed by a roll whose next segment a full disk refused stays active.)
-        sealed = segs.summaries.read_index(base, st.st_ino)
-        writable = sealed is None or not sealed.compacted
+        s = short or segs.live_summary(base)
+        # Sealed short by a time-based roll (cut, or a crash came before the cut: its sealed index
+        # says so): no writer appends to it again, so it is not active. A full-size one sealed by a
+        # roll whose next segment a full disk refused stays active.
+        writable = not s.compacted
     elif validate and st.st_size != segs.segment_size:
         s = segs.compacted_summary(base, st.st_size)
         if s is None:

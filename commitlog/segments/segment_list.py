@@ -102,6 +102,12 @@ class SegmentList:
             self._leftovers = frozenset(leftovers)
             self._bases = [b for b in self._bases if b not in leftovers]
 
+    def short_summary(self, base: int, size: int) -> SegmentSummary | None:
+        """The summary of segment `base` (`size` bytes as listed) when it is shorter than
+        segment_size and complete: a compaction's output, or a segment a time-based roll sealed
+        short. None for a full-size, empty, torn or foreign file; only short files are read."""
+        return self.compacted_summary(base, size) if 0 < size < self.segment_size else None
+
     def compacted_summary(self, base: int, size: int) -> SegmentSummary | None:
         """The summary of segment `base` if it is a complete compaction output: its index says
         so and names this very file, or (index stale or lost) its data verifies up to an end

@@ -107,11 +107,6 @@ class Cleaner:
                     continue
                 if claim:
                     w.claim()
-                    roll_after = self.config.policy_for(w.name).roll_after
-                    if roll_after is not None and w.roll_if_idle(roll_after, at.timestamp()):
-                        rolled.add(w.name)
-                        logger.info("{}: sealed its last segment, its first record older than roll_after {}",
-                                    w.name, humanize_duration(roll_after))
                 disk = disks.get(os.stat(w.path).st_dev)            # one reading per filesystem
                 if disk is None:
                     disk = disk_snapshot(w.path, forcing=forcing)
@@ -126,6 +121,11 @@ class Cleaner:
                                                 NO_MANUAL_TRIGGER), disk.forcing)
                     examine = policy.files_per_pass + 1 if triggered else 1
                 snap, left_out[w.name] = self._snapshot(w, disk, finish_interrupted, examine)
+                # Before planning, so a sealed segment that is expired goes in this very pass.
+                if claim and policy.roll_after is not None and self._roll(w, policy.roll_after, at):
+                    rolled.add(w.name)
+                    disk = disks[disk.filesystem_id] = disk_snapshot(w.path, forcing=forcing)  # its tail freed
+                    snap, left_out[w.name] = self._snapshot(w, disk, False, examine)
                 snapshots[w.name] = snap
             except OwnedElsewhere as exc:
                 errors[w.name], owned[w.name] = str(exc), exc.holder_pid
@@ -146,6 +146,20 @@ class Cleaner:
                 # One line per decision, built only when TRACE is on (lazy).
                 logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)
         return results, the_plan
+
+    @staticmethod
+    def _roll(w: WatchedLog, roll_after: float, at: datetime) -> bool:
+        """w.roll_if_idle, logged; a roll that fails (a read-only mount, say) is a WARNING and the
+        log is planned as it is."""
+        try:
+            if not w.roll_if_idle(roll_after, at.timestamp()):
+                return False
+        except (CommitLogError, OSError) as exc:
+            logger.warning("{}: could not seal its last segment by roll_after: {}", w.name, exc)
+            return False
+        logger.info("{}: sealed its last segment, its first record older than roll_after {}",
+                    w.name, humanize_duration(roll_after))
+        return True
 
     @staticmethod
     def _snapshot(w: WatchedLog, disk, finish_interrupted: bool, examine: int | None):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from commitlog import ROLLED, CommitLog, disk_usage, is_log_directory, list_segments, roll_idle
+from commitlog import ROLLED, CommitLog, SegmentInfo, disk_usage, is_log_directory, list_segments, roll_idle
 from commitlog.layout import index_path
 from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
 
@@ -42,6 +42,7 @@ class WatchedLog:
         self._log: CommitLog | None = None
         self._hung: HungRegistry | None = None
         self.start_seen: int | None = None    # the start offset the last snapshot saw
+        self.last_seen: SegmentInfo | None = None  # the log's last segment as that snapshot saw it
         self._claim: str | None = None         # this process's retention ownership (retention.deletion.owner)
 
     def claim(self) -> None:
@@ -91,6 +92,7 @@ class WatchedLog:
         chosen = listing.statted if examine is not None else listing.segments
         left_out = len(bases) - len(chosen)
         segments = []
+        self.last_seen = None
         last = len(chosen) - 1
         covered = -1  # the end of the segment before: a base below it is a swap's leftover
         for i, seg in enumerate(chosen):
@@ -101,6 +103,8 @@ class WatchedLog:
             # or a time-based roll's (or the newest, still empty): segment_info raises
             # CorruptLogError otherwise, and nothing is deleted.
             info = log.segment_info(seg.base_offset, last=is_last)
+            if is_last:
+                self.last_seen = info
             # Its own end, not the next base: a compaction may have left a gap between them.
             segments.append(SegmentSnapshot(seg.base_offset, info.end_offset, seg.path, info.size,
                                             info.mtime, is_last and info.active, info.used_bytes,
@@ -118,15 +122,13 @@ class WatchedLog:
         return snap, left_out
 
     def roll_if_idle(self, roll_after: float, now: float) -> bool:
-        """Seal the last segment short when its first record is `roll_after` seconds old at `now`
-        and no writer has the log open (commitlog.roll_idle; an open writer rolls by its own
-        roll_after). True when it sealed. One listing and the last segment's summary first, so a
-        log with nothing due costs no writer's open."""
-        listing = list_segments(self.path, stat_head=0, stat_last=True)
-        if not listing.bases:
-            return False
-        info = self.log.segment_info(listing.bases[-1], last=True)
-        if not info.active or not info.record_count or info.first_timestamp_ms / 1000 + roll_after > now:
+        """Seal the last segment short when the last snapshot found its first record `roll_after`
+        seconds old at `now` and no writer has the log open (commitlog.roll_idle; an open writer
+        rolls by its own roll_after). True when it sealed (snapshot again to see it). A log with
+        nothing due costs nothing more than its snapshot."""
+        info = self.last_seen
+        if info is None or not info.active or not info.record_count \
+                or info.first_timestamp_ms / 1000 + roll_after > now:
             return False
         return roll_idle(self.path, roll_after, now_ns=int(now * 1e9)) == ROLLED
 

@@ -8,6 +8,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
+
+import pytest
 
 from commitlog import CommitLog, list_segments
 from retention import Cleaner
@@ -114,3 +117,15 @@ def test_the_sidecar_rolls_an_idle_log_and_counts_it(tmp_path):
         assert status["policies"]["default"]["roll_after_seconds"] == 3600
     assert [s.size for s in list_segments(str(tmp_path / "staging")).segments] == [5 * 121 + 4]
     assert "sealed its last segment" in sidecar.log()
+
+
+@pytest.mark.parametrize("small_fs", [("tmpfs", 8 << 20)], indirect=True)
+def test_a_roll_the_mount_refuses_leaves_the_log_planned(small_fs, tmp_path):
+    log_dir = Path(small_fs) / "staging"
+    slow_log(log_dir)
+    subprocess.run(["mount", "-o", "remount,ro", small_fs], check=True, capture_output=True)
+    _, config = write_config(tmp_path, config_text(tmp_path, log={"path": str(log_dir)}, policy={
+        "roll_after": "1h", "delete_at_hours": EVERY_HOUR, "reserve": "4h"}))
+    log_result = _pass(config).logs[0]
+    assert log_result.error is None and log_result.plan is not None, log_result.error
+    assert not log_result.rolled and log_result.plan.decisions[0].reasons[0] == "active"

@@ -27,7 +27,7 @@ ROLLING_WAIT = 5.0           # seconds a writer waits for such a holder before g
 class WriterLock:
     """The exclusive lock on `<log>/.lock` that makes a process the log's only writer. `note`
     says why it is held; a writer that finds it held by a time-based roll of an idle log
-    (commitlog.append.timeroll, milliseconds) waits up to ROLLING_WAIT seconds for it."""
+    (commitlog.timeroll, milliseconds) waits up to ROLLING_WAIT seconds for it."""
 
     def __init__(self, directory: str, *, note: str = "") -> None:
         self.path = lock_path(directory)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
+from types import MappingProxyType
 
 from policies.config import DiskConfig, PolicyConfig
 
@@ -35,6 +36,7 @@ __all__ = [
     "SIZE_CAP",
     "TIME_WINDOW",
     "TRIGGERS",
+    "TRIGGER_DOCS",
     "ManualTrigger",
     "active_triggers",
     "disk_forces",
@@ -54,6 +56,20 @@ MANUAL = "manual"
 SIZE_CAP = "size-cap"
 TRIGGERS = (TIME_WINDOW, DISK_CLEAN, DISK_FORCE, REFUSE_WRITES, MANUAL, SIZE_CAP)
 """Every trigger, in the order a plan lists the active ones."""
+
+TRIGGER_DOCS = MappingProxyType({
+    TIME_WINDOW: "the hour now, in the policy's `timezone`, is one of `delete_at_hours`: expired segments go",
+    DISK_CLEAN: "the disk's used ratio is above `disk.clean_ratio`: expired segments go at any hour",
+    DISK_FORCE: "the used ratio is above `disk.force_ratio` and `disk.force` is on: the oldest segments go, "
+    "even unexpired or unconsumed, until the projected ratio is at `disk.force_target`",
+    REFUSE_WRITES: "the used ratio is above `disk.refuse_writes_ratio`: writers are refused, and the oldest "
+    "segments go as under `disk-force`, even with `disk.force: false`",
+    MANUAL: "an operator asked for a pass (`retention clean`, `POST /clean`) and passes of it remain "
+    "(`manual_passes`): expired segments go at any hour; with force, unexpired ones too",
+    SIZE_CAP: "the log's segment files take more than `retention_bytes`: its oldest segments go, whatever "
+    "their age, down to the cap (never unconsumed ones)",
+})
+"""Every trigger with a one-line explanation of when it is active and what it deletes."""
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,18 @@
 """The `retention` command: serve, plan, clean, compact, offsets, check, status.
 
-Exit status: 0 done; 2 the configuration or the command line is wrong; 1 anything else.
+`plan`, `clean`, `compact` and `offsets` work on a configuration file (`--config`, or the embedded
+default) or ask a running sidecar (`--url`); either way `--json` prints the JSON the sidecar's HTTP
+API gives, and every output names the configuration it used. Exit statuses: `EXIT_CODES`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
+import urllib.parse
 from datetime import datetime
 
 from loguru import logger
@@ -16,8 +20,14 @@ from loguru import logger
 from policies import ConfigError, RetentionConfig
 
 from .lookup import UnknownLogError, offsets_at, parse_time, render_offsets
-from .service.embedded import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load
+from .service.client import DEFAULT_URL, SidecarRefused, SidecarUnreachable, call_sidecar, normalize_url
+from .service.embedded import EXIT_CODES, EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, load
 from .service.logsetup import configure_logging
+
+__all__ = ["EXIT_CODES", "build_parser", "main"]
+
+EMBEDDED = "embedded default (retention/conf/retention.yaml)"
+TOKEN_ENV = "RETENTION_TOKEN"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,44 +43,72 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+def _command(sub, name: str, summary: str, description: str, *, source: bool = True, remote: bool = False,
+             as_json: str | None = "print the JSON object the HTTP API gives instead of text"):
+    parser = sub.add_parser(name, help=summary, description=description)
+    if source:
+        parser.add_argument("--config", metavar="FILE",
+                            help="the YAML configuration (default: the embedded one, data under ./data)")
+    if remote:
+        parser.add_argument("--url", metavar="URL", help="ask the sidecar at URL (HOST:PORT or http://HOST:PORT) "
+                            "instead of reading a configuration; it runs its own")
+        parser.add_argument("--token", metavar="TOKEN", default=os.environ.get(TOKEN_ENV),
+                            help=f"the sidecar's service.token for a POST (default: ${TOKEN_ENV})")
+    if as_json:
+        parser.add_argument("--json", action="store_true", help=as_json)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="retention", description="Retention scheduler for segmented commit logs.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    serve = sub.add_parser("serve", help="run the long-running sidecar")
-    serve.add_argument("--config", help="YAML file (default: the embedded conf/retention.yaml)")
+    parser = _Parser(prog="retention", description="Retention scheduler for segmented commit logs: deletes "
+                     "expired segments, relieves disk pressure, compacts dead records, and says why.",
+                     epilog="Exit status: " + "; ".join(f"{code} {text.split(':')[0].split(' (')[0]}"
+                                                         for code, text in EXIT_CODES.items()) + ".")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
+                        help="print the installed version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    serve = _command(sub, "serve", "run the long-running sidecar",
+                     "Run the sidecar until SIGTERM or SIGINT: a cleanup pass per policy every interval, a disk "
+                     "check every second, compaction, HTTP (health, metrics, status page) on service.listen. "
+                     "SIGHUP re-reads the configuration.", as_json=None)
     serve.add_argument("--demo", action="store_true",
-                       help="also append a slow stream of records into a demo log with 1 MiB segments")
-    plan = sub.add_parser("plan", help="what a pass would do now, and why, for every segment")
-    plan.add_argument("--config")
-    plan.add_argument("--json", action="store_true")
-    plan.add_argument("--at", help="plan as if it were this time (ISO 8601); planning only")
-    clean = sub.add_parser("clean", help="run one pass now (a manual trigger)")
-    clean.add_argument("--config")
-    clean.add_argument("--json", action="store_true")
-    clean.add_argument("--force", action="store_true", help="also delete segments younger than reserve")
-    compact = sub.add_parser("compact", help="run one compaction pass now")
-    compact.add_argument("--config")
-    compact.add_argument("--json", action="store_true")
-    compact.add_argument("--dry-run", action="store_true", help="what it would do; nothing is changed")
-    offsets = sub.add_parser("offsets", help="the first offset of each log written at or after a time")
-    offsets.add_argument("--config")
-    offsets.add_argument("--json", action="store_true")
-    offsets.add_argument("--at", required=True, help="the time (ISO 8601; naive: this machine's local time)")
+                       help="also append a slow stream of records into a demo log (./data/demo, 1 MiB "
+                       "segments, a one-minute reserve) to watch segments roll, expire and go")
+    plan = _command(sub, "plan", "what a pass would do now, and why",
+                    "Print what a cleanup pass would do now with every segment of every log, and why, with "
+                    "the figures behind each reason. Changes nothing.", remote=True)
+    plan.add_argument("--at", metavar="TIME", help="plan as if it were TIME (ISO 8601; naive: local time); "
+                      "not with --url")
+    clean = _command(sub, "clean", "run one cleanup pass now",
+                     "Run one cleanup pass now, as a manual trigger (expired segments go at any hour), and "
+                     "print what it did. A log a running sidecar owns is left to it: use --url.", remote=True)
+    clean.add_argument("--force", action="store_true",
+                       help="also delete segments younger than reserve (never unconsumed ones)")
+    compact = _command(sub, "compact", "run one compaction pass now",
+                       "Run one compaction pass now: rewrite sealed segments whose live share is below "
+                       "compaction.max_live_ratio without their dead records.", remote=True)
+    compact.add_argument("--dry-run", action="store_true", help="print what it would do; nothing is changed")
+    offsets = _command(sub, "offsets", "each log's first offset written at or after a time",
+                       "Print, per log, the first offset whose record was written at or after TIME, with the "
+                       "log's start and end offsets (Kafka's offsetsForTimes).", remote=True)
+    offsets.add_argument("--at", required=True, metavar="TIME",
+                         help="the time (ISO 8601; naive: this machine's local time)")
     offsets.add_argument("--log", action="append", default=[], metavar="NAME",
                          help="only this configured log (repeatable; default: every log)")
-    check = sub.add_parser("check", help="validate the configuration")
-    check.add_argument("--config")
-    check.add_argument("--json", action="store_true",
-                       help="print each log with the policy in force for it (its overrides applied)")
-    status = sub.add_parser("status", help="ask a running sidecar")
-    status.add_argument("--url", default="http://127.0.0.1:9464")
-    status.add_argument("--json", action="store_true")
+    _command(sub, "check", "validate the configuration",
+             "Validate the configuration and say what it looks after; a problem is one line naming the file, "
+             "line, key and reason (exit 2).",
+             as_json="print each log with its overrides and the policy in force for it")
+    _command(sub, "status", "ask a running sidecar how it is",
+             "Print a running sidecar's status: health, policies, filesystems, and per log its segments, "
+             "offsets, last pass, consumer groups, hung and pinned files.", source=False, remote=True,
+             as_json="print the sidecar's GET /status JSON (or {url, error, reachable} when it cannot "
+             "be reached)")
     return parser
 
 
 def _check(path: str | None, config, *, as_json: bool = False) -> int:
-    where = path or "embedded default"
+    where = path or EMBEDDED
     if as_json:
         print(json.dumps({"config": where, "logs": {
             name: {"path": str(log.path), "policy": log.policy, "overrides": log.model_dump(mode="json")["overrides"],
@@ -95,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "status":
             from .service.client import print_status
-            return print_status(args.url, as_json=args.json)
+            return print_status(normalize_url(args.url or DEFAULT_URL), as_json=args.json)
+        if getattr(args, "url", None):
+            return _remote(args)
         config = load(args.config)
         if args.command == "check":
             return _check(args.config, config, as_json=args.json)
@@ -103,17 +143,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             from .service.serve import serve
             return serve(config, config_path=args.config, demo=args.demo)
+        source = os.path.abspath(args.config) if args.config else EMBEDDED
         if args.command == "compact":
-            return _compact(args, config)
+            return _compact(args, config, source)
         at = parse_time(args.at) if getattr(args, "at", None) else None
         if args.command == "offsets":
-            return _offsets(args, config, at)
-        return _plan_or_clean(args, config, at)
+            return _print(args, {"config": source, **offsets_at(config, at, args.log)}, render_offsets)
+        return _plan_or_clean(args, config, at, source)
     except ConfigError as exc:
         print(f"retention: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ValueError as exc:
-        if args.command in ("plan", "offsets") and (str(exc).startswith("--at") or isinstance(exc, UnknownLogError)):
+        if str(exc).startswith(("--at", "--url")) or isinstance(exc, UnknownLogError):
             print(f"retention: error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         raise
@@ -121,9 +162,60 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
 
 
-def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: datetime | None) -> int:
-    from .deletion.cleaner import Cleaner
+def _remote(args: argparse.Namespace) -> int:
+    """`plan`, `clean`, `compact` or `offsets` answered by the sidecar at --url."""
+    url = normalize_url(args.url)
+    if args.config:
+        raise ValueError("--url: give --config or --url, not both (a sidecar plans with its own configuration)")
+    if args.command == "plan" and args.at:
+        raise ValueError("--url: --at is for planning from a file; a sidecar plans at its own time")
+    method, path, render = {
+        "plan": ("GET", "/plan", _render_pass),
+        "clean": ("POST", "/clean" + ("?force=1" if getattr(args, "force", False) else ""), _render_pass),
+        "compact": ("POST", "/compact" + ("?dry_run=1" if getattr(args, "dry_run", False) else ""), _render_compaction),
+        "offsets": ("GET", "/offsets?" + urllib.parse.urlencode(
+            [("at", getattr(args, "at", None) or "")] + [("log", name) for name in getattr(args, "log", [])]),
+            render_offsets),
+    }[args.command]
+    try:
+        answer = call_sidecar(url, path, method=method, token=args.token)
+    except SidecarUnreachable as exc:
+        print(f"retention: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except SidecarRefused as exc:
+        print(f"retention: {exc}", file=sys.stderr)
+        return EXIT_USAGE if exc.code == 400 else EXIT_FAILED
+    answer.setdefault("config", f"the sidecar at {url}")
+    return _print(args, answer, render)
+
+
+def _render_pass(data: dict) -> str:
     from .deletion.report import render_result
+    return render_result(data)
+
+
+def _render_compaction(data: dict) -> str:
+    from .compaction.summary import render_compaction
+    return render_compaction(data)
+
+
+def _failed(data: dict) -> bool:
+    """A pass, compaction or lookup whose JSON reports a failure (a plan fails only to read a log)."""
+    logs = data["logs"].values() if isinstance(data["logs"], dict) else data["logs"]
+    return any(log.get("error") or any(f.get("action") == "failed" for f in log.get("files", ())) for log in logs)
+
+
+def _print(args: argparse.Namespace, data: dict, render) -> int:
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(f"configuration: {data['config']}\n" + render(data))
+    return EXIT_FAILED if _failed(data) else EXIT_OK
+
+
+def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: datetime | None, source: str) -> int:
+    from .deletion.cleaner import Cleaner
     cleaner = Cleaner(config)
 
     def work():
@@ -131,29 +223,24 @@ def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: dateti
             return cleaner.plan(at)
         cleaner.trigger_manual(force=args.force)
         return cleaner.run_pass()
-    return _report(args, work, cleaner.close, render_result, lambda r: r.executed and r.failed)
+    return _run(args, work, cleaner.close, _render_pass, source)
 
 
-def _offsets(args: argparse.Namespace, config: RetentionConfig, at: datetime) -> int:
-    answer = offsets_at(config, at, args.log)
-    print(json.dumps(answer, indent=2) if args.json else render_offsets(answer))
-    return EXIT_FAILED if any("error" in log for log in answer["logs"].values()) else EXIT_OK
-
-
-def _compact(args: argparse.Namespace, config: RetentionConfig) -> int:
-    from .compaction.summary import render_compaction, render_output
+def _compact(args: argparse.Namespace, config: RetentionConfig, source: str) -> int:
+    from .compaction.summary import render_output
     from .compaction.compactor import Compactor
+
     def progress(log, output):
         print(render_output(log, output, dry_run=args.dry_run), file=sys.stderr, flush=True)
     # A progress line per output on a terminal only; stdout keeps the report.
     on_output = progress if sys.stderr.isatty() else None
     compactor = Compactor(config)
-    return _report(args, lambda: compactor.run(dry_run=args.dry_run, on_output=on_output), compactor.close,
-                   render_compaction, lambda r: r.failed)
+    return _run(args, lambda: compactor.run(dry_run=args.dry_run, on_output=on_output), compactor.close,
+                _render_compaction, source)
 
 
-def _report(args: argparse.Namespace, work, close, render, failed) -> int:
-    """Run `work()`, then print its result (JSON or `render`ed); status 1 when it raised or `failed`."""
+def _run(args: argparse.Namespace, work, close, render, source: str) -> int:
+    """Run `work()`, then print its result's JSON (or `render` of it); status 1 when it raised or failed."""
     try:
         result = work()
     except Exception as exc:  # noqa: BLE001 (one line to the operator, status 1)
@@ -162,12 +249,7 @@ def _report(args: argparse.Namespace, work, close, render, failed) -> int:
         return EXIT_FAILED
     finally:
         close()
-    if args.json:
-        json.dump(result.to_json_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(render(result))
-    return EXIT_FAILED if failed(result) else EXIT_OK
+    return _print(args, {"config": source, **result.to_json_dict()}, render)
 
 
 if __name__ == "__main__":

@@ -113,25 +113,27 @@ def render_output(log: str, output: OutputResult, *, dry_run: bool = False) -> s
             f" -> {humanize_size(output.bytes_after)}; dropped {_dropped(output.dropped)}")
 
 
-def render_compaction(result: CompactionResult) -> str:
-    """The readable report: a table of outputs per log, and a total."""
-    lines = [f"compaction {'plan (dry run)' if result.dry_run else 'pass'} at {result.at.isoformat()}"]
-    for log in result.logs:
-        lines.append(f"\n{log.name} ({log.path})")
-        if log.error:
-            lines.append(f"  error: {log.error}")
-        if not log.outputs:
-            lines.append("  nothing to compact" if not log.error else "  no output")
+def render_compaction(data: dict) -> str:
+    """The readable report of a ``CompactionResult.to_json_dict()``: a table of outputs per log, and a total."""
+    lines = [f"compaction {'plan (dry run)' if data['dry_run'] else 'pass'} at {data['at']}"]
+    total = outputs = 0
+    for log in data["logs"]:
+        lines.append(f"\n{log['name']} ({log['path']})")
+        if log["error"]:
+            lines.append(f"  error: {log['error']}")
+        if not log["outputs"]:
+            lines.append("  nothing to compact" if not log["error"] else "  no output")
             continue
         lines.append(f"  {'OUTPUT':<24} {'INPUTS':>6} {'BEFORE':>10} {'AFTER':>10}  DROPPED")
-        for o in log.outputs:
-            target = "(gap)" if o.segment is None else segment_name(o.segment)
-            lines.append(f"  {target:<24} {len(o.inputs):>6} {humanize_size(o.bytes_before):>10} "
-                         f"{humanize_size(o.bytes_after):>10}  {_dropped(o.dropped)}")
-        if log.planned > len(log.outputs):
-            lines.append(f"  {log.planned - len(log.outputs)} planned output(s) left for the next pass")
-        lines.append(f"  reclaimed {humanize_size(log.reclaimed_bytes)}")
-    verb = "would reclaim" if result.dry_run else "reclaimed"
-    lines.append(f"\n{verb} {humanize_size(result.reclaimed_bytes)} in {result.outputs} output(s)"
-                 + (" (stopped early: time budget or stop)" if result.interrupted else ""))
+        for o in log["outputs"]:
+            lines.append(f"  {o['segment'] or '(gap)':<24} {len(o['inputs']):>6} {humanize_size(o['bytes_before']):>10} "
+                         f"{humanize_size(o['bytes_after']):>10}  {_dropped(o['dropped'])}")
+        if log["planned"] > len(log["outputs"]):
+            lines.append(f"  {log['planned'] - len(log['outputs'])} planned output(s) left for the next pass")
+        lines.append(f"  reclaimed {humanize_size(log['reclaimed_bytes'])}")
+        total += log["reclaimed_bytes"]
+        outputs += len(log["outputs"])
+    verb = "would reclaim" if data["dry_run"] else "reclaimed"
+    lines.append(f"\n{verb} {humanize_size(total)} in {outputs} output(s)"
+                 + (" (stopped early: time budget or stop)" if data["interrupted"] else ""))
     return "\n".join(lines) + "\n"

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 
 from loguru import logger
 
-from commitlog import META_FILE, CommitLogError
+from commitlog import CommitLogError
 from policies import (DELETE, DELETED, FAILED, HUNG, NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig,
                       SegmentDecision, active_triggers, humanize_duration, plan)
 
@@ -98,12 +98,13 @@ class Cleaner:
         left_out: dict[str, int] = {}
         disks: dict[int, object] = {}
         rolled: set[str] = set()              # logs whose last segment this pass sealed (roll_after)
+        not_created: set[str] = set()         # logs no writer has created yet
         with self._manual_lock:
             manual = dict(self.manual)
         for w in watched:
             try:
                 if not w.exists():
-                    errors[w.name] = f"{w.path} is not a commit log yet (no {META_FILE}): nothing to do"
+                    not_created.add(w.name)   # a writer creates it: nothing to do, nothing wrong
                     continue
                 if claim:
                     w.claim()
@@ -141,7 +142,7 @@ class Cleaner:
                                          left_out=left_out.get(w.name, 0), snapshot=snapshots.get(w.name),
                                          start_offset=w.start_seen if w.name in snapshots else None,
                                          owned_elsewhere=w.name in owned, owner_pid=owned.get(w.name),
-                                         rolled=w.name in rolled))
+                                         rolled=w.name in rolled, not_created=w.name in not_created))
             if lp is not None:
                 # One line per decision, built only when TRACE is on (lazy).
                 logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)

@@ -1,22 +1,25 @@
-"""Readable tables of a plan or a pass, for `retention plan` and `retention clean`."""
+"""Readable tables of a plan or a pass, for `retention plan` and `retention clean`, drawn from the
+JSON a pass gives (the same in process and from a sidecar's /plan or /clean)."""
 
 from __future__ import annotations
 
 from policies import humanize_size
 
-from .results import PassResult
 
-
-def render_result(result: PassResult) -> str:
-    data = result.to_json_dict()
-    lines = [f"{'pass' if result.executed else 'plan'} at {data['at']}"]
+def render_result(data: dict) -> str:
+    """The table of a ``PassResult.to_json_dict()``."""
+    executed = data["kind"] == "pass"
+    lines = [f"{data['kind']} at {data['at']}"]
     for log in data["logs"]:
         lines.append("")
+        if log.get("not_created"):
+            lines.append(f"log {log['name']}: {log['note']}")
+            continue
         if log.get("error") and not log["files"]:
             lines.append(f"log {log['name']} ({log['path']}): {log['error']}")
             continue
         disk = log["disk"]
-        verb = "deleted" if result.executed else "to delete"
+        verb = "deleted" if executed else "to delete"
         lines.append(f"log {log['name']} ({log['path']}): disk {disk['used_ratio']:.1%} used of "
                      f"{humanize_size(disk['total_bytes'])}, triggers: "
                      f"{', '.join(log['triggers']) or 'none'}; {log['deleted']} {verb}, "

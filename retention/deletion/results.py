@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from commitlog import META_FILE
 from policies import DELETE, DELETED, FAILED, HELD, HUNG, KEEP, NOT_ATTEMPTED, LogPlan, LogSnapshot
 
 from .pinned import PinnedFile, pinned_bytes
@@ -34,6 +35,7 @@ class LogPassResult:
     owned_elsewhere: bool = False                             # another process owns its retention
     owner_pid: int | None = None                              # ... that one, when it left its pid
     rolled: bool = False                                      # its last segment sealed by roll_after
+    not_created: bool = False                                 # no writer created it yet: nothing to do
 
     @property
     def deleted(self) -> int:
@@ -43,6 +45,10 @@ class LogPassResult:
         if self.plan is None:
             out = {"name": self.name, "path": self.path, "error": self.error, "files": [],
                    "triggers": [], "deleted": 0, "freed_bytes": 0}
+            if self.not_created:
+                del out["error"]
+                out["not_created"] = True
+                out["note"] = f"{self.path} is not a commit log yet (no {META_FILE}): a writer creates it; nothing to do"
             if self.owned_elsewhere:
                 out["owned_by"] = {"pid": self.owner_pid}
             return out
@@ -100,5 +106,8 @@ class PassResult:
         return any(r.error or FAILED in r.actions.values() for r in self.logs)
 
     def to_json_dict(self) -> dict:
-        return {"at": self.at.isoformat(), "logs": [r.to_json_dict(executed=self.executed)
-                                                     for r in self.logs]}
+        out = {"at": self.at.isoformat(), "kind": "pass" if self.executed else "plan",
+               "logs": [r.to_json_dict(executed=self.executed) for r in self.logs]}
+        if self.executed:
+            out["interrupted"] = self.interrupted   # stopped before its last planned deletion
+        return out

@@ -91,7 +91,8 @@ class RetentionScheduler:
                  clock: Callable[[], float] = time.time,
                  on_pass: Callable[[str, PassResult], object] | None = None,
                  max_workers: int = DEFAULT_POOL, watch_rolls: bool | None = None,
-                 pending: Pending | None = None) -> None:
+                 pending: Pending | None = None, config_source: str = "in-process configuration") -> None:
+        self.config_source = config_source   # named in /status, /plan, /clean: which file a sidecar runs
         self.metrics = metrics if metrics is not None else RetentionMetrics()
         self.history = StatusHistory()                  # for the status page (retention/web/page.py)
         self._scheduler = new_scheduler(max_workers, self.metrics)
@@ -341,6 +342,7 @@ class RetentionScheduler:
                               manual=self._open_manual(config), ledger=self.ledger, jobs=self.jobs(),
                               audit=state.audit.path, loaded_at=self.checkup.loaded_at,
                               started_mono=self.checkup.started_mono)
+        status["config"] = self.config_source
         status["compaction"] = self.compactions.status()
         status["health"] = {"problems": self.problems.describe_active(), "reload_error": self.checkup.reload_error,
                             "not_ready": self.not_ready_reasons()}

@@ -1,4 +1,9 @@
-"""`retention status`: ask a running sidecar for `/status` and print it readably (or as JSON)."""
+"""Asking a running sidecar: `retention status`, and `plan`, `clean`, `compact` with `--url`.
+
+Exit status (retention/service/embedded.py): 0 done, 1 the sidecar answered with a failure (or is
+unhealthy, for `status`), 3 it cannot be reached; with `--json` an unreachable sidecar is a JSON
+object too (``{"url", "error", "reachable": false}``).
+"""
 
 from __future__ import annotations
 
@@ -6,38 +11,84 @@ import json
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import datetime
 
 from commitlog import META_FILE
 from policies import humanize_size
 
-from .embedded import EXIT_FAILED, EXIT_OK
+from .embedded import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
+DEFAULT_URL = "http://127.0.0.1:9464"
+
+
+class SidecarUnreachable(OSError):
+    """No answer from the sidecar (refused, timed out, a name that does not resolve)."""
+
+
+class SidecarRefused(RuntimeError):
+    """The sidecar answered with an error status; ``code`` is it, ``str()`` its one-line reason."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        self.code = code
+        super().__init__(reason)
+
+
+def normalize_url(url: str) -> str:
+    """``url`` with ``http://`` added when it names no scheme (``localhost:9464``), no trailing slash;
+    ValueError naming the problem for anything else than http(s)://HOST[:PORT][/PREFIX]."""
+    text = url.strip()
+    if "://" not in text:
+        text = "http://" + text
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--url {url!r}: expected HOST:PORT or http://HOST:PORT")
+    try:
+        parts.port
+    except ValueError:
+        raise ValueError(f"--url {url!r}: the port is not a number from 0 to 65535") from None
+    return text.rstrip("/")
+
+
+def call_sidecar(url: str, path: str, *, method: str = "GET", token: str | None = None,
+                 timeout: float = 600.0) -> dict:
+    """``method`` ``url``+``path`` and its decoded JSON; raises SidecarUnreachable or SidecarRefused."""
+    request = urllib.request.Request(url + path, method=method, data=b"" if method == "POST" else None)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            reason = json.loads(exc.read()).get("error") or exc.reason
+        except ValueError:
+            reason = exc.reason
+        raise SidecarRefused(exc.code, f"{method} {url}{path} answered {exc.code}: {reason}") from None
+    except (OSError, ValueError) as exc:  # URLError, a reset, a timeout, a body that is not JSON
+        raise SidecarUnreachable(f"cannot reach the sidecar at {url}: {getattr(exc, 'reason', exc)}") from None
 
 
 def fetch_status(url: str, timeout: float = 10.0) -> dict:
-    """GET `url`/status and decode it; raises OSError (URLError) or ValueError."""
-    with urllib.request.urlopen(url.rstrip("/") + "/status", timeout=timeout) as response:
-        return json.loads(response.read())
+    """GET `url`/status and decode it; raises SidecarUnreachable or SidecarRefused."""
+    return call_sidecar(normalize_url(url), "/status", timeout=timeout)
 
 
 def print_status(url: str, *, as_json: bool = False) -> int:
-    """Print the sidecar's status; exit status 0, or 1 when it cannot be reached or is unhealthy."""
+    """Print the sidecar's status; 0 healthy, 1 unhealthy or an error answer, 3 unreachable."""
     try:
         status = fetch_status(url)
-    except urllib.error.HTTPError as exc:
-        print(f"retention: {url}/status answered {exc.code} {exc.reason}", file=sys.stderr)
-        return EXIT_FAILED
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        print(f"retention: cannot reach the sidecar at {url}: {reason}", file=sys.stderr)
-        return EXIT_FAILED
+    except (SidecarUnreachable, SidecarRefused) as exc:
+        if as_json:
+            print(json.dumps({"url": url, "error": str(exc), "reachable": isinstance(exc, SidecarRefused)}))
+        print(f"retention: {exc}", file=sys.stderr)
+        return EXIT_FAILED if isinstance(exc, SidecarRefused) else EXIT_UNREACHABLE
     if as_json:
         json.dump(status, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_status(status, url))
+        sys.stdout.write(render_status(status, normalize_url(url)))
     return EXIT_OK if status.get("healthy") else EXIT_FAILED
 
 
@@ -60,6 +111,13 @@ def _duration(seconds: float) -> str:
     if seconds < 86400:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def _offsets(log: dict) -> str:
+    start, end = log.get("start_offset"), log.get("end_offset")
+    if start is None or end is None:
+        return "offsets unknown"
+    return "no records yet" if start == end == 0 else f"offsets {start} to {end} (exclusive)"
 
 
 def _ratio(value) -> str:
@@ -95,8 +153,7 @@ def render_status(s: dict, url: str = "") -> str:
         if not log.get("exists"):
             lines.append(f"  not a commit log yet (no {META_FILE})")
         if log.get("segments") is not None:
-            lines.append(f"  {log['segments']} segments, {_size(log['bytes'])}; offsets "
-                         f"{log.get('start_offset')}..{log.get('end_offset')}; triggers: "
+            lines.append(f"  {log['segments']} segments, {_size(log['bytes'])}; {_offsets(log)}; triggers: "
                          f"{', '.join(log.get('triggers') or []) or 'none'}"
                          f"{'; manual passes left: ' + str(log['manual_passes_left']) if log.get('manual_passes_left') else ''}")
         last = log.get("last_pass")

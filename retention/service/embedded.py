@@ -4,15 +4,24 @@ the demo (a module of its own, so none of them imports another for these)."""
 from __future__ import annotations
 
 import os
+from types import MappingProxyType
 from importlib import resources
 
 from policies import RetentionConfig, load_config, parse_config
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "default_config_text", "demo_config_text",
+__all__ = ["EXIT_CODES", "EXIT_FAILED", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USAGE", "default_config_text", "demo_config_text",
            "load", "parse"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-"""0 done; 2 the configuration or the command line is wrong; 1 anything else (a contract)."""
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_CODES = MappingProxyType({
+    EXIT_OK: "done (`status`: the sidecar is healthy)",
+    EXIT_FAILED: "a pass, a compaction or a request failed, a log could not be read, or (`status`) the "
+    "sidecar is unhealthy",
+    EXIT_USAGE: "the command line or the configuration is wrong: one line on stderr names the file, line, "
+    "key and reason; nothing ran",
+    EXIT_UNREACHABLE: "the sidecar named by `--url` cannot be reached (refused, timed out, unknown host)",
+})
+"""Every exit status of the `retention` command (a contract scripts rely on)."""
 
 
 def default_config_text() -> str:

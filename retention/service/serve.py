@@ -148,7 +148,7 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
                 return EXIT_USAGE
             writer = DemoWriter(config.logs[DEMO_LOG], config.policy_for(DEMO_LOG))
             writer.start()
-        scheduler = RetentionScheduler(config)
+        scheduler = RetentionScheduler(config, config_source=source)
         http = RetentionHTTPServer(scheduler, config.service)
         try:
             http.start()

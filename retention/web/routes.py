@@ -211,12 +211,17 @@ class RetentionApp:
             return json_response(HTTPStatus.BAD_REQUEST, {"error": "/offsets needs one at=TIME (ISO 8601)"})
         try:
             at = parse_time(request.query["at"][0], "at")
-            return json_response(HTTPStatus.OK, offsets_at(self.scheduler.config, at, request.query.get("log", [])))
+            return json_response(HTTPStatus.OK, self._labelled(
+                offsets_at(self.scheduler.config, at, request.query.get("log", []))))
         except ValueError as exc:  # a bad time, or a log the configuration does not define
             return json_response(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
 
     def _plan_bytes(self, manual: bool, force: bool) -> bytes:
-        return _json_bytes(self.scheduler.plan(manual=manual, force=force).to_json_dict())
+        return _json_bytes(self._labelled(self.scheduler.plan(manual=manual, force=force).to_json_dict()))
+
+    def _labelled(self, answer: dict) -> dict:
+        """``answer`` naming the configuration it was computed with first, as the CLI's are."""
+        return {"config": self.scheduler.config_source, **answer}
 
     def index(self, request: Request) -> Response:
         return Response(HTTPStatus.OK, page_html(), "text/html; charset=utf-8")
@@ -255,8 +260,8 @@ class RetentionApp:
     def compact(self, request: Request) -> Response:
         """One compaction pass now (`?dry_run=1`: what it would do); 409 while one runs on a filesystem."""
         return self._post(request, lambda: self.scheduler.compact(dry_run=request.flag("dry_run")), "compaction",
-                          lambda result: result.to_json_dict())
+                          lambda result: self._labelled(result.to_json_dict()))
 
     def clean(self, request: Request) -> Response:
         return self._post(request, lambda: self.scheduler.clean(force=request.flag("force")), "manual pass",
-                          lambda result: {**result.to_json_dict(), "interrupted": result.interrupted})
+                          lambda result: self._labelled(result.to_json_dict()))

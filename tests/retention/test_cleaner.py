@@ -106,7 +106,7 @@ def test_plan_json_has_the_documented_shape(tmp_path):
     _, config = write_config(tmp_path, CONFIG)
     data = Cleaner(config).plan().to_json_dict()
     json.dumps(data)
-    assert set(data) == {"at", "logs"}
+    assert set(data) == {"at", "kind", "logs"}
     log = data["logs"][0]
     assert {"name", "path", "disk", "triggers", "files", "deleted", "freed_bytes"} <= set(log)
     assert set(log["disk"]) == {"used_ratio", "total_bytes", "free_bytes"}
@@ -114,8 +114,10 @@ def test_plan_json_has_the_documented_shape(tmp_path):
                                     "live_ratio"}
 
 
-def test_a_log_directory_that_does_not_exist_yet_is_reported_not_fatal(tmp_path):
+def test_a_log_directory_that_does_not_exist_yet_is_reported_not_an_error(tmp_path):
     _, config = write_config(tmp_path, CONFIG)
     result = Cleaner(config).run_pass()
-    assert result.logs[0].error and "not a commit log yet" in result.logs[0].error
+    log = result.to_json_dict()["logs"][0]
+    assert result.logs[0].error is None and result.logs[0].not_created and not result.failed
+    assert log["not_created"] is True and "not a commit log yet" in log["note"] and "error" not in log
     assert result.deleted == 0

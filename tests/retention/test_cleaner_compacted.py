@@ -69,7 +69,7 @@ def test_the_plan_shows_each_segments_live_share_and_the_gap_does_not_protect(tm
     assert ratios[0] == 1.0 and ratios[66] == 1.0         # 66 kept only live records (and its gap)
     assert abs(ratios[99] - 22 / 33) < 0.01               # 11 of 33 equal records marked dead
     assert files[1]["bytes"] < 4096 and files[2]["live_bytes"] == 22 * 121
-    text = render_result(cleaner.plan())
+    text = render_result(cleaner.plan().to_json_dict())
     header = next(line for line in text.splitlines() if "SEGMENT" in line)
     assert "LIVE" in header
     row99 = next(line for line in text.splitlines() if line.strip().startswith("00000000000000000099.log"))

@@ -107,7 +107,7 @@ def test_status_command_prints_it_readably_and_as_json(sidecar):
     assert json.loads(as_json.stdout)["logs"][0]["name"] == "staging"
     down = subprocess.run([sys.executable, "-m", "retention.cli", "status", "--url", "http://127.0.0.1:9"],
                           capture_output=True, text=True, timeout=30)
-    assert down.returncode == 1 and "cannot reach" in down.stderr
+    assert down.returncode == 3 and "cannot reach" in down.stderr   # 3: unreachable (EXIT_CODES)
 
 
 def test_wrong_paths_and_methods(sidecar):
@@ -120,7 +120,8 @@ def test_wrong_paths_and_methods(sidecar):
 def test_post_clean_needs_the_token_and_deletes_what_plan_said(sidecar):
     # /plan is `retention plan --json`: no trigger now, every segment kept.
     status, plan = sidecar.get_json("/plan")
-    assert status == 200 and set(plan) == {"at", "logs"}
+    assert status == 200 and set(plan) == {"at", "config", "kind", "logs"} and plan["kind"] == "plan"
+    assert plan["config"] == str(sidecar.config_path)
     files = plan["logs"][0]["files"]
     assert [f["action"] for f in files] == ["keep"] * len(sidecar.bases)
     assert all("no-trigger" in f["reasons"] for f in files)

@@ -1,0 +1,158 @@
+"""MkDocs hook: pages that write `<!-- generated: NAME -->` get that reference, built from the code.
+
+One source each: the configuration reference from the pydantic models (type, unit, default, range
+and doc of every field), the command-line reference from `retention`'s argparse parser, the reason
+codes and triggers from `policies`. A field or option added to the code is on the page at the next
+build; `tests/test_docs.py` fails when one is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import typing
+
+from pydantic import BaseModel
+
+from policies.config import LogConfig, PolicyConfig, ServiceConfig
+from policies.config import fields as value_types
+from policies.reasons import REASONS
+from policies.triggers import TRIGGER_DOCS
+from retention.cli import EXIT_CODES, build_parser
+
+# The value types of policies/config/fields.py, by their parser: what a user writes.
+_KINDS = {
+    value_types._positive_duration: "duration > 0 (`500ms`, `10s`, `5m`, `72h`, `7d`; a number is seconds)",
+    value_types._non_negative_duration: "duration ≥ 0 (`0s`, `100ms`, `24h`; a number is seconds)",
+    value_types._positive_size: "size > 0 in bytes (`4096`, `64KiB`, `64MiB`, `2GiB`)",
+    value_types.parse_ratio: "ratio 0-1 (`0.85` or `\"85%\"`)",
+    value_types._clean_ratio: "ratio 0.10-0.95 (`0.75` or `\"75%\"`)",
+    value_types.parse_hours: "hours 0-23 (`[4, 5]`, `4` or `\"04;05\"`)",
+    value_types._name: "name (letters, digits, `_ . -`)",
+    value_types._time_zone: "IANA time zone (`UTC`, `Europe/Berlin`)",
+}
+
+
+def _kind(field) -> str:
+    """What a user writes for ``field``, from its validators (through ``X | None``) or its type."""
+    candidates = list(field.metadata)
+    annotation = field.annotation
+    for arg in typing.get_args(annotation):
+        candidates.extend(getattr(arg, "__metadata__", ()))
+    for meta in candidates:
+        function = getattr(meta, "func", None)
+        if function in _KINDS:
+            return _KINDS[function]
+    optional = type(None) in typing.get_args(annotation)
+    if annotation is bool:
+        return "boolean"
+    if annotation is int or (optional and int in typing.get_args(annotation)):
+        return "integer"
+    if typing.get_origin(annotation) is typing.Literal:
+        return "one of " + ", ".join(f"`{choice}`" for choice in typing.get_args(annotation))
+    if getattr(annotation, "__name__", "") == "Path":
+        return "path (relative to the working directory)"
+    if annotation is str or (optional and str in typing.get_args(annotation)):
+        return "string"
+    return "mapping of policy keys" if "Mapping" in str(annotation) else str(annotation)
+
+
+def _nullable(field) -> bool:
+    return type(None) in typing.get_args(field.annotation)
+
+
+def _default(model: type[BaseModel], name: str) -> str:
+    field = model.model_fields[name]
+    if field.is_required():
+        return "required"
+    value = model.model_construct().model_dump(mode="json").get(name) if name != "path" else None
+    if value is None:
+        return "null"
+    if value == {}:
+        return "none"
+    return f"`{value}`"
+
+
+def _rows(model: type[BaseModel], prefix: str) -> list[str]:
+    rows = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            rows.extend(_rows(annotation, f"{prefix}{name}."))
+            continue
+        kind = _kind(field) + (", or null" if _nullable(field) else "")
+        doc = (field.description or "").replace("|", "\\|")
+        rows.append(f"| <a id=\"{(prefix + name).replace('.', '-')}\"></a>`{prefix}{name}` | {kind} | "
+                    f"{_default(model, name)} | {doc} |")
+    return rows
+
+
+def config_reference() -> str:
+    """Every configuration key, section by section, as tables."""
+    header = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    sections = [
+        ("`service:`", "The sidecar process: one per file.", ServiceConfig, "service."),
+        ("`logs.NAME:`", "One entry per log the scheduler looks after; `NAME` is used in metrics, "
+         "`/status` and the audit trail.", LogConfig, "logs.NAME."),
+        ("`policies.NAME:`", "How the logs naming the policy are cleaned. A policy named `default` "
+         "always exists (with every default below) unless the file defines its own.", PolicyConfig,
+         "policies.NAME."),
+    ]
+    out = []
+    for title, text, model, prefix in sections:
+        out += [f"### {title}", "", text, "", *header, *_rows(model, prefix), ""]
+    return "\n".join(out)
+
+
+def _usage(parser: argparse.ArgumentParser) -> str:
+    return " ".join(parser.format_usage().split())[len("usage: "):]
+
+
+def cli_reference() -> str:
+    """Every subcommand with its description, usage and options; then the exit codes."""
+    parser = build_parser()
+    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    out = []
+    for name, sub in subparsers.choices.items():
+        out += [f"### `retention {name}`", "", sub.description or "", "", "```", _usage(sub), "```", "",
+                "| option | meaning |", "| --- | --- |"]
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            flags = ", ".join(f"`{flag}`" for flag in action.option_strings) or f"`{action.dest}`"
+            if action.metavar and action.option_strings:
+                flags += f" `{action.metavar}`"
+            help_text = (action.help or "").replace("|", "\\|")
+            if action.default not in (None, False, [], argparse.SUPPRESS):
+                help_text += f" (default: `{action.default}`)"
+            out.append(f"| {flags} | {help_text} |")
+        out.append("")
+    out += ["### Exit codes", "", "| status | meaning |", "| --- | --- |"]
+    out += [f"| `{code}` | {meaning} |" for code, meaning in EXIT_CODES.items()]
+    return "\n".join(out) + "\n"
+
+
+def reason_codes() -> str:
+    rows = ["| code | the segment is kept because |", "| --- | --- |"]
+    rows += [f"| `{code}` | {text} |" for code, text in REASONS.items()]
+    return "\n".join(rows) + "\n"
+
+
+def triggers() -> str:
+    rows = ["| trigger | active when |", "| --- | --- |"]
+    rows += [f"| `{name}` | {text} |" for name, text in TRIGGER_DOCS.items()]
+    return "\n".join(rows) + "\n"
+
+
+_GENERATED = {"config-reference": config_reference, "cli-reference": cli_reference,
+              "reason-codes": reason_codes, "triggers": triggers}
+_PLACEHOLDER = re.compile(r"<!-- generated: ([a-z-]+) -->")
+
+
+def on_page_markdown(markdown: str, **_: object) -> str:
+    def expand(match: re.Match) -> str:
+        try:
+            return _GENERATED[match.group(1)]()
+        except KeyError:
+            raise ValueError(f"unknown generated section {match.group(1)!r}; known: {sorted(_GENERATED)}") from None
+    return _PLACEHOLDER.sub(expand, markdown)

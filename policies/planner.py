@@ -40,17 +40,20 @@ from types import MappingProxyType
 from policies.config import PolicyConfig
 from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
 from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange  # re-exported
-from policies.reasons import ACTIVE, BATCH_LIMIT, HELD, NO_TRIGGER, PREFIX, RESERVED, unconsumed
+from policies.reasons import ACTIVE, BATCH_LIMIT, EXPIRED, HELD, NO_TRIGGER, PREFIX, RESERVED, unconsumed
 from policies.snapshot import GroupSnapshot, LogSnapshot, SegmentSnapshot
 from policies.triggers import (
+    DISK_CLEAN,
     REFUSE_WRITES,
     DISK_FORCE,
+    TIME_WINDOW,
     MANUAL,
     NO_MANUAL_TRIGGER,
     SIZE_CAP,
     TRIGGERS,
     ManualTrigger,
     active_triggers,
+    local_hour,
     over_size_cap,
     require_aware,
 )
@@ -139,6 +142,7 @@ class _LogWalk:
         self.log = log
         self.policy = policy
         self.now = now.timestamp()
+        self.hour = local_hour(policy, now)
         self.manual = manual
         self.triggers = active_triggers(policy, log.disk.used_ratio, now, manual, log.disk.forcing)
         self.log_bytes = sum(segment.size_bytes for segment in log.segments)
@@ -237,18 +241,25 @@ class _LogWalk:
             details[BATCH_LIMIT] = (_batch_detail, policy.files_per_pass)
 
         deleting = not reasons
-        # A delete explains what it overrode and any earlier hold; a keep explains only its reasons.
+        because: tuple[str, ...] = ()
+        # A delete explains why it goes, what it overrode and any earlier hold; a keep its reasons.
         shown = set(reasons)
         if deleting:
             shown.update(overridden)
-            if force_disk and overridden:
+            because = self._because(age, overridden_by, force_disk, over_cap)
+            shown.update(because)
+            if EXPIRED in because:
+                details[EXPIRED] = (_expired_detail, age, policy.reserve)
+            if force_disk:
                 details[self.forcing_trigger] = (_force_detail, projected_ratio, target)
-                shown.add(self.forcing_trigger)
             if retry:
                 shown.add(HELD)
             if over_cap:
                 details[SIZE_CAP] = (_size_cap_detail, left_bytes, policy.retention_bytes)
                 shown.add(SIZE_CAP)
+            details[TIME_WINDOW] = (_window_detail, self.hour, policy.delete_at_hours)
+            details[DISK_CLEAN] = (_clean_detail, self.log.disk.used_ratio, policy.disk.clean_ratio)
+            details[MANUAL] = (_manual_detail, self.manual.remaining, self.manual.forcing)
         return SegmentDecision(
             log=self.log.name,
             base_offset=segment.base_offset,
@@ -257,6 +268,7 @@ class _LogWalk:
             bytes=segment.size_bytes,
             action=DELETE if deleting else KEEP,
             reasons=tuple(reasons),
+            because=because,
             forced=forced and deleting,
             retry=retry and deleting,
             unconsumed=ranges,
@@ -268,6 +280,15 @@ class _LogWalk:
             index_bytes=segment.index_bytes,
             detail_facts=MappingProxyType({code: fact for code, fact in details.items() if code in shown}),
         )
+
+    def _because(self, age: float, overridden_by: str | None, force_disk: bool, over_cap: bool) -> tuple[str, ...]:
+        """Why a segment goes: ``expired`` unless it is younger than reserve, and the triggers that let
+        this deletion happen (a forcing one alone when it forces)."""
+        if overridden_by is not None:
+            return (overridden_by,) if age < self.policy.reserve else (EXPIRED, overridden_by)
+        triggers = tuple(t for t in self.triggers
+                         if (t != SIZE_CAP or over_cap) and (t not in (DISK_FORCE, REFUSE_WRITES) or force_disk))
+        return (EXPIRED, *triggers)
 
     def result(self) -> LogPlan:
         return LogPlan(
@@ -323,11 +344,29 @@ def _batch_detail(files_per_pass: int) -> str:
 
 def _no_trigger_detail(delete_at_hours: tuple[int, ...], used_ratio: float, clean_ratio: float,
                        retention_bytes: int | None, log_bytes: int) -> str:
-    hours = ", ".join(f"{hour:02d}" for hour in delete_at_hours) or "none"
+    hours = f"delete hours {', '.join(f'{hour:02d}' for hour in delete_at_hours)} not now" if delete_at_hours \
+        else "no delete hours"
     cap = "" if retention_bytes is None else \
         f", size {humanize_size(log_bytes)} within retention_bytes {humanize_size(retention_bytes)}"
-    return (f"delete hours {hours} not now, disk {used_ratio:.1%} used "
+    return (f"{hours}, disk {used_ratio:.1%} used "
             f"(clean above {clean_ratio:.0%}){cap}, no manual pass")
+
+
+def _expired_detail(age: float, reserve: float) -> str:
+    return f"{humanize_duration(age)} since its last write, reserve {humanize_duration(reserve)}"
+
+
+def _window_detail(hour: int, delete_at_hours: tuple[int, ...]) -> str:
+    return f"hour {hour:02d} is a delete hour ({', '.join(f'{h:02d}' for h in delete_at_hours)})"
+
+
+def _clean_detail(used_ratio: float, clean_ratio: float) -> str:
+    return f"disk {used_ratio:.1%} used, above clean_ratio {clean_ratio:.0%}"
+
+
+def _manual_detail(remaining: int, forcing: bool) -> str:
+    return f"an operator's request, {remaining} pass{'es' if remaining != 1 else ''} of it left" + \
+        (", forcing" if forcing else "")
 
 
 def _size_cap_detail(log_bytes: int, retention_bytes: int) -> str:

@@ -15,9 +15,9 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from policies.outcomes import DELETE, DELETED, KEEP
-from policies.reasons import HELD, RESERVED
+from policies.reasons import HELD
 from policies.snapshot import DiskSnapshot, live_ratio
-from policies.units import format_size, humanize_duration
+from policies.units import format_size
 
 __all__ = ["LogPlan", "Plan", "SegmentDecision", "UnconsumedRange"]
 
@@ -38,7 +38,8 @@ class UnconsumedRange(NamedTuple):
 class SegmentDecision:
     """What the pass does with one segment and why. Immutable.
 
-    ``reasons`` are the codes that keep the segment (empty for a delete). For a delete,
+    ``reasons`` are the codes that keep the segment (empty for a delete); ``because`` the codes that
+    make a delete go (``expired`` and triggers). For a delete,
     ``overridden`` lists the codes that would have kept it had ``overridden_by`` (``disk-force`` or
     ``manual``) not forced the pass, and ``unconsumed`` records, per consumer group, the offsets it had
     not consumed, for the audit trail. ``details`` holds plain words for each code in ``reasons`` and
@@ -53,6 +54,8 @@ class SegmentDecision:
     action: str
     """``delete`` or ``keep`` in a plan; an executor reports ``deleted``, ``hung`` or ``failed`` instead."""
     reasons: tuple[str, ...] = ()
+    because: tuple[str, ...] = ()
+    """For a delete, why it goes: ``expired`` (older than reserve) and the triggers that let it."""
     forced: bool = False
     """Delete even if a reader still holds it: a held segment past ``force_after``."""
     unconsumed: tuple[UnconsumedRange, ...] = ()
@@ -76,7 +79,7 @@ class SegmentDecision:
 
     @functools.cached_property
     def details(self) -> Mapping[str, str]:
-        """Plain words for each code in ``reasons`` and ``overridden``."""
+        """Plain words, with the figures behind them, for each code in ``reasons``, ``because`` and ``overridden``."""
         return MappingProxyType({code: fact[0](*fact[1:]) for code, fact in self.detail_facts.items()})
 
     @property
@@ -94,8 +97,7 @@ class SegmentDecision:
         head = f"{self.log} {self.segment} {self.action}: "
         if self.action == KEEP:
             return head + ", ".join(self._with_detail(code) for code in self.reasons)
-        age = humanize_duration(self.age_seconds)
-        parts = [f"{age} old" if RESERVED in self.overridden else f"expired, {age} old"]
+        parts = [self._with_detail(code) for code in self.because if code != self.overridden_by]
         if self.overridden:
             by = self._with_detail(self.overridden_by) if self.overridden_by else "?"
             parts.append(f"{by} overrides " + ", ".join(map(self._with_detail, self.overridden)))
@@ -163,8 +165,7 @@ class LogPlan:
 
 
 def _file_json(decision: SegmentDecision) -> dict[str, Any]:
-    """A decision as JSON; a deletion also says what it overrode and why, in words (at most
-    files_per_pass of them a log: a keep's words are for ``explain``, not 100,000 JSON rows)."""
+    """A decision as JSON, each code it carries explained with its figures in ``details``."""
     entry: dict[str, Any] = {
         "segment": decision.segment,
         "base_offset": decision.base_offset,
@@ -174,10 +175,12 @@ def _file_json(decision: SegmentDecision) -> dict[str, Any]:
         "live_bytes": decision.live_bytes,
         "live_ratio": decision.live_ratio,
     }
-    if decision.action == DELETE and decision.overridden:
-        entry["overridden"] = list(decision.overridden)
-        entry["overridden_by"] = decision.overridden_by
-        entry["details"] = dict(decision.details)
+    if decision.action == DELETE:
+        entry["because"] = list(decision.because)
+        if decision.overridden:
+            entry["overridden"] = list(decision.overridden)
+            entry["overridden_by"] = decision.overridden_by
+    entry["details"] = dict(decision.details)
     return entry
 
 

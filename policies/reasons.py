@@ -16,6 +16,7 @@ from types import MappingProxyType
 __all__ = [
     "ACTIVE",
     "BATCH_LIMIT",
+    "EXPIRED",
     "HELD",
     "NOT_ATTEMPTED",
     "NO_TRIGGER",
@@ -36,6 +37,8 @@ PREFIX = "prefix"
 BATCH_LIMIT = "batch-limit"
 HELD = "held"
 NOT_ATTEMPTED = "not-attempted"
+EXPIRED = "expired"
+"""Not a reason to keep: the first code of a deletion's ``because``, older than reserve."""
 
 REASONS = MappingProxyType(
     {

@@ -27,12 +27,12 @@ def render_result(data: dict) -> str:
         if log.get("stale_groups"):
             lines.append(f"  stale consumer groups (no longer protecting): {', '.join(log['stale_groups'])}")
         # LIVE: the share of a segment's record bytes not dead (what a compaction would keep).
-        rows = [("SEGMENT", "BASE OFFSET", "BYTES", "LIVE", "ACTION", "REASONS")]
+        rows = [("SEGMENT", "BASE OFFSET", "BYTES", "LIVE", "ACTION", "WHY")]
         for f in log["files"]:
             live = f.get("live_ratio")
             rows.append((f["segment"], str(f["base_offset"]), humanize_size(f["bytes"]),
                          "-" if live is None else f"{live:.0%}", f["action"],
-                         ", ".join(f["reasons"]) + _overrode(f) + (f"  ({f['error']})" if f.get("error") else "")))
+                         _why(f) + (f"  ({f['error']})" if f.get("error") else "")))
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         for r in rows:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[5])
@@ -44,11 +44,17 @@ def render_result(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _overrode(file: dict) -> str:
-    """For a deletion that overrode reasons to keep: `size-cap (size 2.1GiB > retention_bytes 2GiB)
-    overrides reserved`."""
+def _why(file: dict) -> str:
+    """Each code of a decision with its figures: a keep's reasons, or why a deletion goes and what it
+    overrode (`size-cap (size 2.1GiB > retention_bytes 2GiB) overrides reserved (...)`)."""
+    details = file.get("details", {})
+
+    def words(code: str) -> str:
+        return f"{code} ({details[code]})" if details.get(code) else code
     by = file.get("overridden_by")
-    if not by:
-        return ""
-    detail = file.get("details", {}).get(by)
-    return f"{by}{f' ({detail})' if detail else ''} overrides {', '.join(file['overridden'])}"
+    if "because" not in file:
+        return ", ".join(map(words, file["reasons"]))
+    parts = [words(code) for code in file["because"] if code != by]
+    if by:
+        parts.append(f"{words(by)} overrides {', '.join(map(words, file['overridden']))}")
+    return ", ".join(parts)

@@ -443,6 +443,9 @@ def test_plan_json_has_the_command_line_shape():
                         "reasons": [],
                         "live_bytes": None,
                         "live_ratio": None,
+                        "because": ["expired", "disk-clean"],
+                        "details": {"expired": "4d4h since its last write, reserve 3d",
+                                    "disk-clean": "disk 80.0% used, above clean_ratio 75%"},
                     },
                     {
                         "segment": "00000000000000000100.log",
@@ -452,6 +455,7 @@ def test_plan_json_has_the_command_line_shape():
                         "reasons": ["active", "reserved"],
                         "live_bytes": None,
                         "live_ratio": None,
+                        "details": {"active": "the segment being written", "reserved": "younger than 3d, 1h old"},
                     },
                 ],
                 "deleted": 1,
@@ -465,7 +469,8 @@ def test_explains_each_decision_in_one_plain_line():
     snapshot = log([100, 3 + 12 / 60, 1], used_ratio=0.88, groups=[group("etl", 150)])
     lines = plan_one(snapshot, disk={"force": False}).explain().splitlines()
     assert lines[0] == "staging (policy default): disk 88.0% used, triggers disk-clean, 1 to delete (1000B)"
-    assert lines[1] == "staging 00000000000000000000.log delete: expired, 4d4h old"
+    assert lines[1] == ("staging 00000000000000000000.log delete: expired (4d4h since its last write, reserve 3d), "
+                        "disk-clean (disk 88.0% used, above clean_ratio 75%)")
     assert lines[2] == (
         "staging 00000000000000000100.log keep: reserved (younger than 3d, 3h12m old), "
         "unconsumed:etl (etl has not consumed offsets 150 to 199)"
@@ -478,7 +483,7 @@ def test_explains_what_a_forced_deletion_overrides():
     snapshot = log([5, 1], used_ratio=0.95, segment_bytes=BIG, groups=[group("etl", 0)])
     line = plan_one(snapshot).decisions[0].explain()
     assert line == (
-        "staging 00000000000000000000.log delete: 5h old, disk-force (disk 95.0% used before it, deleting down "
+        "staging 00000000000000000000.log delete: disk-force (disk 95.0% used before it, deleting down "
         "to 75%) overrides reserved (younger than 3d, 5h old), "
         "unconsumed:etl (etl has not consumed offsets 0 to 99)"
     )
@@ -488,7 +493,26 @@ def test_explains_held_segments():
     held = plan_one(log([100, 1], used_ratio=0.8, hung_segments={0: hung(30, 30)})).decisions[0]
     assert held.explain() == "staging 00000000000000000000.log keep: held (held for 30s, next attempt in 1m30s)"
     forced = plan_one(log([100, 1], used_ratio=0.8, hung_segments={0: hung(130, 5)})).decisions[0]
-    assert forced.explain() == "staging 00000000000000000000.log delete: expired, 4d4h old, forced (held for 2m10s, past force_after 2m)"
+    assert forced.explain() == ("staging 00000000000000000000.log delete: expired (4d4h since its last write, "
+                                "reserve 3d), disk-clean (disk 80.0% used, above clean_ratio 75%), "
+                                "forced (held for 2m10s, past force_after 2m)")
+
+
+def test_every_deletion_says_why_with_its_figures():
+    window = plan_one(log([100, 1], used_ratio=0.1), delete_at_hours=[12], timezone="UTC").decisions[0]
+    assert window.because == ("expired", "time-window")
+    assert window.details["time-window"] == "hour 12 is a delete hour (12)"
+    capped = plan_one(log([2, 1], used_ratio=0.1, segment_bytes=BIG), retention_bytes=BIG).decisions[0]
+    assert capped.because == ("size-cap",) and capped.overridden == ("reserved",)
+    assert capped.details["size-cap"].startswith("size ") and "> retention_bytes" in capped.details["size-cap"]
+    manual = plan([log([100, 1], used_ratio=0.1)], policies(), NOW,
+                  {"default": ManualTrigger.open(3)}).logs[0].decisions[0]
+    assert manual.because == ("expired", "manual")
+    assert manual.details["manual"] == "an operator's request, 3 passes of it left"
+    forced = plan_one(log([100, 1], used_ratio=0.95, segment_bytes=BIG)).decisions[0]
+    assert forced.because == ("expired", "disk-force") and "deleting down to 75%" in forced.details["disk-force"]
+    for decision in (window, capped, manual, forced):
+        assert set(decision.because) <= set(decision.details)
 
 
 def test_stale_groups_appear_in_the_explanation():

@@ -111,7 +111,8 @@ def test_plan_json_has_the_documented_shape(tmp_path):
     assert {"name", "path", "disk", "triggers", "files", "deleted", "freed_bytes"} <= set(log)
     assert set(log["disk"]) == {"used_ratio", "total_bytes", "free_bytes"}
     assert set(log["files"][0]) == {"segment", "base_offset", "bytes", "action", "reasons", "live_bytes",
-                                    "live_ratio"}
+                                    "live_ratio", "details"}
+    assert set(log["files"][0]["details"]) == set(log["files"][0]["reasons"])   # each reason with its figures
 
 
 def test_a_log_directory_that_does_not_exist_yet_is_reported_not_an_error(tmp_path):

@@ -3,14 +3,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench clean
+.PHONY: run test bench docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[spark,test,bench]'
+	$(PY) -m pip install --quiet -e '.[spark,test,bench,docs]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -18,6 +18,9 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --quiet
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -1,5 +1,5 @@
 """CommitLog: a directory of fixed-size, preallocated, memory-mapped segments; the facade over the
-store's rooms (see the README's layout section).
+store's rooms (see docs/development.md, "Layout").
 
 Thread-safe within a process: appends serialise on one lock, reads and scans run concurrently.
 Process-safe: one writer process at a time (`<log>/.lock`), any number of readers, and head removal

@@ -57,7 +57,7 @@ from policies.triggers import (
     over_size_cap,
     require_aware,
 )
-from policies.units import humanize_duration, humanize_size
+from policies.units import format_hours, humanize_duration, humanize_size
 
 __all__ = [
     "ACTIONS",
@@ -344,8 +344,7 @@ def _batch_detail(files_per_pass: int) -> str:
 
 def _no_trigger_detail(delete_at_hours: tuple[int, ...], used_ratio: float, clean_ratio: float,
                        retention_bytes: int | None, log_bytes: int) -> str:
-    hours = f"delete hours {', '.join(f'{hour:02d}' for hour in delete_at_hours)} not now" if delete_at_hours \
-        else "no delete hours"
+    hours = f"delete_at_hours {format_hours(delete_at_hours)} not now" if delete_at_hours else "no delete hours"
     cap = "" if retention_bytes is None else \
         f", size {humanize_size(log_bytes)} within retention_bytes {humanize_size(retention_bytes)}"
     return (f"{hours}, disk {used_ratio:.1%} used "
@@ -357,7 +356,7 @@ def _expired_detail(age: float, reserve: float) -> str:
 
 
 def _window_detail(hour: int, delete_at_hours: tuple[int, ...]) -> str:
-    return f"hour {hour:02d} is a delete hour ({', '.join(f'{h:02d}' for h in delete_at_hours)})"
+    return f"hour {hour:02d} is in delete_at_hours {format_hours(delete_at_hours)}"
 
 
 def _clean_detail(used_ratio: float, clean_ratio: float) -> str:

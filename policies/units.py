@@ -29,6 +29,7 @@ __all__ = [
     "describe_kind",
     "describe_value",
     "format_duration",
+    "format_hours",
     "format_size",
     "humanize_duration",
     "humanize_size",
@@ -45,7 +46,7 @@ SIZE_UNITS: dict[str, int] = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 MAX_DURATION_SECONDS = 36500 * 86400.0
 
 _NUMBER_WITH_UNIT = re.compile(r"(?P<number>[+-]?\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-z%]*)")
-_HOUR_TOKEN = re.compile(r"\d{1,2}")
+_HOUR_TOKEN = re.compile(r"(\d{1,2})(?:-(\d{1,2}))?")   # an hour, or a range of them: 09-17
 
 
 _KINDS = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a mapping"}
@@ -152,7 +153,8 @@ def parse_hours(value: object) -> tuple[int, ...]:
     """Return the hours of the day in ``value`` as a sorted tuple of distinct integers in 0-23.
 
     Accepts a list of integers (``[4, 5]``; ``[]`` means no hour), a single integer (``4``) or
-    RocketMQ's ``deleteWhen`` string of ``;``-separated hours (``"04;05"``).
+    RocketMQ's ``deleteWhen`` string of ``;``-separated hours (``"04;05"``), where an item may be an
+    inclusive range (``"00-23"`` every hour, ``"22-23;00-05"`` nights).
     """
     if isinstance(value, bool):
         raise ValueError(f"expected hours such as [4, 5] or '04;05', got {describe_value(value)}")
@@ -162,10 +164,16 @@ def parse_hours(value: object) -> tuple[int, ...]:
         tokens = [token.strip() for token in value.split(";")]
         if not value.strip():
             raise ValueError("is an empty string; write [] for no delete hour")
+        hours: list[int] = []
         for token in tokens:
-            if not _HOUR_TOKEN.fullmatch(token):
-                raise ValueError(f"expected hours separated by ';' such as '04;05', got {value!r}")
-        return _checked_hours(int(token) for token in tokens)
+            found = _HOUR_TOKEN.fullmatch(token)
+            if not found:
+                raise ValueError(f"expected hours separated by ';' such as '04;05' or '09-17', got {value!r}")
+            first, last = int(found.group(1)), int(found.group(2) or found.group(1))
+            if last < first:
+                raise ValueError(f"the range {token!r} ends before it starts; write '22-23;00-05' across midnight")
+            hours.extend(range(first, last + 1))
+        return _checked_hours(hours)
     if isinstance(value, (list, tuple)):
         for item in value:
             if isinstance(item, bool) or not isinstance(item, int):
@@ -181,6 +189,18 @@ def _checked_hours(hours: Iterable[int]) -> tuple[int, ...]:
             raise ValueError(f"hour {hour} is outside 0-23")
         checked.add(hour)
     return tuple(sorted(checked))
+
+
+def format_hours(hours: Iterable[int]) -> str:
+    """Sorted hours as runs, the inverse of :func:`parse_hours`'s string form: ``"00-23"``,
+    ``"04"``, ``"09-11;22"``; ``""`` for no hour."""
+    runs: list[list[int]] = []
+    for hour in sorted(set(hours)):
+        if runs and hour == runs[-1][1] + 1:
+            runs[-1][1] = hour
+        else:
+            runs.append([hour, hour])
+    return ";".join(f"{a:02d}" if a == b else f"{a:02d}-{b:02d}" for a, b in runs)
 
 
 def format_duration(seconds: float) -> str:

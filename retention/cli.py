@@ -44,7 +44,7 @@ def _version() -> str:
 
 
 def _command(sub, name: str, summary: str, description: str, *, source: bool = True, remote: bool = False,
-             as_json: str | None = "print the JSON object the HTTP API gives instead of text"):
+             posts: bool = False, as_json: str | None = "print the JSON object the HTTP API gives instead of text"):
     parser = sub.add_parser(name, help=summary, description=description)
     if source:
         parser.add_argument("--config", metavar="FILE",
@@ -52,8 +52,9 @@ def _command(sub, name: str, summary: str, description: str, *, source: bool = T
     if remote:
         parser.add_argument("--url", metavar="URL", help="ask the sidecar at URL (HOST:PORT or http://HOST:PORT) "
                             "instead of reading a configuration; it runs its own")
-        parser.add_argument("--token", metavar="TOKEN", default=os.environ.get(TOKEN_ENV),
-                            help=f"the sidecar's service.token for a POST (default: ${TOKEN_ENV})")
+    if posts:   # read from the environment at use, so no token is ever shown as a default
+        parser.add_argument("--token", metavar="TOKEN",
+                            help=f"the sidecar's service.token, with --url (default: ${TOKEN_ENV})")
     if as_json:
         parser.add_argument("--json", action="store_true", help=as_json)
     return parser
@@ -81,12 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
                       "not with --url")
     clean = _command(sub, "clean", "run one cleanup pass now",
                      "Run one cleanup pass now, as a manual trigger (expired segments go at any hour), and "
-                     "print what it did. A log a running sidecar owns is left to it: use --url.", remote=True)
+                     "print what it did. A log a running sidecar owns is left to it: use --url.", remote=True, posts=True)
     clean.add_argument("--force", action="store_true",
                        help="also delete segments younger than reserve (never unconsumed ones)")
     compact = _command(sub, "compact", "run one compaction pass now",
                        "Run one compaction pass now: rewrite sealed segments whose live share is below "
-                       "compaction.max_live_ratio without their dead records.", remote=True)
+                       "compaction.max_live_ratio without their dead records.", remote=True, posts=True)
     compact.add_argument("--dry-run", action="store_true", help="print what it would do; nothing is changed")
     offsets = _command(sub, "offsets", "each log's first offset written at or after a time",
                        "Print, per log, the first offset whose record was written at or after TIME, with the "
@@ -178,7 +179,8 @@ def _remote(args: argparse.Namespace) -> int:
             render_offsets),
     }[args.command]
     try:
-        answer = call_sidecar(url, path, method=method, token=args.token)
+        token = getattr(args, "token", None) or os.environ.get(TOKEN_ENV)
+        answer = call_sidecar(url, path, method=method, token=token)
     except SidecarUnreachable as exc:
         print(f"retention: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE

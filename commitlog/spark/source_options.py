@@ -26,7 +26,7 @@ DEFAULT_MAX_PARTITION_BYTES = 128 << 20
 
 @dataclass(frozen=True)
 class Options:
-    """Every option the source understands; see the README section for their meaning."""
+    """Every option the source understands; see docs/spark.md for their meaning."""
 
     path: str
     segment_size: int | None = None          # segmentSize: for a log created by this write

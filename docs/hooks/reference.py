@@ -9,6 +9,7 @@ build; `tests/test_docs.py` fails when one is missing.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import typing
 
@@ -70,7 +71,7 @@ def _default(model: type[BaseModel], name: str) -> str:
         return "null"
     if value == {}:
         return "none"
-    return f"`{value}`"
+    return f"`{json.dumps(value) if isinstance(value, (bool, list)) else value}`"
 
 
 def _rows(model: type[BaseModel], prefix: str) -> list[str]:

@@ -91,7 +91,7 @@ class HungConfig(_Strict):
 
 
 class CompactionConfig(_Strict):
-    """When and how dead records are reclaimed by rewriting segments (README "Compaction (operations)"). Immutable.
+    """When and how dead records are reclaimed by rewriting segments (docs/concepts.md, "Compaction"). Immutable.
 
     ``policies.liveness`` decides which records are dead and ``policies.compaction`` which segments
     are rewritten; this model only holds the settings they read.
@@ -154,7 +154,7 @@ class PolicyConfig(_Strict):
     delete_at_hours: Hours = Field(
         default=(4,),
         description="Hours of the day (0-23) in which expired segments are deleted (RocketMQ deleteWhen). "
-        "A list [4, 5], an integer or '04;05'; [] never (disk and manual triggers only). Default [4].",
+        "A list [4, 5], an integer, '04;05' or a range '00-23'; [] never (disk and manual triggers only). Default [4].",
     )
     timezone: TimeZoneName | None = Field(
         default=None,

@@ -1,7 +1,7 @@
 """What a compaction pass did (or, dry, would do): per log its outputs, and the pass as a whole.
 
 `CompactionResult.to_json_dict()` is the object `retention compact --json` prints and `POST /compact`
-answers (README "Compaction (operations)")::
+answers (docs/concepts.md, "Compaction")::
 
     {"at", "logs": [{"name", "path", "outputs": [{"segment", "inputs": [...], "bytes_before",
      "bytes_after", "dropped": {"dead", "superseded", "tombstone"}}], "reclaimed_bytes"}]}

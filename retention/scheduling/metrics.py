@@ -113,7 +113,7 @@ class RetentionMetrics:
             "Unix time the running configuration was loaded.", registry=r)
         self.health_problems = Gauge(
             "retention_health_problems", "Active health problems by kind (each makes /healthz 503; "
-            "README \"Health contract\").", ["problem"], registry=r)
+            "docs/operations.md, \"Health\").", ["problem"], registry=r)
         self.interval = Gauge(
             "retention_policy_interval_seconds", "The policy's interval between cleanup passes.",
             ["policy"], registry=r)

@@ -1,6 +1,6 @@
 """Health problems: the named conditions that make `/healthz` answer 503, and their transitions.
 
-The health contract (README "Health contract"): `/healthz` is 503 while any problem below is
+The health contract (docs/operations.md, "Health"): `/healthz` is 503 while any problem below is
 active. Each problem is a kind and a subject (a log name, or "" for the process):
 
 - `scheduler-stopped`: the scheduler is not running (stopped, or stopping).

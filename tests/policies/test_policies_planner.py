@@ -8,6 +8,7 @@ import json
 from datetime import datetime
 
 import pytest
+from policies.units import format_hours
 from plan_builders import NOW, WINDOW_NOW, disk, group, hung, log, policies, policy
 
 from policies import (
@@ -501,7 +502,8 @@ def test_explains_held_segments():
 def test_every_deletion_says_why_with_its_figures():
     window = plan_one(log([100, 1], used_ratio=0.1), delete_at_hours=[12], timezone="UTC").decisions[0]
     assert window.because == ("expired", "time-window")
-    assert window.details["time-window"] == "hour 12 is a delete hour (12)"
+    assert window.details["time-window"] == "hour 12 is in delete_at_hours 12"
+    assert format_hours(range(24)) == "00-23" and format_hours([9, 10, 11, 22, 4]) == "04;09-11;22"
     capped = plan_one(log([2, 1], used_ratio=0.1, segment_bytes=BIG), retention_bytes=BIG).decisions[0]
     assert capped.because == ("size-cap",) and capped.overridden == ("reserved",)
     assert capped.details["size-cap"].startswith("size ") and "> retention_bytes" in capped.details["size-cap"]

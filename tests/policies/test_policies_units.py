@@ -118,7 +118,8 @@ def test_rejects_bad_ratios(value, reason):
 
 @pytest.mark.parametrize(
     ("value", "hours"),
-    [([4], (4,)), ([5, 4, 4], (4, 5)), ([], ()), (4, (4,)), ("04", (4,)), ("04;05", (4, 5)), ("4; 23;0", (0, 4, 23)), ([0, 23], (0, 23))],
+    [([4], (4,)), ([5, 4, 4], (4, 5)), ([], ()), (4, (4,)), ("04", (4,)), ("04;05", (4, 5)), ("4; 23;0", (0, 4, 23)), ([0, 23], (0, 23)),
+     ("00-23", tuple(range(24))), ("09-11;22-23", (9, 10, 11, 22, 23)), ("5-5", (5,))],
 )
 def test_parses_hours(value, hours):
     assert parse_hours(value) == hours
@@ -132,6 +133,9 @@ def test_parses_hours(value, hours):
         ("04;25", "hour 25 is outside 0-23"),
         ("04,05", "separated by ';'"),
         ("04;", "separated by ';'"),
+        ("23-02", "ends before it starts"),
+        ("00-24", "hour 24 is outside 0-23"),
+        ("4-", "separated by ';'"),
         ("", "write \\[\\] for no delete hour"),
         (["4"], "each hour must be an integer"),
         ([True], "each hour must be an integer"),

@@ -1,4 +1,4 @@
-"""The health contract (README "Health contract", `retention.scheduling.problems`), on a real `retention serve`:
+"""The health contract (docs/operations.md, "Health", `retention.scheduling.problems`), on a real `retention serve`:
 every named problem makes `/healthz` 503 and `/status` unhealthy, gives one WARNING line when it
 starts and one INFO line when it clears, and shows in `retention_health_problems{problem}`;
 `/readyz` says why it is not ready.

@@ -1,4 +1,4 @@
-"""The README's pipeline, run as written (its `staging.yaml` and `pipeline.py`): after `consume`,
+"""The Spark guide's pipeline (docs/spark.md), run as written (its `staging.yaml` and `pipeline.py`): after `consume`,
 retention keeps nothing as `unconsumed:etl`, and `clean` deletes every consumed segment.
 
 `stage` runs in this process, on the tests' Spark session (its paths are resolved in Python, so
@@ -21,13 +21,13 @@ from commitlog import CommitLog
 
 pytestmark = pytest.mark.spark
 
-README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+GUIDE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "spark.md")
 
 
 def _block(text: str, name: str, lang: str) -> str:
-    """The fenced block that follows the line "`NAME`:" in the README."""
+    """The fenced block that follows the line "`NAME`:" in the guide."""
     found = re.search(rf"^`{re.escape(name)}`:\n```{lang}\n(.*?)^```$", text, re.S | re.M)
-    assert found, f"README has no {lang} block for {name}"
+    assert found, f"docs/spark.md has no {lang} block for {name}"
     return found.group(1)
 
 
@@ -45,7 +45,7 @@ def _retention(cwd, command: str) -> list[dict]:
 
 def test_the_readme_pipeline_releases_everything_it_consumed(spark, tmp_path, monkeypatch,
                                                              capsys):
-    with open(README) as f:
+    with open(GUIDE) as f:
         text = f.read()
     (tmp_path / "staging.yaml").write_text(_block(text, "staging.yaml", "yaml"))
     (tmp_path / "pipeline.py").write_text(_block(text, "pipeline.py", "python"))

@@ -1,0 +1,302 @@
+"""The documentation: the site builds strictly with every generated reference complete, the README
+fits a screen and its examples run, the getting-started tutorial and the command-line page's
+examples run as written, `make run` serves the demo, and nothing shipped points outside the
+repository."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from commitlog import CommitLog
+from policies.config import LogConfig, PolicyConfig, ServiceConfig
+from policies.reasons import REASONS
+from policies.triggers import TRIGGERS
+from retention.cli import EXIT_CODES, build_parser
+from retention.scheduling import problems
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+BIN = Path(sys.executable).parent
+FENCE = re.compile(r'^```(\w+)(?: title="([^"]+)")?\n(.*?)^```$', re.S | re.M)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def blocks(text: str) -> list[tuple[str, str | None, str]]:
+    """(language, title, body) of every fenced block, in order."""
+    return [(m.group(1), m.group(2), m.group(3)) for m in FENCE.finditer(text)]
+
+
+def shell_lines(body: str) -> list[str]:
+    """The commands of a shell block, each without its trailing comment."""
+    out = []
+    for line in body.splitlines():
+        command = re.sub(r"\s+#\s.*$", "", line).strip()
+        if command and not command.startswith("#"):
+            out.append(command)
+    return out
+
+
+def wait_ready(url: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/readyz", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} was not ready within {timeout}s")
+
+
+def run_line(line: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    done = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, f"{line!r} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert "None" not in done.stdout, f"{line!r} printed None:\n{done.stdout[-2000:]}"
+    return done
+
+
+@pytest.fixture
+def shell_env(tmp_path):
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path)}
+
+
+# --- the site --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out
+
+
+def page(site: Path, name: str) -> str:
+    return (site / name / "index.html").read_text()
+
+
+def _field_paths(model, prefix: str) -> list[str]:
+    paths = []
+    for name, field in model.model_fields.items():
+        if isinstance(field.annotation, type) and hasattr(field.annotation, "model_fields"):
+            paths += _field_paths(field.annotation, f"{prefix}{name}.")
+        else:
+            paths.append(prefix + name)
+    return paths
+
+
+def test_the_configuration_reference_has_every_field_with_its_default(site):
+    html = page(site, "configuration")
+    paths = (_field_paths(ServiceConfig, "service.") + _field_paths(LogConfig, "logs.NAME.")
+             + _field_paths(PolicyConfig, "policies.NAME."))
+    assert len(paths) > 40
+    for path in paths:
+        assert f"<code>{path}</code>" in html, path
+    row = re.search(r"<code>policies.NAME.reserve</code></td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>", html, re.S)
+    assert row and "duration" in row.group(1) and "3d" in row.group(2)   # 72h, written canonically
+
+
+def test_the_cli_reference_has_every_subcommand_option_and_exit_code(site):
+    html = page(site, "cli")
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, sub in commands.items():
+        assert f"retention {name}</code>" in html, name
+        assert sub.description.split(":")[0] in html
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue   # -h is every command's; the page leaves it out
+            for flag in action.option_strings:
+                assert f"<code>{flag}</code>" in html, (name, flag)
+    for code in EXIT_CODES:
+        assert f"<code>{code}</code>" in html
+
+
+def test_troubleshooting_explains_every_reason_trigger_problem_and_error(site):
+    html = page(site, "troubleshooting")
+    for code in [*REASONS, *TRIGGERS]:
+        assert f"<code>{code}</code>" in html, code
+    kinds = [value for name, value in vars(problems).items() if name.isupper() and isinstance(value, str)
+             and re.fullmatch(r"[a-z]+(-[a-z]+)+", value)]
+    assert len(kinds) >= 7
+    for kind in kinds:
+        assert f"<code>{kind}</code>" in html, kind
+    tree = (ROOT / "commitlog" / "errors.py").read_text().split('"""')[1]
+    errors = set(re.findall(r"[└├]── (\w+)", tree)) - {"ValueError"}
+    assert len(errors) >= 25
+    for error in errors:
+        assert f"<code>{error}</code>" in html, error
+
+
+def test_the_python_api_page_renders_the_docstrings(site):
+    html = page(site, "python-api")
+    first_line = CommitLog.open.__doc__.strip().splitlines()[0]
+    assert re.split(r"`", first_line)[0].strip() in html    # its first words, up to the first code span
+    assert "offset_for_time" in html and "RetentionScheduler" in html
+
+
+def test_the_status_page_screenshot_is_in_the_documentation(site):
+    shot = site / "assets" / "status-page.png"
+    assert shot.stat().st_size > 20_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- the README ------------------------------------------------------------------------------------
+
+
+def test_the_readme_fits_a_screen_and_links_only_inside_the_repository():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) < 150
+    for target in re.findall(r"\]\(([^)#]+)", text):
+        if not target.startswith("http"):
+            assert (ROOT / target).exists(), target
+
+
+def test_nothing_shipped_points_outside_the_repository():
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout: the shipped files cannot be listed")
+    for name in tracked:
+        if name.endswith((".png", ".json")) or name == "tests/test_docs.py":
+            continue
+        text = (ROOT / name).read_text(errors="replace")
+        assert "DESIGN.md" not in text and "../shared" not in text, name
+
+
+def test_the_readme_examples_run(tmp_path, shell_env):
+    found = blocks((ROOT / "README.md").read_text())
+    python = [body for lang, _, body in found if lang == "python" and "commitlog.spark" not in body]
+    config = next(body for lang, _, body in found if lang == "yaml")
+    port = free_port()
+    (tmp_path / "retention.yaml").write_text(config.replace("9464", str(port)))
+    for body in python:
+        done = subprocess.run([sys.executable, "-c", body], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    commands = [line for lang, _, body in found if lang == "sh" for line in shell_lines(body)
+                if line.startswith("retention ")]
+    assert len(commands) == 3
+    for line in commands:
+        if line.startswith("retention serve"):
+            server = subprocess.Popen(shlex.split(line), cwd=tmp_path, env=shell_env, start_new_session=True,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                wait_ready(f"http://127.0.0.1:{port}")
+            finally:
+                os.killpg(server.pid, signal.SIGTERM)
+                assert server.wait(30) == 0
+        else:
+            run_line(line, tmp_path, shell_env)
+
+
+def test_make_run_serves_the_demo():
+    with socket.socket() as s:
+        if s.connect_ex(("127.0.0.1", 9464)) == 0:
+            pytest.skip("port 9464, which make run listens on, is in use by another process")
+    server = subprocess.Popen(["make", "-s", "run"], cwd=ROOT, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_ready("http://127.0.0.1:9464")
+        with urllib.request.urlopen("http://127.0.0.1:9464/status", timeout=10) as answer:
+            status = json.load(answer)
+        assert {log["name"] for log in status["logs"]} == {"staging", "demo"}
+        assert status["healthy"] is True
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+
+
+# --- the getting-started tutorial and the command-line page, as written ------------------------------
+
+
+def test_getting_started_and_the_cli_examples_run_as_written(tmp_path, shell_env):
+    """Every block after "Clean your own log": files written, commands run in order (a line ending
+    in `&` started in the background), with the sidecar's port swapped for a free one. Then the
+    command-line page's examples: those asking the sidecar while it runs, the others after."""
+    text = (DOCS / "getting-started.md").read_text()
+    tutorial = blocks(text[text.index("## Clean your own log"):])
+    port = str(free_port())
+    cli_lines = [line.replace("9464", port) for lang, _, body in blocks((DOCS / "cli.md").read_text())
+                 if lang == "sh" for line in shell_lines(body)]
+    assert len(cli_lines) >= 10
+    server = None
+    try:
+        for lang, title, body in tutorial:
+            body = body.replace("9464", port)
+            if title:
+                (tmp_path / title).write_text(body)
+                continue
+            assert lang == "sh", (lang, body)
+            for line in shell_lines(body):
+                if line.endswith("&"):
+                    server = subprocess.Popen(["bash", "-c", f"exec {line[:-1]}"], cwd=tmp_path, env=shell_env,
+                                              start_new_session=True, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL)
+                    wait_ready(f"http://127.0.0.1:{port}")
+                else:
+                    run_line(line, tmp_path, shell_env)
+        with CommitLog.open(tmp_path / "data" / "app", readonly=True) as log:
+            assert len(log.segments()) == 1                 # every sealed segment went
+        audited = [json.loads(line) for line in (tmp_path / "data" / "audit.jsonl").read_text().splitlines()]
+        assert sum(1 for line in audited if line.get("event") == "deleted") == 6
+        for line in cli_lines:
+            if "--url" in line:
+                run_line(line, tmp_path, shell_env)
+    finally:
+        if server is not None:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(30)
+    for line in cli_lines:
+        if "--url" not in line and not line.startswith("retention serve"):
+            run_line(line, tmp_path, shell_env)
+    serve = next(line for line in cli_lines if line.startswith("retention serve"))
+    assert serve == "retention serve --config retention.yaml"   # what the tutorial ran
+
+
+def test_the_kubernetes_manifest_is_valid_and_probes_the_health_endpoints(tmp_path):
+    documents = list(yaml.safe_load_all((ROOT / "conf" / "kubernetes" / "sidecar.yaml").read_text()))
+    secret = next(d for d in documents if d["kind"] == "Secret")
+    pod = next(d for d in documents if d["kind"] == "Pod")
+    config = tmp_path / "retention.yaml"
+    config.write_text(secret["stringData"]["retention.yaml"])
+    done = subprocess.run([sys.executable, "-m", "retention.cli", "check", "--config", str(config)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    sidecar = next(c for c in pod["spec"]["containers"] if c["name"] == "retention")
+    assert sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert sidecar["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    listen = yaml.safe_load(config.read_text())["service"]["listen"]
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == listen.rsplit(":", 1)[1]
+    assert sidecar["ports"][0]["containerPort"] == int(listen.rsplit(":", 1)[1])
+
+
+def test_every_retention_command_in_the_documentation_parses():
+    parser = build_parser()
+    found = 0
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for lang, _, body in blocks(path.read_text()):
+            if lang != "sh":
+                continue
+            for line in shell_lines(body):
+                if line.startswith("retention "):
+                    found += 1
+                    parser.parse_args(shlex.split(line.rstrip("&"))[1:])   # exits 2 on an unknown option
+    assert found >= 20

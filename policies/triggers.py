@@ -22,7 +22,7 @@ Every function is pure: the time and the disk usage are inputs, so they are thre
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import MappingProxyType
 
 from policies.config import DiskConfig, PolicyConfig
@@ -44,6 +44,7 @@ __all__ = [
     "force_continues",
     "in_delete_window",
     "local_hour",
+    "next_delete_window",
     "over_size_cap",
     "require_aware",
 ]
@@ -129,6 +130,22 @@ def local_hour(policy: PolicyConfig, now: datetime) -> int:
     zone = policy.zone
     # astimezone() without an argument converts to the machine's local time zone.
     return (now.astimezone(zone) if zone is not None else now.astimezone()).hour
+
+
+def next_delete_window(policy: PolicyConfig, now: datetime) -> datetime | None:
+    """When the policy's delete window is next open: ``now`` while it is, else the start of the next
+    delete hour (within two days, DST included); None for a policy without delete hours."""
+    require_aware(now)
+    if not policy.delete_at_hours:
+        return None
+    # Every zone's offset is a multiple of 15 minutes, so a local hour starts on this UTC grid.
+    step = timedelta(minutes=15)
+    start = now - timedelta(minutes=now.minute % 15, seconds=now.second, microseconds=now.microsecond)
+    for k in range(4 * 49):
+        candidate = start + k * step
+        if local_hour(policy, candidate) in policy.delete_at_hours:
+            return max(candidate, now)
+    return None   # unreachable: some delete hour comes within two days
 
 
 def in_delete_window(policy: PolicyConfig, now: datetime) -> bool:

@@ -51,6 +51,7 @@ class CompactionPasses:
         self._locks: dict[int, threading.Lock] = {}
         self._running: dict[int, tuple[str, str, float, Compactor]] = {}  # dev -> (kind, mount, start, compactor)
         self.last: dict | None = None
+        self.last_by_log: dict[str, dict] = {}   # per log, its part of the last pass that ran over it
 
     def _lock(self, dev: int) -> threading.Lock:
         with self._guard:
@@ -94,6 +95,10 @@ class CompactionPasses:
         if not dry_run and (result.outputs or kind != "pressure"):
             self.last = {"kind": kind, "mountpoint": fs.mountpoint, "outputs": result.outputs,
                          "reclaimed_bytes": result.reclaimed_bytes, **result.to_json_dict()}
+        if not dry_run:
+            for log in result.logs:
+                self.last_by_log[log.name] = {"at": result.at.isoformat(), "kind": kind, "outputs": len(log.outputs),
+                                              "reclaimed_bytes": log.reclaimed_bytes, "error": log.error}
         return result
 
     def run_all(self, *, dry_run: bool = False) -> CompactionResult:
@@ -170,4 +175,4 @@ class CompactionPasses:
         for dev, (kind, mount, started, compactor) in list(self._running.items()):
             running.append({"mountpoint": mount, "kind": kind, "seconds": round(time.monotonic() - started, 3),
                             **(compactor.progress() or {})})
-        return {"running": running, "last": self.last}
+        return {"running": running, "last": self.last, "logs": dict(self.last_by_log)}

@@ -22,10 +22,11 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from importlib import resources
 
-from policies import DELETED, SegmentDecision
+from policies import DELETED, PolicyConfig, SegmentDecision, format_hours, next_delete_window
 from policies.reasons import ACTIVE, HELD, NO_TRIGGER, PREFIX, RESERVED, BATCH_LIMIT
 
 __all__ = ["PageBuilder", "build_page_data", "page_html", "segment_runs", "tail_audit", "TOTAL_RUNS", "MAX_RUNS"]
@@ -83,7 +84,7 @@ def segment_runs(decisions: Sequence[SegmentDecision], max_runs: int = MAX_RUNS)
         if k != key:
             key = k
             runs.append({"kind": k[0], "reasons": list(d.reasons), "overridden_by": d.overridden_by,
-                         "count": 0, "bytes": 0, "first": d.segment, "first_offset": d.base_offset,
+                         "why": _why(d), "count": 0, "bytes": 0, "first": d.segment, "first_offset": d.base_offset,
                          "oldest_age_seconds": round(d.age_seconds, 1), "live_ratio": None})
             sums.append([0, 0, 0])
         run = runs[-1]
@@ -119,10 +120,16 @@ def _merge(group: list[dict]) -> dict:
         mix[r["kind"]] = mix.get(r["kind"], 0) + r["count"]
     first, last = group[0], group[-1]
     return {"kind": MIXED, "dominant": max(mix, key=mix.get), "mix": mix, "reasons": [], "overridden_by": None,
+            "why": "",
             "count": sum(r["count"] for r in group), "bytes": sum(r["bytes"] for r in group),
             "first": first["first"], "first_offset": first["first_offset"], "last": last["last"],
             "last_offset": last["last_offset"], "oldest_age_seconds": first["oldest_age_seconds"],
             "newest_age_seconds": last["newest_age_seconds"], "live_ratio": None}
+
+
+def _why(d: SegmentDecision) -> str:
+    """The decision in words with its figures (its run's first segment's, standing for the run)."""
+    return d.explain().split(": ", 1)[1]
 
 
 def _counts(decisions: Iterable[SegmentDecision]) -> dict[str, int]:
@@ -131,6 +138,26 @@ def _counts(decisions: Iterable[SegmentDecision]) -> dict[str, int]:
         k = _kind(d)
         counts[k] = counts.get(k, 0) + 1
     return counts
+
+
+def _rules_key(log: dict, rules: dict[str, dict], policy: PolicyConfig) -> str:
+    """The key in `rules` of what the page shows of ``log``'s policy in force (its own with overrides)."""
+    key = f"log:{log['name']}" if log.get("overrides") else f"policy:{log['policy']}"
+    if key not in rules:
+        rules[key] = {"delete_at_hours": format_hours(policy.delete_at_hours), "reserve_seconds": policy.reserve,
+                      "compaction_enabled": policy.compaction.enabled,
+                      "max_live_ratio": policy.compaction.max_live_ratio}
+    return key
+
+
+def _live_ratio(decisions: Iterable[SegmentDecision]) -> float | None:
+    """The live share of the record bytes of the segments whose live bytes are known (None: none)."""
+    live = used = 0
+    for d in decisions:
+        if d.live_bytes is not None and d.used_bytes is not None:
+            live += d.live_bytes
+            used += d.used_bytes
+    return live / used if used else None
 
 
 # ---------------------------------------------------------------------- audit trail
@@ -201,15 +228,20 @@ class PageBuilder:
         scheduler = self.scheduler
         status = scheduler.status()
         config = scheduler.config
-        disks = {name: config.policy_for(name).disk for name in config.logs}
-        return build_page_data(status, scheduler.plan(), disks, scheduler.history, tail_audit(status["audit"]),
-                               self._clock())
+        return build_page_data(status, scheduler.plan(), config.policies_in_force, scheduler.history,
+                               tail_audit(status["audit"]), self._clock())
 
 
-def build_page_data(status: dict, result, disks: dict, history, deletions: list[dict], now: float) -> dict:
-    """The `/ui/data` object from the scheduler's `status()`, a `plan()` result (`PassResult`), each
-    log's `DiskConfig` by name, the `StatusHistory`, the audit tail (newest first) and the time."""
+def build_page_data(status: dict, result, policies: Mapping[str, PolicyConfig], history, deletions: list[dict],
+                    now: float) -> dict:
+    """The `/ui/data` object from the scheduler's `status()`, a `plan()` result (`PassResult`), the
+    policy in force of each log by name, the `StatusHistory`, the audit tail (newest first) and the time."""
     plans = {r.name: r for r in result.logs}
+    disks = {name: policy.disk for name, policy in policies.items()}
+    next_runs = {job["id"]: job["next_run_time"] for job in status.get("jobs", [])}
+    compactions = status.get("compaction", {}).get("logs", {})
+    at = datetime.fromtimestamp(now, timezone.utc)
+    rules: dict[str, dict] = {}   # what the page shows of each policy in force, once for the logs sharing it
     budget = max(MIN_RUNS, min(MAX_RUNS, TOTAL_RUNS // max(1, len(status["logs"]))))
     filesystems = []
     for fs in status["filesystems"]:
@@ -231,8 +263,15 @@ def build_page_data(status: dict, result, disks: dict, history, deletions: list[
         r = plans.get(log["name"])
         lp = r.plan if r is not None else None
         decisions = lp.decisions if lp is not None else ()
+        policy = policies[log["name"]]
+        window = next_delete_window(policy, at)
         logs.append({
             "name": log["name"], "path": log["path"], "policy": log["policy"], "exists": log["exists"],
+            "not_created": not log["exists"],
+            "next_pass_at": next_runs.get(f"cleanup:{log['policy']}"),
+            "next_delete_window": None if window is None else window.isoformat(),
+            "rules": _rules_key(log, rules, policy),
+            "compaction": {"live_ratio": _live_ratio(decisions), "last": compactions.get(log["name"])},
             "segments": len(decisions) if lp is not None else log["segments"],
             "bytes": sum(d.bytes for d in decisions) if lp is not None else log["bytes"],
             "retention_bytes": log.get("retention_bytes"),
@@ -249,10 +288,10 @@ def build_page_data(status: dict, result, disks: dict, history, deletions: list[
     pinned = [dict(p, log=log["name"]) for log in status["logs"] for p in log["pinned"]][:LIST_CAP]
     return {
         "generated_at": now, "plan_at": result.at.isoformat(),
-        "service": {**{k: status[k] for k in ("pid", "healthy", "problems", "ready", "uptime_seconds",
-                                              "config_loaded_at", "audit")},
+        "service": {**{k: status.get(k) for k in ("pid", "healthy", "problems", "ready", "uptime_seconds",
+                                                  "config_loaded_at", "audit", "config")},
                     "health": status.get("health", {"problems": [], "reload_error": None, "not_ready": []})},
         "filesystems": filesystems, "logs": logs, "logs_not_shown": max(0, len(status["logs"]) - len(logs)),
-        "pinned": pinned, "deletions": [_deletion(e) for e in deletions],
+        "pinned": pinned, "deletions": [_deletion(e) for e in deletions], "rules": rules,
         "passes": history.passes()[:LIST_CAP // 2],
     }

@@ -21,6 +21,7 @@ from policies import (
     disk_forces,
     disk_triggers,
     in_delete_window,
+    next_delete_window,
 )
 
 UTC = timezone.utc
@@ -188,3 +189,17 @@ def test_manual_trigger_needs_a_positive_number_of_passes(passes):
 def test_manual_trigger_rejects_a_negative_count():
     with pytest.raises(ValueError):
         ManualTrigger(remaining=-1)
+
+
+def test_next_delete_window_is_now_while_open_else_the_next_delete_hours_start():
+    berlin = policy(delete_at_hours=[4], timezone="Europe/Berlin")
+    assert next_delete_window(berlin, utc(2026, 1, 10, 3, 20)) == utc(2026, 1, 10, 3, 20)   # 04:20 in Berlin
+    assert next_delete_window(berlin, utc(2026, 1, 10, 3, 0, 1)) == utc(2026, 1, 10, 3, 0, 1)
+    assert next_delete_window(berlin, utc(2026, 1, 10, 4, 0)) == utc(2026, 1, 11, 3, 0)     # tomorrow 04:00
+    # Clocks going forward skip 02:xx on 2026-03-29: the next 02:00 in Berlin is a day later.
+    skipped = policy(delete_at_hours=[2], timezone="Europe/Berlin")
+    assert next_delete_window(skipped, utc(2026, 3, 28, 18)) == utc(2026, 3, 30, 0, 0)
+    # A zone half an hour off UTC opens on the half hour.
+    india = policy(delete_at_hours=[0], timezone="Asia/Kolkata")
+    assert next_delete_window(india, utc(2026, 1, 10, 12, 7)) == utc(2026, 1, 10, 18, 30)
+    assert next_delete_window(policy(delete_at_hours=[]), utc(2026, 1, 10, 12)) is None

@@ -75,7 +75,7 @@ def test_page_json_stays_bounded_for_100000_segments_and_for_many_logs(tmp_path)
     _, config = write_config(tmp_path, body)
     scheduler = RetentionScheduler(config)
     status = scheduler.status()          # real, not started: no log exists yet
-    disks = {n: config.policy_for(n).disk for n in names}
+    disks = config.policies_in_force
     history = StatusHistory()
     for i in range(100_000):             # a day of one-second disk checks: the ring keeps one hour
         history.disk(status["filesystems"][0]["mountpoint"], 0.5 + (i % 7) / 100, 1_000_000.0 + i)

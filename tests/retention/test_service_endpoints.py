@@ -94,7 +94,7 @@ def test_status_reports_each_log_with_disk_segments_last_pass_and_consumer_lag(s
     assert etl["lag_bytes"] == 3 * 4096                      # segments 6, 7 and the active one
     assert "approximate" in body["lag_note"]
     assert {j["id"] for j in body["jobs"]} == {"cleanup:default", "hung:default", "disk-check", "compact:default"}
-    assert body["compaction"] == {"running": [], "last": None}
+    assert body["compaction"] == {"running": [], "last": None, "logs": {}}
 
 
 def test_status_command_prints_it_readably_and_as_json(sidecar):

@@ -42,7 +42,8 @@ def sidecar(tmp_path):
         tmp_path, sidecar=True, policy={"files_per_pass": 100, "retention_bytes": "1MiB"},
         logs={"staging": {"path": str(tmp_path / "staging"), "segment_size": "4KiB"},
               "clicks": {"path": str(tmp_path / "clicks"), "segment_size": "4KiB",
-                         "overrides": {"retention_bytes": "2MiB", "reserve": "2h"}}}))
+                         "overrides": {"retention_bytes": "2MiB", "reserve": "2h"}},
+              "later": {"path": str(tmp_path / "later"), "segment_size": "4KiB"}}))
     scheduler = RetentionScheduler(config)
     scheduler.start()
     server = RetentionHTTPServer(scheduler, config.service)
@@ -77,6 +78,11 @@ def _segments_shown(driver, log: str) -> str:
         "return e ? e.textContent : '';", log)
 
 
+def _text(driver, selector: str) -> str:
+    return driver.execute_script("const e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
+                                 selector)
+
+
 def _wait(predicate, what: str, timeout: float = 20.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -106,6 +112,33 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
     assert "no deletions in the audit trail" in body
     assert len(browser.find_elements("css selector", "[data-log=staging] .strip div")) >= 3
 
+    # Per log: its delete window, next pass and compaction; a log not created yet says so, no error.
+    # (Read in one script each: the page re-renders every 500 ms, so held elements go stale.)
+    schedule = _text(browser, "[data-log=staging] [data-role=schedule]")
+    assert schedule.startswith("no delete hours (disk and manual triggers only) · reserve 1h00m · next pass in 59m")
+    compaction = _text(browser, "[data-log=clicks] [data-role=compaction]")
+    assert compaction.startswith("compaction: live ") and "rewrites segments below 50.0 %" in compaction, compaction
+    note, boxes = browser.execute_script(
+        "const l = document.querySelector('[data-log=later]');"
+        "return [l.querySelector('[data-role=not-created]').textContent, l.querySelectorAll('.detail').length];")
+    assert "not created yet" in note and boxes == 1                     # that note, no error box
+    # The legend: every colour distinct, each explained; the dead share explained too.
+    colours = browser.execute_script(
+        "return [...document.querySelectorAll('#legend [data-kind]')].map(e => e.dataset.color);")
+    assert len(colours) == len(set(colours)) == 10, colours
+    assert "dead share" in _text(browser, "#legend")
+    # The disk chart: scaled to the history it has, its lines labelled (the force target is clean's).
+    assert _text(browser, "[data-role=span]") == "1m00s ago"
+    labels = browser.execute_script(
+        "return [...document.querySelectorAll('.chartbox .lbl')].map(e => [e.textContent, e.getBoundingClientRect().toJSON()]);")
+    assert [text for text, _ in labels] == ["refuse writes 90.0 %", "force 85.0 %", "clean = force target 75.0 %"], labels
+    rects = [rect for _, rect in labels]
+    for a, b in zip(rects, rects[1:]):   # no label covers another
+        apart = a["right"] <= b["left"] or b["right"] <= a["left"]
+        assert apart or a["bottom"] <= b["top"] or b["bottom"] <= a["top"], (a, b)
+    config = _text(browser, "#config")
+    assert config.startswith("configuration in-process configuration, loaded ") and "last reload ok" in config
+
     # A manual pass deletes the 25 expired segments; the page picks it up on its own.
     request = urllib.request.Request(server.url + "/clean", method="POST", data=b"")
     with urllib.request.urlopen(request, timeout=30) as response:
@@ -117,11 +150,23 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
     _wait(lambda: newest in browser.find_element("id", "deletions").text, "the last deletion in the table")
     assert len(browser.find_elements("css selector", "#deletions tr")) == 1 + 20
     assert "manual" in browser.find_element("id", "passes").text
+    # Passes that changed nothing are one row per stretch (the page's own function, in the browser).
+    rows = browser.execute_script("""return collapsePasses([
+        {at: "2026-01-01T00:00:05Z", kind: "interval", logs: ["a"], outcome: "ok", deleted: 0, freed_bytes: 0, duration_seconds: 0.1},
+        {at: "2026-01-01T00:00:04Z", kind: "interval", logs: ["b"], outcome: "ok", deleted: 0, freed_bytes: 0, duration_seconds: 0.3},
+        {at: "2026-01-01T00:00:03Z", kind: "manual", logs: ["a"], outcome: "ok", deleted: 2, freed_bytes: 8, duration_seconds: 0.2},
+        {at: "2026-01-01T00:00:02Z", kind: "interval", logs: ["a"], outcome: "ok", deleted: 0, freed_bytes: 0, duration_seconds: 0.1}])
+        .map(p => [p.quiet || false, p.count || 1, p.kind || p.kinds]);""")
+    assert rows == [[True, 2, "interval"], [False, 1, "manual"], [False, 1, "interval"]], rows
 
     # Click a bar: its details appear.
     browser.find_elements("css selector", "[data-log=staging] .strip div")[0].click()
-    detail = browser.find_element("css selector", "[data-log=staging] .detail").text
+    detail = browser.find_element("css selector", "[data-log=staging] .strip ~ .detail").text
     assert detail.startswith("staging: ") and "segment" in detail
+    # Each bar says why with its figures: the kept young ones their age against reserve.
+    titles = browser.execute_script(
+        "return [...document.querySelectorAll('[data-log=staging] .strip div')].map(e => e.title);")
+    assert any("reserved (younger than 1h" in title for title in titles), titles
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "status-page.png"
@@ -164,6 +209,7 @@ def test_a_health_problem_gets_a_row_on_the_page_until_it_clears(sidecar, browse
     row = browser.find_element("css selector", "#problems tr").text
     assert "reload-failed" in row and "policies.default.interval" in row
     assert browser.find_element("id", "health").text == "UNHEALTHY"
+    _wait(lambda: "last reload FAILED" in _text(browser, "#config"), "the failed reload said")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(ARTIFACTS / "status-page-problem.png"))
     server.scheduler.reload(server.scheduler.config)          # a good reload clears it

@@ -72,3 +72,18 @@ def test_the_readme_pipeline_releases_everything_it_consumed(spark, tmp_path, mo
     with open(tmp_path / "data" / "audit.jsonl") as f:
         audited = [json.loads(line) for line in f if line.strip()]
     assert len(audited) >= len(to_delete)
+
+
+def test_the_readme_spark_example_runs_as_written(spark, tmp_path, monkeypatch):
+    """The README's Spark block, on the tests' session, with a small DataFrame as its `df`."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")) as f:
+        found = [body for body in re.findall(r"^```python\n(.*?)^```$", f.read(), re.S | re.M)
+                 if "commitlog.spark" in body]
+    assert len(found) == 1
+    monkeypatch.chdir(tmp_path)
+    df = spark.range(0, 1000).selectExpr("id", "cast(id AS string) AS name")
+    exec(compile(found[0], "README.md", "exec"), {"spark": spark, "df": df})
+    with CommitLog.open(tmp_path / "data" / "events", readonly=True) as log:
+        assert log.end_offset > 0
+    import commitlog.spark
+    assert commitlog.spark.read(spark, str(tmp_path / "data" / "events")).count() == 1000

@@ -140,6 +140,7 @@ class Cleaner:
             lp = by_name.get(w.name)
             results.append(LogPassResult(w.name, w.path, lp, error=errors.get(w.name),
                                          left_out=left_out.get(w.name, 0), snapshot=snapshots.get(w.name),
+                                         left_out_bytes=w.left_out_bytes if w.name in snapshots else 0,
                                          start_offset=w.start_seen if w.name in snapshots else None,
                                          owned_elsewhere=w.name in owned, owner_pid=owned.get(w.name),
                                          rolled=w.name in rolled, not_created=w.name in not_created))

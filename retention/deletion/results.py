@@ -29,6 +29,7 @@ class LogPassResult:
     deleted_bytes: int = 0
     error: str | None = None                                  # the log could not be planned at all
     left_out: int = 0                                         # segments a pass did not examine
+    left_out_bytes: int = 0                                   # ... and the bytes of their files
     snapshot: LogSnapshot | None = None                       # what the plan was made from
     start_offset: int | None = None                           # the log's start offset then
     pinned: list[PinnedFile] = field(default_factory=list)

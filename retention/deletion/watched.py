@@ -7,6 +7,7 @@ data returned here without touching either.
 from __future__ import annotations
 
 import os
+import time
 
 from commitlog import ROLLED, CommitLog, SegmentInfo, disk_usage, is_log_directory, list_segments, roll_idle
 from commitlog.layout import index_path
@@ -44,6 +45,8 @@ class WatchedLog:
         self.start_seen: int | None = None    # the start offset the last snapshot saw
         self.last_seen: SegmentInfo | None = None  # the log's last segment as that snapshot saw it
         self._claim: str | None = None         # this process's retention ownership (retention.deletion.owner)
+        self.left_out_bytes = 0                # bytes of the segments the last snapshot did not examine
+        self._left_out_seen: tuple | None = None   # ((directory mtime_ns, listed, examined), their bytes)
 
     def claim(self) -> None:
         """Become (or stay) the log's retention owner, until `close`; OwnedElsewhere when another
@@ -91,6 +94,7 @@ class WatchedLog:
         bases = listing.bases
         chosen = listing.statted if examine is not None else listing.segments
         left_out = len(bases) - len(chosen)
+        self.left_out_bytes = self._bytes_of_unexamined(listing, chosen) if left_out else 0
         segments = []
         self.last_seen = None
         last = len(chosen) - 1
@@ -120,6 +124,33 @@ class WatchedLog:
         snap = LogSnapshot(self.name, self.path, self.config.policy, tuple(segments), groups,
                            disk or disk_snapshot(self.path), hung.snapshot())
         return snap, left_out
+
+    def _bytes_of_unexamined(self, listing, chosen) -> int:
+        """The bytes of the segments a pass leaves out, which may be short (compacted or time-rolled),
+        so /status counts them as they are. A stat each, unless the directory is unchanged since they
+        were counted: a sealed segment changes size only as a new file (a compaction's rename) or
+        the last one (always statted), and either changes the directory's mtime. Like git's racily
+        clean files, a directory changed within a second of the count is counted again."""
+        try:
+            before = os.stat(self.path).st_mtime_ns
+        except FileNotFoundError:
+            return 0
+        # Same directory mtime: the same names, so the same unexamined segments (cheap to compare).
+        key = (before, len(listing.segments), len(chosen))
+        seen = self._left_out_seen
+        if seen is not None and seen[0] == key:
+            return seen[1]
+        examined = {seg.base_offset for seg in chosen}
+        unexamined = [seg for seg in listing.segments if seg.base_offset not in examined]
+        total = 0
+        for seg in unexamined:
+            try:
+                total += os.stat(seg.path).st_size
+            except FileNotFoundError:
+                pass   # removed since the listing: it takes nothing
+        if time.time_ns() - before > 1_000_000_000:
+            self._left_out_seen = (key, total)
+        return total
 
     def roll_if_idle(self, roll_after: float, now: float) -> bool:
         """Seal the last segment short when the last snapshot found its first record `roll_after`

@@ -132,16 +132,13 @@ def describe_log(watched, r: LogPassResult) -> dict:
     plan = r.plan
     remaining = [d for d in plan.decisions if r.actions.get(d.base_offset) != DELETED]
     # A pass examines only the oldest segments it could delete and the active one; the segments in
-    # between (`left_out`) are full, preallocated files between the last examined and the active.
+    # between (`left_out`) are counted from their files (full ones, or compacted and time-rolled short ones).
     left_out = getattr(r, "left_out", 0) or 0
-    segment_size = plan.decisions[0].bytes if plan.decisions else 0
     gap = (plan.decisions[-2].end_offset, plan.decisions[-1].base_offset) if left_out and len(plan.decisions) > 1 else None
-    try:
-        segment_size = watched.log.segment_size
-    except Exception:  # noqa: BLE001
-        pass
+    left_out_bytes = getattr(r, "left_out_bytes", 0) or 0
+    mean_left_out = left_out_bytes / left_out if left_out else 0
     state["segments"] = len(remaining) + left_out
-    state["bytes"] = sum(d.bytes for d in remaining) + left_out * segment_size
+    state["bytes"] = sum(d.bytes for d in remaining) + left_out_bytes
     state["triggers"] = list(plan.triggers)
     state["stale_groups"] = list(plan.stale_groups)
     end = plan.decisions[-1].end_offset if plan.decisions else None
@@ -176,7 +173,7 @@ def describe_log(watched, r: LogPassResult) -> dict:
     for group, offset in sorted(committed.items()):
         lag_bytes = sum(d.bytes for d in remaining if d.end_offset > offset)
         if gap is not None:
-            lag_bytes += _gap_segments(gap, left_out, offset) * segment_size
+            lag_bytes += round(_gap_segments(gap, left_out, offset) * mean_left_out)
         groups.append({"group": group, "committed_offset": offset, "lag_records": max(0, end - offset),
                        "lag_bytes": lag_bytes, "last_commit_at": iso(times.get(group)),
                        "stale": group in plan.stale_groups, "behind_start": offset < start})

@@ -117,3 +117,38 @@ def test_a_swap_leftover_is_no_segment_of_the_plan_and_goes_with_its_compacted_h
     with CommitLog.open(path, readonly=True) as log:
         assert log.start_offset == 99
     cleaner.close()
+
+
+def test_status_counts_the_short_segments_a_pass_does_not_examine_as_they_are(tmp_path):
+    """A pass stats only the head it could delete; the segments between it and the active one are
+    counted from their files, so compacted (short) ones are not counted as full segments."""
+    from retention import RetentionScheduler
+    path = str(tmp_path / "staging")
+    bases = make_log(tmp_path / "staging", 6)
+    with CommitLog.open(path, readonly=True) as log:
+        log.mark_dead(range(99, 125))
+        log.mark_dead(range(132, 160))
+        log.compact([[99], [132]], lambda o, k, t, m: "dead" if m else None, marks=log.marks_snapshot())
+    on_disk = sum(os.path.getsize(segment_path(path, base)) for base in segment_bases(tmp_path / "staging"))
+    assert on_disk < len(bases) * 4096                      # two segments are short now
+    _, config = write_config(tmp_path, config_text(policy={"files_per_pass": 1}))
+    scheduler = RetentionScheduler(config)
+    try:
+        result = scheduler.clean()                             # young segments: nothing deleted
+        assert result.deleted == 0 and result.logs[0].left_out == 4
+        log = scheduler.status()["logs"][0]
+        assert (log["segments"], log["bytes"]) == (len(bases), on_disk)
+        past = os.stat(path).st_mtime_ns - 5_000_000_000
+        os.utime(path, ns=(past, past))                        # unchanged for seconds: counted once
+        scheduler.clean()
+        scheduler.clean()
+        assert scheduler.status()["logs"][0]["bytes"] == on_disk
+        with CommitLog.open(path, readonly=True) as other:     # a compaction changes the directory
+            other.mark_dead(range(165, 190))
+            other.compact([[165]], lambda o, k, t, m: "dead" if m else None, marks=other.marks_snapshot())
+        smaller = sum(os.path.getsize(segment_path(path, base)) for base in segment_bases(tmp_path / "staging"))
+        assert smaller < on_disk
+        scheduler.clean()
+        assert scheduler.status()["logs"][0]["bytes"] == smaller
+    finally:
+        scheduler.stop()

@@ -14,7 +14,9 @@ Per log and pass:
 2. The plan's input (`plan_input`): `CommitLog.segments()` as `CompactionSegment`s (the active one last), the
    filesystem's free bytes, the time. The store's `live_bytes` know marks only; for a keyed log a
    second read of its sealed segments (`scan`) subtracts what the rule drops as superseded or
-   tombstone, so such segments are chosen too. A keyed log thus costs two reads a pass.
+   tombstone, so such segments are chosen too. A keyed log thus costs two reads a pass. Each
+   segment's output size counts a gap record per run of dropped offsets: the marks' ranges, or
+   the runs that second read finds.
 3. Each output: an `action: "compact"` intent is fsynced to the audit trail, then
    `CommitLog.compact([inputs], rule.cause, marks=...)`, then a `compacted` outcome (or `aborted`
    with a reason: `no-room`, `too-large`, `inputs-changed`, `error`; an output of several inputs
@@ -40,7 +42,7 @@ staging log: its keys are writer ids) with `keys: true` is that log's error.
 each planned output is reported with its inputs and `bytes_before` (the inputs' file bytes), and
 `dropped` *measured* by applying the rule to `record_facts` of its inputs (a read, no write; the
 store offers no measuring rewrite); `bytes_after` is the plan's figure, the inputs' live record
-bytes (a real output adds its gap records, a few dozen bytes).
+bytes and a gap record per run of dropped offsets: what the output holds but its end marker.
 
 `Compactor` is not thread-safe: one pass at a time per instance (the scheduler keeps a lock per
 filesystem); `progress()` may be read from any thread. Several processes may compact one log: the
@@ -65,7 +67,7 @@ from policies import (CompactionOutput, CompactionSegment, GroupSnapshot, KeyInd
 
 from ..audit import AuditTrail, audit_time
 from .intents import COMPACT, CompactionAudit
-from .plan_input import compaction_segments, keyed_dead
+from .plan_input import compaction_segments, keyed_dead, marked_runs
 from .protection import installed_protectors, keyed_refusal, pending_of
 from .summary import CompactionResult, LogCompaction, OutputResult
 from ..deletion.owner import OwnedElsewhere
@@ -186,8 +188,8 @@ class Compactor:
             entry.error = refusal
             logger.error("{}: {}", watched.name, entry.error)
             return False
-        rule, extra_dead, fresh = self._rule(log, policy, at, marks, pending, infos, end)
-        segments = compaction_segments(infos, extra_dead)
+        rule, extra_dead, runs, fresh = self._rule(log, policy, at, marks, pending, infos, end)
+        segments = compaction_segments(infos, extra_dead, runs)
         if only_if is not None and not only_if(segments, policy):
             return False
         if fresh and not dry_run:
@@ -224,10 +226,11 @@ class Compactor:
     # ------------------------------------------------------------------ the rule
     def _rule(self, log: CommitLog, policy: PolicyConfig, at: datetime, marks, pending: PendingRanges,
               infos: Sequence[SegmentInfo], end: int):
-        """(rule, extra dead bytes per segment, tombstones seen for the first time)."""
+        """(rule, extra dead bytes per segment, runs of dropped offsets per segment, tombstones seen
+        for the first time)."""
         cfg = policy.compaction
         if not cfg.keys:
-            return LivenessRule(cfg, at, pending=pending), None, {}
+            return LivenessRule(cfg, at, pending=pending), None, marked_runs(marks.starts, marks.ends, infos), {}
         index = KeyIndex(pending)
         tombstones: list[tuple[int, bytes]] = []
         for offset, key, tombstone, marked in log.record_facts(marks, None, end):
@@ -243,7 +246,7 @@ class Compactor:
                             stale_groups=stale, pending=pending)
         fresh = {o: rule.first_seen(o) for o, k in tombstones
                  if newest.get(k) == o and o not in first_seen and rule.cause(o, k, True, False) is None}
-        return rule, keyed_dead(log, rule, infos), fresh
+        return rule, *keyed_dead(log, rule, infos), fresh
 
     # ------------------------------------------------------------------ outputs
     def _measure(self, log: CommitLog, marks, rule: LivenessRule, out: CompactionOutput) -> OutputResult:

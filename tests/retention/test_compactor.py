@@ -7,6 +7,7 @@ import time
 from datetime import timedelta
 
 from commitlog import CommitLog
+from commitlog.record import LENGTH_SIZE
 from retention import read_events
 from retention.compaction.compactor import Compactor
 
@@ -193,9 +194,10 @@ def test_a_dry_run_changes_no_byte_and_counts_what_the_real_pass_drops(tmp_path)
     c.close()
     assert [(o.inputs, o.dropped, o.bytes_before) for o in dry.logs[0].outputs] == \
         [(o.inputs, o.dropped, o.bytes_before) for o in real.logs[0].outputs]
-    # The plan's bytes_after (live bytes and estimated gaps) is at least what the output holds.
+    # The plan's bytes_after (live bytes and a gap record per marked run) is what the output holds
+    # but its end marker.
     for d, r in zip(dry.logs[0].outputs, real.logs[0].outputs):
-        assert r.bytes_after <= d.bytes_after <= r.bytes_after * 1.25
+        assert d.bytes_after == r.bytes_after - LENGTH_SIZE
     assert scan_pairs(tmp_path / "a") == live
 
 
@@ -306,3 +308,51 @@ def test_a_keyed_policy_on_a_spark_staging_log_compacts_nothing_and_says_why(tmp
     c.close()
     assert result.failed and "Spark staging log" in result.logs[0].error and result.outputs == 0
     assert digest_tree(tmp_path / "a") == before and scan_pairs(tmp_path / "a") == live
+
+
+def test_a_run_of_small_delete_markers_beside_live_records_is_dropped(tmp_path):
+    """100 keys deleted in a row: their markers (25 bytes each, one run) share a sealed segment
+    with 16 live records. Dropping them costs one gap record, not one per marker, and the plan
+    counts it so: the markers go (they were kept forever while the plan estimated a gap per dropped
+    record from the segment's mean record size)."""
+    log_dir = tmp_path / "a"
+    with CommitLog.open(log_dir, segment_size=SEGMENT, flush="none") as log:
+        for k in range(100):
+            log.append(b"v" * 40, key=b"k%03d" % k)
+        segments = len(log.segments())
+        while len(log.segments()) == segments:                     # to a fresh segment
+            log.append(b"f" * 40, key=b"f%d" % log.end_offset)
+        live = [log.append(b"l" * 40, key=b"live%02d" % i) for i in range(16)]
+        markers = [log.append(b"", key=b"k%03d" % k) for k in range(100)]
+        log.append(b"x" * 3000, key=b"big")                        # seals the markers' segment
+        holder = log.segments()[-2]
+        assert holder.base_offset <= live[0] and markers[-1] < holder.end_offset
+    _, config = compaction_config(tmp_path, log_dir, keys="true", tombstone_retention="1s", min_age="0s",
+                                  max_live_ratio=0.9)
+    start = time.time()
+    outputs = 0
+    for run in range(3):                                            # first seen, then past retention
+        outputs += _planned_is_what_is_written(config, start + 10 * run)
+    assert outputs >= 2
+    kept = dict(scan_pairs(log_dir))
+    assert [o for o in markers if o in kept] == []                  # every marker went
+    assert all(kept[o] == b"l" * 40 for o in live)                  # the live records stayed, at their offsets
+
+
+def _planned_is_what_is_written(config, at: float) -> int:
+    """Run a dry run and then the pass at `at`; every output's planned size is its written size
+    (less the end marker): the plan counts one gap record per run it knows. The outputs done."""
+    c = Compactor(config, clock=lambda: at)
+    planned = [(o.segment, o.bytes_after) for o in c.run(dry_run=True).logs[0].outputs]
+    c.close()
+    c = Compactor(config, clock=lambda: at)
+    written = [(o.segment, o.bytes_after - (LENGTH_SIZE if o.bytes_after else 0)) for o in c.run().logs[0].outputs]
+    c.close()
+    assert written == planned
+    return len(written)
+
+
+def test_an_unkeyed_logs_plan_counts_one_gap_record_per_marked_run(tmp_path):
+    dead_log(tmp_path / "a", 4, keep_every=3)                  # runs of two marked records between live ones
+    _, config = compaction_config(tmp_path, tmp_path / "a", max_live_ratio=0.9)
+    assert _planned_is_what_is_written(config, time.time()) >= 1

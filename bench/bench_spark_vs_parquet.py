@@ -50,30 +50,39 @@ def session():
     return spark
 
 
-def tree_cpu_seconds(root: int) -> float:
-    """user + system CPU of `root`'s descendants (the JVM, the python workers), live and reaped."""
-    parent, cpu = {}, {}
+def tree_cpu_by_kind(root: int) -> dict[str, float]:
+    """user + system CPU seconds of `root`'s descendants, live and reaped, split into the JVM
+    (`jvm`) and the rest (`python`: the workers)."""
+    parent, cpu, kind = {}, {}, {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat") as f:
                 data = f.read()
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                program = f.read().split(b"\0")[0]
         except OSError:
             continue
         fields = data[data.rfind(")") + 2:].split()
-        parent[int(name)] = int(fields[1])
-        cpu[int(name)] = sum(int(x) for x in fields[11:15])
-    total, stack = 0, [root]
+        pid = int(name)
+        parent[pid], cpu[pid] = int(fields[1]), sum(int(x) for x in fields[11:15])
+        kind[pid] = "jvm" if b"java" in program else "python"
     children: dict[int, list[int]] = {}
     for pid, ppid in parent.items():
         children.setdefault(ppid, []).append(pid)
+    totals = {"jvm": 0.0, "python": 0.0}
+    stack = list(children.get(root, ()))
     while stack:
         pid = stack.pop()
-        if pid != root:
-            total += cpu.get(pid, 0)
+        totals[kind[pid]] += cpu[pid] / TICK
         stack.extend(children.get(pid, ()))
-    return total / TICK
+    return totals
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """user + system CPU seconds of `root`'s descendants (the JVM, the python workers)."""
+    return sum(tree_cpu_by_kind(root).values())
 
 
 def measure(fn) -> tuple[float, float]:

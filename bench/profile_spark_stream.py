@@ -17,48 +17,18 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_spark_vs_parquet import session  # noqa: E402  (the same session as the speed bench)
+from bench_spark_vs_parquet import session, tree_cpu_by_kind  # noqa: E402  (the speed bench's session and CPU reader)
 
 ROWS = int(os.environ.get("BENCH_ROWS", 5_000_000))
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_by_kind(root: int) -> dict[str, float]:
-    """CPU seconds of `root`'s descendants, split into the JVM and the Python workers."""
-    parent, cpu, kind = {}, {}, {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                data = f.read()
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                command = f.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(")") + 2:].split()
-        pid = int(name)
-        parent[pid], cpu[pid] = int(fields[1]), sum(int(x) for x in fields[11:15])
-        kind[pid] = "jvm" if b"java" in command.split(b"\0")[0] else "python"
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parent.items():
-        children.setdefault(ppid, []).append(pid)
-    totals = {"jvm": 0.0, "python": 0.0}
-    stack = list(children.get(root, ()))
-    while stack:
-        pid = stack.pop()
-        totals[kind[pid]] += cpu[pid] / TICK
-        stack.extend(children.get(pid, ()))
-    return totals
 
 
 def profile(spark, frame, checkpoint: str) -> dict:
-    before, start = cpu_by_kind(os.getpid()), time.perf_counter()
+    before, start = tree_cpu_by_kind(os.getpid()), time.perf_counter()
     query = (frame.writeStream.format("noop").option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     query.awaitTermination()
     wall = time.perf_counter() - start
-    after = cpu_by_kind(os.getpid())
+    after = tree_cpu_by_kind(os.getpid())
     assert query.exception() is None
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     phases: dict[str, int] = {}

@@ -39,7 +39,7 @@ from types import MappingProxyType
 
 from policies.config import PolicyConfig
 from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
-from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange  # re-exported
+from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange, explain_codes  # re-exported
 from policies.reasons import ACTIVE, BATCH_LIMIT, EXPIRED, HELD, NO_TRIGGER, PREFIX, RESERVED, unconsumed
 from policies.snapshot import GroupSnapshot, LogSnapshot, SegmentSnapshot
 from policies.triggers import (
@@ -70,6 +70,7 @@ __all__ = [
     "Plan",
     "SegmentDecision",
     "UnconsumedRange",
+    "explain_codes",
     "plan",
     "stale_groups",
 ]
@@ -142,7 +143,7 @@ class _LogWalk:
         self.log = log
         self.policy = policy
         self.now = now.timestamp()
-        self.hour = local_hour(policy, now)
+        self.at = now
         self.manual = manual
         self.triggers = active_triggers(policy, log.disk.used_ratio, now, manual, log.disk.forcing)
         self.log_bytes = sum(segment.size_bytes for segment in log.segments)
@@ -257,7 +258,7 @@ class _LogWalk:
             if over_cap:
                 details[SIZE_CAP] = (_size_cap_detail, left_bytes, policy.retention_bytes)
                 shown.add(SIZE_CAP)
-            details[TIME_WINDOW] = (_window_detail, self.hour, policy.delete_at_hours)
+            details[TIME_WINDOW] = (_window_detail, policy, self.at)
             details[DISK_CLEAN] = (_clean_detail, self.log.disk.used_ratio, policy.disk.clean_ratio)
             details[MANUAL] = (_manual_detail, self.manual.remaining, self.manual.forcing)
         return SegmentDecision(
@@ -355,8 +356,8 @@ def _expired_detail(age: float, reserve: float) -> str:
     return f"{humanize_duration(age)} since its last write, reserve {humanize_duration(reserve)}"
 
 
-def _window_detail(hour: int, delete_at_hours: tuple[int, ...]) -> str:
-    return f"hour {hour:02d} is in delete_at_hours {format_hours(delete_at_hours)}"
+def _window_detail(policy: PolicyConfig, now: datetime) -> str:
+    return f"hour {local_hour(policy, now):02d} is in delete_at_hours {format_hours(policy.delete_at_hours)}"
 
 
 def _clean_detail(used_ratio: float, clean_ratio: float) -> str:

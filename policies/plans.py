@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -19,7 +19,7 @@ from policies.reasons import HELD
 from policies.snapshot import DiskSnapshot, live_ratio
 from policies.units import format_size
 
-__all__ = ["LogPlan", "Plan", "SegmentDecision", "UnconsumedRange"]
+__all__ = ["LogPlan", "Plan", "SegmentDecision", "UnconsumedRange", "explain_codes"]
 
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -94,20 +94,35 @@ class SegmentDecision:
 
     def explain(self) -> str:
         """One line in plain words, e.g. ``staging 00000000000000000120.log keep: reserved (...), prefix``."""
-        head = f"{self.log} {self.segment} {self.action}: "
-        if self.action == KEEP:
-            return head + ", ".join(self._with_detail(code) for code in self.reasons)
-        parts = [self._with_detail(code) for code in self.because if code != self.overridden_by]
-        if self.overridden:
-            by = self._with_detail(self.overridden_by) if self.overridden_by else "?"
-            parts.append(f"{by} overrides " + ", ".join(map(self._with_detail, self.overridden)))
-        if self.retry:
-            parts.append(("forced" if self.forced else "retried") + f" ({self.details.get(HELD, 'was held')})")
-        return head + ", ".join(parts)
+        return f"{self.log} {self.segment} {self.action}: {self.why()}"
 
-    def _with_detail(self, code: str) -> str:
-        detail = self.details.get(code)
+    def why(self) -> str:
+        """Why, in words with the figures: a keep's reasons, or why a deletion goes, what it
+        overrode and any earlier hold (``explain`` less its head)."""
+        if self.action == KEEP:
+            return explain_codes(self.reasons, None, (), None, self.details)
+        words = explain_codes((), self.because, self.overridden, self.overridden_by, self.details)
+        if self.retry:
+            held = ("forced" if self.forced else "retried") + f" ({self.details.get(HELD, 'was held')})"
+            words = f"{words}, {held}" if words else held
+        return words
+
+
+def explain_codes(reasons: Sequence[str], because: Sequence[str] | None, overridden: Sequence[str],
+                  overridden_by: str | None, details: Mapping[str, str]) -> str:
+    """The codes of one decision in words, each with its figures from ``details``: a keep's
+    ``reasons`` (``because`` None), or a deletion's ``because`` and what it overrode
+    (``size-cap (size 2.1GiB > retention_bytes 2GiB) overrides reserved (...)``). The one wording
+    of `explain`, the status page and `retention plan`'s table (which has only the JSON)."""
+    def words(code: str) -> str:
+        detail = details.get(code)
         return f"{code} ({detail})" if detail else code
+    if because is None:
+        return ", ".join(map(words, reasons))
+    parts = [words(code) for code in because if code != overridden_by]
+    if overridden:
+        parts.append(f"{words(overridden_by) if overridden_by else '?'} overrides " + ", ".join(map(words, overridden)))
+    return ", ".join(parts)
 
 
 @dataclass(frozen=True)

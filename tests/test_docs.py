@@ -1,7 +1,7 @@
 """The documentation: the site builds strictly with every generated reference complete, the README
 fits a screen and its examples run, the getting-started tutorial and the command-line page's
-examples run as written, `make run` serves the demo, and nothing shipped points outside the
-repository."""
+examples run as written, `make run` serves the demo, and nothing shipped cites a document outside
+the repository."""
 
 from __future__ import annotations
 
@@ -175,11 +175,13 @@ def test_nothing_shipped_points_outside_the_repository():
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
     if not tracked:
         pytest.skip("not a git checkout: the shipped files cannot be listed")
+    # Spelled in pieces, so this file is not itself a citation.
+    outside = ("DESIGN" + ".md", ".." + "/shared")
     for name in tracked:
-        if name.endswith((".png", ".json")) or name == "tests/test_docs.py":
+        if name.endswith((".png", ".json")):
             continue
         text = (ROOT / name).read_text(errors="replace")
-        assert "DESIGN.md" not in text and "../shared" not in text, name
+        assert not any(cite in text for cite in outside), name
 
 
 def test_the_readme_examples_run(tmp_path, shell_env):

@@ -3,7 +3,7 @@ JSON a pass gives (the same in process and from a sidecar's /plan or /clean)."""
 
 from __future__ import annotations
 
-from policies import humanize_size
+from policies import explain_codes, humanize_size
 
 
 def render_result(data: dict) -> str:
@@ -45,16 +45,6 @@ def render_result(data: dict) -> str:
 
 
 def _why(file: dict) -> str:
-    """Each code of a decision with its figures: a keep's reasons, or why a deletion goes and what it
-    overrode (`size-cap (size 2.1GiB > retention_bytes 2GiB) overrides reserved (...)`)."""
-    details = file.get("details", {})
-
-    def words(code: str) -> str:
-        return f"{code} ({details[code]})" if details.get(code) else code
-    by = file.get("overridden_by")
-    if "because" not in file:
-        return ", ".join(map(words, file["reasons"]))
-    parts = [words(code) for code in file["because"] if code != by]
-    if by:
-        parts.append(f"{words(by)} overrides {', '.join(map(words, file['overridden']))}")
-    return ", ".join(parts)
+    """Each code of a decision with its figures (`policies.explain_codes`, from the JSON)."""
+    return explain_codes(file["reasons"], file.get("because"), file.get("overridden", ()),
+                         file.get("overridden_by"), file.get("details", {}))

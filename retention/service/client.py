@@ -70,15 +70,11 @@ def call_sidecar(url: str, path: str, *, method: str = "GET", token: str | None 
         raise SidecarUnreachable(f"cannot reach the sidecar at {url}: {getattr(exc, 'reason', exc)}") from None
 
 
-def fetch_status(url: str, timeout: float = 10.0) -> dict:
-    """GET `url`/status and decode it; raises SidecarUnreachable or SidecarRefused."""
-    return call_sidecar(normalize_url(url), "/status", timeout=timeout)
-
-
 def print_status(url: str, *, as_json: bool = False) -> int:
-    """Print the sidecar's status; 0 healthy, 1 unhealthy or an error answer, 3 unreachable."""
+    """Print the status of the sidecar at `url` (as `normalize_url` gives it); 0 healthy, 1 unhealthy
+    or an error answer, 3 unreachable."""
     try:
-        status = fetch_status(url)
+        status = call_sidecar(url, "/status", timeout=10.0)
     except (SidecarUnreachable, SidecarRefused) as exc:
         if as_json:
             print(json.dumps({"url": url, "error": str(exc), "reachable": isinstance(exc, SidecarRefused)}))
@@ -88,7 +84,7 @@ def print_status(url: str, *, as_json: bool = False) -> int:
         json.dump(status, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_status(status, normalize_url(url)))
+        sys.stdout.write(render_status(status, url))
     return EXIT_OK if status.get("healthy") else EXIT_FAILED
 
 

@@ -84,7 +84,7 @@ def segment_runs(decisions: Sequence[SegmentDecision], max_runs: int = MAX_RUNS)
         if k != key:
             key = k
             runs.append({"kind": k[0], "reasons": list(d.reasons), "overridden_by": d.overridden_by,
-                         "why": _why(d), "count": 0, "bytes": 0, "first": d.segment, "first_offset": d.base_offset,
+                         "why": d.why(), "count": 0, "bytes": 0, "first": d.segment, "first_offset": d.base_offset,
                          "oldest_age_seconds": round(d.age_seconds, 1), "live_ratio": None})
             sums.append([0, 0, 0])
         run = runs[-1]
@@ -125,11 +125,6 @@ def _merge(group: list[dict]) -> dict:
             "first": first["first"], "first_offset": first["first_offset"], "last": last["last"],
             "last_offset": last["last_offset"], "oldest_age_seconds": first["oldest_age_seconds"],
             "newest_age_seconds": last["newest_age_seconds"], "live_ratio": None}
-
-
-def _why(d: SegmentDecision) -> str:
-    """The decision in words with its figures (its run's first segment's, standing for the run)."""
-    return d.explain().split(": ", 1)[1]
 
 
 def _counts(decisions: Iterable[SegmentDecision]) -> dict[str, int]:

@@ -7,6 +7,7 @@ object too (``{"url", "error", "reachable": false}``).
 
 from __future__ import annotations
 
+import http.client
 import json
 import sys
 import time
@@ -66,7 +67,8 @@ def call_sidecar(url: str, path: str, *, method: str = "GET", token: str | None 
         except ValueError:
             reason = exc.reason
         raise SidecarRefused(exc.code, f"{method} {url}{path} answered {exc.code}: {reason}") from None
-    except (OSError, ValueError) as exc:  # URLError, a reset, a timeout, a body that is not JSON
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, reset, timed out, cut
+        # short (IncompleteRead), or a body that is not JSON
         raise SidecarUnreachable(f"cannot reach the sidecar at {url}: {getattr(exc, 'reason', exc)}") from None
 
 

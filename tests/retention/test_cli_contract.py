@@ -156,3 +156,35 @@ def test_without_config_the_output_says_it_used_the_embedded_default(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0].startswith("configuration: embedded default")
     assert json.loads(retention("plan", "--json", cwd=tmp_path).stdout)["config"].startswith("embedded default")
+
+
+def test_a_sidecar_that_hangs_up_mid_answer_is_one_line_and_exit_3(tmp_path):
+    """A server on loopback that promises 1,000 bytes of JSON, sends 10 and closes; another that
+    closes before answering; another that answers garbage."""
+    import socket
+    import threading
+
+    answers = [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"service\"",
+               b"", b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nnot json!"]
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+
+    def serve():
+        for answer in answers:
+            conn, _ = server.accept()
+            conn.recv(65536)
+            conn.sendall(answer)
+            conn.close()
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        for _ in answers:
+            result = retention("status", "--url", f"127.0.0.1:{port}", cwd=tmp_path)
+            assert result.returncode == 3, result.stderr
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and "cannot reach the sidecar" in lines[0], result.stderr
+    finally:
+        thread.join(10)
+        server.close()

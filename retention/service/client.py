@@ -64,7 +64,7 @@ def call_sidecar(url: str, path: str, *, method: str = "GET", token: str | None 
     except urllib.error.HTTPError as exc:
         try:
             reason = json.loads(exc.read()).get("error") or exc.reason
-        except ValueError:
+        except (ValueError, AttributeError, OSError, http.client.HTTPException):  # no JSON object, or cut short
             reason = exc.reason
         raise SidecarRefused(exc.code, f"{method} {url}{path} answered {exc.code}: {reason}") from None
     except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, reset, timed out, cut

@@ -6,7 +6,7 @@ The append paths do not call these per record: they let a wrong type fail where 
 
 from __future__ import annotations
 
-from .record import ATTR_GAP
+from .record import ATTR_RESERVED
 from .errors import InvalidArgumentError, InvalidCommitError
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)
@@ -33,9 +33,10 @@ def check_record(value: object, key: object, timestamp_ms: object, attributes: o
             f"timestamp_ms must be an int of milliseconds (64-bit) or None, got {timestamp_ms!r}")
     if not _int(attributes) or not 0 <= attributes <= 0xFF:
         raise InvalidArgumentError(f"attributes must be an int in [0, 255], got {attributes!r}")
-    if attributes & ATTR_GAP:
-        raise InvalidArgumentError(f"attributes {attributes:#x} has bit {ATTR_GAP:#x} set, which "
-                                   f"only compaction writes (a gap of removed offsets)")
+    if attributes & ATTR_RESERVED:
+        raise InvalidArgumentError(f"attributes {attributes:#x} has bit "
+                                   f"{attributes & ATTR_RESERVED:#x} set, which only compaction "
+                                   f"writes (a gap of removed offsets, or an offset delta)")
 
 
 def check_batch(values: list, timestamp_ms: object, attributes: object) -> None:

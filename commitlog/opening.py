@@ -17,7 +17,8 @@ import os
 from dataclasses import dataclass
 
 from .append.guard import DiskGuard
-from .append.recovery import load_meta, recover
+from .append.recovery import recover
+from .meta import load_meta
 from .append.writer import Writer
 from .cleanup import removal, swap
 from .errors import NotALogError

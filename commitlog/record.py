@@ -7,7 +7,15 @@
     8       1     attributes (bit flags, see ATTR_*)
     9       8     timestamp in ms (i64)
     17      4     key length (i32; -1 = no key)
-    21      ...   key, then value (the rest of the body)
+    21      8     offset delta (u64), present only when attributes has ATTR_DELTA
+    21|29   ...   key, then value (the rest of the body)
+
+A record's offset is counted: the segment's base for its first record, one more than the record
+before it for the next, plus the offset delta of a record that carries one. Writers never set it;
+a compaction does, on the first record it keeps after a run of records it removed, so a removed
+run costs nothing but those 8 bytes on the record after it (format 2). Segments a compaction of
+format 1 wrote hold gap records instead (ATTR_GAP), which readers still follow. The delta is 8
+bytes so that the value keeps its alignment (a 29-byte header is 5 mod 8, as a 21-byte one).
 
 Small records are copied in whole, frame first (one memcpy); large ones body first, frame last.
 Either way a reader trusts no length without the CRC over the bytes it covers: a record still
@@ -43,9 +51,16 @@ ATTR_CONTROL = 0x02
 # span (u64 little endian) the reader's offset advances by; it keeps a compacted segment's data
 # self-describing (records carry no offsets), so its index can always be rebuilt from it.
 ATTR_GAP = 0x80
+# Written by compaction only: an offset delta (u64) follows the body head, the offsets removed
+# just before this record.
+ATTR_DELTA = 0x40
 # What readers never return: a record written dead, or a gap.
 ATTR_SKIP = ATTR_DEAD | ATTR_GAP
+# What the store alone writes; a caller's attributes may not hold these bits.
+ATTR_RESERVED = ATTR_GAP | ATTR_DELTA
 SPAN = struct.Struct("<Q")
+DELTA = struct.Struct("<Q")
+DELTA_SIZE = DELTA.size
 
 
 def encode_gap(span: int) -> bytes:
@@ -78,17 +93,29 @@ def encoded_size(value_len: int, key_len: int) -> int:
     return HEADER_SIZE + key_len + value_len
 
 
-def encode(value: bytes, key: bytes | None, timestamp_ms: int, attributes: int = 0) -> bytes:
-    """Return the framed bytes of one record."""
+def encode(value: bytes, key: bytes | None, timestamp_ms: int, attributes: int = 0,
+           delta: int = 0) -> bytes:
+    """Return the framed bytes of one record; with `delta`, carrying that offset delta."""
     klen = -1 if key is None else len(key)
-    head = BODY_HEAD.pack(attributes, timestamp_ms, klen)
+    head = BODY_HEAD.pack(attributes | ATTR_DELTA, timestamp_ms, klen) + DELTA.pack(delta) \
+        if delta else BODY_HEAD.pack(attributes, timestamp_ms, klen)
     crc = crc32(head)
     if key:
         crc = crc32(key, crc)
-        body_len = BODY_HEAD_SIZE + klen + len(value)
+        body_len = len(head) + klen + len(value)
         return b"".join((FRAME.pack(body_len, crc32(value, crc)), head, key, value))
-    body_len = BODY_HEAD_SIZE + len(value)
+    body_len = len(head) + len(value)
     return b"".join((FRAME.pack(body_len, crc32(value, crc)), head, value))
+
+
+def reframe(framed, delta: int) -> bytes:
+    """The framed record `framed` (verified) carrying offset delta `delta` instead of its own
+    (none when 0), its CRC recomputed: how a compaction moves a record past a removed run."""
+    _length, _crc, attrs, ts, klen = HEADER.unpack_from(framed, 0)
+    rest = framed[HEADER_SIZE + DELTA_SIZE if attrs & ATTR_DELTA else HEADER_SIZE:]
+    head = BODY_HEAD.pack(attrs | ATTR_DELTA, ts, klen) + DELTA.pack(delta) if delta \
+        else BODY_HEAD.pack(attrs & ~ATTR_DELTA, ts, klen)
+    return b"".join((FRAME.pack(len(head) + len(rest), crc32(rest, crc32(head))), head, rest))
 
 
 class DecodeResult(NamedTuple):
@@ -100,6 +127,7 @@ class DecodeResult(NamedTuple):
     value_start: int
     value_end: int
     attributes: int
+    delta: int = 0       # the offsets removed just before this record (ATTR_DELTA)
 
 
 OK, EMPTY, END, BAD = 0, 1, 2, 3
@@ -130,9 +158,17 @@ def decode_at(buf, position: int, limit: int) -> DecodeResult:
     if length < BODY_HEAD_SIZE or end > limit or klen < -1 or klen > length - BODY_HEAD_SIZE:
         return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
     if crc32(memoryview(buf)[position + FRAME_SIZE:end]) != crc or \
-            (attrs & ATTR_GAP and (klen != -1 or length != BODY_HEAD_SIZE + SPAN.size)):
+            (attrs & ATTR_GAP and (klen != -1 or length != BODY_HEAD_SIZE + SPAN.size
+                                   or attrs & ATTR_DELTA)):
         return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
     key_start = position + HEADER_SIZE
+    delta = 0
+    if attrs & ATTR_DELTA:
+        if length < BODY_HEAD_SIZE + DELTA_SIZE or klen > length - BODY_HEAD_SIZE - DELTA_SIZE:
+            return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
+        delta = DELTA.unpack_from(buf, key_start)[0]
+        key_start += DELTA_SIZE
     if klen < 0:
-        return DecodeResult(OK, end, ts, -1, -1, key_start, end, attrs)
-    return DecodeResult(OK, end, ts, key_start, key_start + klen, key_start + klen, end, attrs)
+        return DecodeResult(OK, end, ts, -1, -1, key_start, end, attrs, delta)
+    return DecodeResult(OK, end, ts, key_start, key_start + klen, key_start + klen, end, attrs,
+                        delta)

@@ -1,4 +1,4 @@
-"""Recovery at open, and the log's metadata (`meta.json`).
+"""Recovery at open.
 
 The writer makes the last segment writable again: a sealed index is trusted as is; otherwise the
 tail is scanned from the last index checkpoint that still verifies (commitlog.segments.sealed), and
@@ -12,53 +12,21 @@ between the seal and the cut, see ActiveSegment.seal_short) is cut. Used by the 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import mmap
 import os
 
 from .. import record as rec
 from ..segments.active import ActiveSegment
-from ..errors import CorruptLogError, NotALogError, SegmentSizeMismatchError
+from ..errors import CorruptLogError
 from ..segments.index import IndexWriter, read_checkpoints, read_sealed, write_sealed
-from ..layout import META_FILE, TMP_SUFFIX, fsync_directory, index_path, meta_path
-from ..options import DEFAULT_SEGMENT_SIZE
+from ..layout import fsync_directory, index_path
 from ..segments.sealed import scan_segment
 from ..segments.segment_list import SegmentList
 
 log = logging.getLogger("commitlog")
 
-FORMAT_VERSION = 1
 _ZEROS = bytes(1 << 20)
-
-
-def load_meta(directory: str, requested: int | None, *, create: bool) -> int:
-    """The log's segment_size from meta.json; with `create`, a missing file is written with
-    `requested` (or the default). SegmentSizeMismatchError when `requested` differs."""
-    path = meta_path(directory)
-    try:
-        with open(path) as f:
-            meta = json.load(f)
-        size = int(meta["segment_size"])
-    except FileNotFoundError:
-        if not create:
-            raise NotALogError(directory, f"no {META_FILE}") from None
-        size = requested or DEFAULT_SEGMENT_SIZE
-        tmp = path + TMP_SUFFIX
-        with open(tmp, "w") as f:
-            json.dump({"format": FORMAT_VERSION, "segment_size": size}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_directory(directory)
-        return size
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptLogError(path, None, f"unreadable log metadata ({exc})") from exc
-    if requested is not None and requested != size:
-        raise SegmentSizeMismatchError(
-            f"log {directory} was created with segment_size={size}; "
-            f"cannot reopen it with segment_size={requested}")
-    return size
 
 
 def recover(segs: SegmentList) -> ActiveSegment | None:

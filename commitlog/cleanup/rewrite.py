@@ -30,6 +30,7 @@ from ..diskusage import disk_usage
 from ..errors import CorruptLogError, InvalidArgumentError, StoreFullError
 from ..segments.index import INDEX_INTERVAL, SegmentSummary, write_sealed
 from ..layout import TMP_SUFFIX, cleaned_path, fsync_directory, index_path
+from ..meta import upgrade_format
 from .removal import removal_lock
 from ..segments.segment_list import SEALED, SegmentList
 
@@ -90,6 +91,7 @@ def _records(segs: SegmentList, base: int, start: int = 0) -> Iterator[tuple]:
             if r.attributes & gap:
                 current += rec.gap_span(mm, r.value_start)
             else:
+                current += r.delta
                 yield current, pos, r, mm
                 current += 1
             pos = r.next_position
@@ -156,6 +158,8 @@ def compact(segs: SegmentList, runs: Sequence[Sequence[int]], decide: Decide,
     with swap.compaction_lock(segs.path):
         with removal_lock(segs.path):
             swap.finish_swaps(segs, cleaned=True)
+        if runs:
+            upgrade_format(segs.path)  # before the first offset delta is written
         out = []
         for run in runs:
             if should_stop is not None and should_stop():
@@ -192,7 +196,7 @@ def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: Marks
     paths = [segs.segment_path(b) for b in run]
     sizes = [os.stat(p).st_size for p in paths]
     # The live bytes as the marks know them (what a planner reserves too) plus one segment; a
-    # keyed rule keeps less, gap records add a few bytes: ENOSPC stays the backstop.
+    # keyed rule keeps less, offset deltas add a few bytes: ENOSPC stays the backstop.
     marked = segs.marks
     need = sum(s.used_bytes - marked.dead_bytes(b, s.end_offset(b), s.marks_seq)
                for b, s in zip(run, summaries)) + segs.segment_size
@@ -207,7 +211,12 @@ def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: Marks
     kept = 0
     try:
         for base, summary in zip(run, summaries):
-            kept += _rewrite(segs, base, summary, decide, marks, writer, dropped)
+            kept_here = _rewrite(segs, base, summary, decide, marks, writer, dropped)
+            if kept_here:
+                # Each input that keeps a record says its own end, whatever follows: what a plan
+                # counts per segment is what is written.
+                writer.hold_last_offset(summary.end_offset(base))
+            kept += kept_here
         if not kept:
             writer.discard()
             with removal_lock(segs.path):
@@ -243,7 +252,8 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
     the walk not ending exactly at the sealed length)."""
     unpack, crc32, span_of = rec.HEADER.unpack_from, rec.crc32, rec.SPAN.unpack_from
     frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
-    gap, dead, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.END_MARKER
+    gap, dead, delta_bit, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.ATTR_DELTA, rec.END_MARKER
+    delta_size = rec.DELTA_SIZE
     starts, ends = marks.starts, marks.ends
     n = len(ends)
     path = segs.segment_path(base)
@@ -265,23 +275,29 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
                 nxt = pos + frame + length
                 if length < min_body or nxt > limit or klen < -1 or klen > length - min_body:
                     raise CorruptLogError(path, pos, "record length does not verify")
-                if attrs & gap:
-                    current += span_of(mm, pos + key_at)[0]
-                    pos = nxt
-                    continue
+                ks, head = pos + key_at, min_body
+                if attrs & (gap | delta_bit):
+                    if attrs & gap:  # a format-1 compaction's gap
+                        current += span_of(mm, ks)[0]
+                        pos = nxt
+                        continue
+                    head += delta_size
+                    if length < head or klen > length - head:
+                        raise CorruptLogError(path, pos, "record length does not verify")
+                    current += span_of(mm, ks)[0]
+                    ks += delta_size
                 while i < n and ends[i] <= current:
                     i += 1
                 marked = i < n and starts[i] <= current or attrs & dead > 0
                 if klen < 0:
-                    cause = decide(current, None, length == min_body, marked)
+                    cause = decide(current, None, length == head, marked)
                 else:
-                    cause = decide(current, bytes(view[pos + key_at:pos + key_at + klen]),
-                                   length == min_body + klen, marked)
+                    cause = decide(current, bytes(view[ks:ks + klen]), length == head + klen, marked)
                 if cause is None:
                     if crc32(view[pos + frame:nxt]) != crc:
                         raise CorruptLogError(path, pos, "record checksum does not verify")
                     writer.read = read0 + nxt
-                    writer.record(current, view[pos:nxt], ts)
+                    writer.record(current, view[pos:nxt], ts, attrs & delta_bit)
                     kept += 1
                 else:
                     dropped[cause] += 1
@@ -312,8 +328,9 @@ def _check_unchanged(segs: SegmentList, run: list[int], inodes: list[int]) -> No
 
 
 class _Output:
-    """A compaction output being written: buffered writes, a gap record before a kept record
-    that does not follow the last, index entries every INDEX_INTERVAL bytes."""
+    """A compaction output being written: buffered writes, an offset delta on a kept record that
+    does not follow the last (and off one that now does), index entries every INDEX_INTERVAL
+    bytes."""
 
     def __init__(self, path: str, base: int, segment_size: int,
                  on_bytes: Callable[[int], None] | None) -> None:
@@ -321,7 +338,7 @@ class _Output:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         self.buf = bytearray()
         self.size = 0            # bytes of records written or buffered
-        self.next = base         # the offset the next record would have without a gap
+        self.next = base         # the offset the next record would have without a delta
         self.next_index_at = INDEX_INTERVAL
         self.rels: list[int] = []
         self.positions: list[int] = []
@@ -345,10 +362,13 @@ class _Output:
         if len(self.buf) >= _FLUSH:
             self._flush()
 
-    def record(self, offset: int, framed, ts: int) -> None:
-        if offset > self.next:
-            self._put(self.next - self.base, rec.encode_gap(offset - self.next))
-        self._put(offset - self.base, framed)
+    def record(self, offset: int, framed, ts: int, has_delta: int) -> None:
+        """Write the verified record `framed`; `has_delta`: it carries an offset delta now."""
+        if offset > self.next or has_delta:
+            framed = rec.reframe(framed, offset - self.next)
+        # An index entry's offset is the one counted before the record's delta, as a reader
+        # starting there counts.
+        self._put(self.next - self.base, framed)
         self.next = offset + 1
         if self.first_ts is None:
             self.first_ts = ts
@@ -371,10 +391,17 @@ class _Output:
             self.on_bytes(written + self.read - self.reported)
             self.reported = self.read
 
-    def finish(self, end: int, mtime_ns: int, marks_seq: int) -> SegmentSummary:
-        """The trailing gap up to `end`, the end marker, fsync; the output's sealed summary."""
+    def hold_last_offset(self, end: int) -> None:
+        """When the offsets before `end` were removed up to the last record written: a gap
+        record for them (as Kafka's cleaner keeps an empty last batch), so that the data says
+        where the input ends. The only gap record a format-2 compaction writes."""
         if end > self.next:
             self._put(self.next - self.base, rec.encode_gap(end - self.next))
+            self.next = end
+
+    def finish(self, end: int, mtime_ns: int, marks_seq: int) -> SegmentSummary:
+        """The last offset held, the end marker, fsync; the output's sealed summary."""
+        self.hold_last_offset(end)
         self.buf += rec.LENGTH.pack(rec.END_MARKER)
         self._flush()
         os.fsync(self.fd)
@@ -392,3 +419,13 @@ class _Output:
             self.fd = -1
         if os.path.exists(self.path):
             os.unlink(self.path)
+
+
+GAP_BYTES = len(rec.encode_gap(1))
+
+
+def removed_run_bytes(*, ends_input: bool) -> int:
+    """What a run of removed offsets costs in an output: the offset delta of the record kept
+    after it, or the gap record saying where the input ends when the run ends an input that
+    keeps a record."""
+    return GAP_BYTES if ends_input else rec.DELTA_SIZE

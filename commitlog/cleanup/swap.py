@@ -2,9 +2,10 @@
 
 A compaction rewrites a run of consecutive sealed segments `b1 < b2 < ... < bk` (never the last
 segment, never one being prepared) into one file named `b1` that covers exactly [b1, end(bk)):
-its live records, byte for byte (offsets, timestamps, keys, values, attributes, CRCs), with gap
-records (record.ATTR_GAP) standing for the offsets it removed, so the data file alone says every
-record's offset and its end. Steps:
+its live records, byte for byte (offsets, timestamps, keys, values, attributes, CRCs) but the
+offset delta (record.ATTR_DELTA) a record after a removed run carries, and a gap record
+(record.ATTR_GAP) when a removed run ends an input, so the data file alone says every record's
+offset and its end. Steps:
 
 1. write `<b1>.log.cleaned` and `<b1>.index.cleaned` (a sealed index flagged compacted, naming the
    data file's inode), fsync both, fsync the directory. A crash here: `.cleaned` files, removed

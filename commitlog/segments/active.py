@@ -33,7 +33,7 @@ _HEADER_SIZE = rec.HEADER_SIZE
 _FRAME_SIZE = rec.FRAME_SIZE
 _FRAME_PACK = rec.FRAME.pack
 _crc32 = rec.crc32
-_GAP = rec.ATTR_GAP
+_RESERVED = rec.ATTR_RESERVED
 LARGE_RECORD = 1 << 16                # records at least this big are written without a join
 # write_uniform drops CRCs in from array("I").tobytes(): it needs 4-byte little-endian items.
 UNIFORM_CRCS = array("I").itemsize == 4 and sys.byteorder == "little"
@@ -149,7 +149,7 @@ class ActiveSegment:
             self.mm[pos:pos + total] = (_FRAME_PACK(total - _FRAME_SIZE, _crc32(value, self._head_crc))
                                         + self._head + value)
         else:
-            if attributes & _GAP:
+            if attributes & _RESERVED:
                 return -1  # refused: the caller's check_record names it (a roll never follows)
             head = _BODY_HEAD_PACK(attributes, ts, klen)
             if klen > 0:

@@ -47,12 +47,20 @@ def read(segs: SegmentList, offset: int) -> Record:
                     segs.catch_up()
                 raise segs.out_of_range(offset)
             attrs = r.attributes
-            nxt = current + (rec.gap_span(mm, r.value_start) if attrs & rec.ATTR_GAP else 1)
-            if nxt > offset:
+            if attrs & _GAP:
+                current += rec.gap_span(mm, r.value_start)
+                pos = r.next_position
+                if current > offset:
+                    break
+                continue
+            current += r.delta  # the offsets a compaction removed before this record
+            if current > offset:
+                break
+            if current == offset:
                 if attrs & rec.ATTR_SKIP or segs.marks.is_marked(offset):
                     break
                 return _record(mm, current, r)
-            current = nxt
+            current += 1
             pos = r.next_position
     finally:
         segs.release(base)
@@ -111,14 +119,23 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
             limit, kind, floor = segs.view_limits(base, mm, ino)
             rel, pos = floor(offset - base)
             current = base + rel
-            while current < offset:  # from the index entry to the first wanted record
+            ready = current >= offset
+            while not ready:  # from the index entry to the first wanted record
                 r = rec.decode_at(mm, pos, limit)
                 if r.status != rec.OK:
                     break
-                # A gap may end past `offset`: reading goes on from the record after it.
-                current += rec.gap_span(mm, r.value_start) if r.attributes & _GAP else 1
-                pos = r.next_position
-            if current >= offset:
+                # A gap, or a record's delta, may pass `offset`: reading goes on from there.
+                if r.attributes & _GAP:
+                    current += rec.gap_span(mm, r.value_start)
+                    pos = r.next_position
+                    ready = current >= offset
+                elif current + r.delta >= offset:
+                    ready = True  # this record is the first wanted one
+                else:
+                    current += r.delta + 1
+                    pos = r.next_position
+                    ready = current >= offset
+            if ready:
                 while True:
                     first = current
                     records, pos, current = _read_records(mm, pos, limit, current, stop, zero_copy)
@@ -170,7 +187,10 @@ def _read_records(mm, pos: int, limit: int, current: int, stop: int, zero_copy: 
     unpack = _HEADER_UNPACK_FROM
     crc32 = rec.crc32
     frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
-    skip, gap, unpack_span = rec.ATTR_SKIP, _GAP, rec.SPAN.unpack_from
+    gap, delta_bit, dead = _GAP, rec.ATTR_DELTA, rec.ATTR_DEAD
+    special = gap | delta_bit | dead
+    unpack_span, delta_size = rec.SPAN.unpack_from, rec.DELTA_SIZE
+    min_delta_body = min_body + delta_size
     new = tuple.__new__
     out: list[Record] = []
     add = out.append
@@ -182,16 +202,26 @@ def _read_records(mm, pos: int, limit: int, current: int, stop: int, zero_copy: 
         if length < min_body or nxt > limit or crc32(mm[pos + frame:nxt]) != crc \
                 or klen > length - min_body:
             break
-        if attrs & skip:  # written dead, or a compaction's gap: passed, never returned
-            if attrs & gap:
-                if klen != -1 or length != min_body + 8:
-                    break  # not a gap compaction wrote: corrupt
-                current += unpack_span(mm, pos + key_at)[0]
-            else:
-                current += 1
-            pos = nxt
-            continue
         ks = pos + key_at
+        if attrs & special:  # written dead, a gap, or an offset delta (one test for them all)
+            if attrs & gap:  # a format-1 compaction's gap: passed, never returned
+                if klen != -1 or length != min_body + 8 or attrs & delta_bit:
+                    break  # not a gap compaction wrote: corrupt
+                current += unpack_span(mm, ks)[0]
+                pos = nxt
+                continue
+            if attrs & delta_bit:
+                if length < min_delta_body or klen > length - min_delta_body:
+                    break
+                current += unpack_span(mm, ks)[0]
+                if current >= stop:
+                    break  # this record and the rest are past the scan's end
+                ks += delta_size
+                attrs ^= delta_bit  # the store's bit, not the record's
+            if attrs & dead:  # written dead: passed, never returned
+                current += 1
+                pos = nxt
+                continue
         if klen > 0:
             key = mm[ks:ks + klen]
             ks += klen
@@ -228,4 +258,5 @@ class Scan:
 
 def _record(mm, offset: int, r: rec.DecodeResult) -> Record:
     key = None if r.key_start < 0 else bytes(mm[r.key_start:r.key_end])
-    return Record(offset, r.timestamp_ms, key, bytes(mm[r.value_start:r.value_end]), r.attributes)
+    return Record(offset, r.timestamp_ms, key, bytes(mm[r.value_start:r.value_end]),
+                  r.attributes & ~rec.ATTR_DELTA)

@@ -17,8 +17,8 @@ from .index import INDEX_INTERVAL, SegmentSummary
 class SegmentScan(NamedTuple):
     """Where a scan of a segment stopped. Immutable.
 
-    position: the byte after the last good record; count: offsets before it (records, and the
-    spans of a compacted segment's gap records); first_ts /
+    position: the byte after the last good record; count: offsets before it (records, their
+    offset deltas, and the spans of a format-1 compacted segment's gap records); first_ts /
     last_ts: of record 0 and of the last good record (0 when there is none); status: what
     `decode_at` found at `position` (EMPTY, END or BAD); rels / positions: the index checkpoints
     that verified, extended by one every INDEX_INTERVAL bytes of the scanned tail."""
@@ -56,10 +56,10 @@ def scan_segment(mm, size: int, rels: list[int] | None = None,
             positions.append(pos)
             next_index = pos + INDEX_INTERVAL
         if r.attributes & gap:
-            count += rec.gap_span(mm, r.value_start)  # a compaction's gap: its whole span
+            count += rec.gap_span(mm, r.value_start)  # a format-1 compaction's gap: its span
         else:
             last_ts = r.timestamp_ms
-            count += 1
+            count += r.delta + 1  # and the offsets a compaction removed before it
         pos = r.next_position
     first_ts = 0
     if count:

@@ -98,6 +98,7 @@ def _search_segment(segs: SegmentList, base: int, timestamp_ms: int) -> tuple[in
             if attributes & rec.ATTR_GAP:
                 offset += rec.gap_span(mm, r.value_start)
             else:
+                offset += r.delta  # the offsets a compaction removed before this record
                 if (not attributes & rec.ATTR_SKIP and r.timestamp_ms >= timestamp_ms and offset >= start
                         and not marks.is_marked(offset)):
                     return offset, offset

@@ -67,7 +67,7 @@ from policies import (CompactionOutput, CompactionSegment, GroupSnapshot, KeyInd
 
 from ..audit import AuditTrail, audit_time
 from .intents import COMPACT, CompactionAudit
-from .plan_input import compaction_segments, keyed_dead, marked_runs
+from .plan_input import compaction_segments, keyed_live, marked_runs
 from .protection import installed_protectors, keyed_refusal, pending_of
 from .summary import CompactionResult, LogCompaction, OutputResult
 from ..deletion.owner import OwnedElsewhere
@@ -188,8 +188,8 @@ class Compactor:
             entry.error = refusal
             logger.error("{}: {}", watched.name, entry.error)
             return False
-        rule, extra_dead, runs, fresh = self._rule(log, policy, at, marks, pending, infos, end)
-        segments = compaction_segments(infos, extra_dead, runs)
+        rule, live, runs, fresh = self._rule(log, policy, at, marks, pending, infos, end)
+        segments = compaction_segments(infos, live, runs)
         if only_if is not None and not only_if(segments, policy):
             return False
         if fresh and not dry_run:
@@ -226,8 +226,9 @@ class Compactor:
     # ------------------------------------------------------------------ the rule
     def _rule(self, log: CommitLog, policy: PolicyConfig, at: datetime, marks, pending: PendingRanges,
               infos: Sequence[SegmentInfo], end: int):
-        """(rule, extra dead bytes per segment, runs of dropped offsets per segment, tombstones seen
-        for the first time)."""
+        """(rule, bytes each segment's output holds (keyed logs, counted record by record), what the
+        runs of marked offsets cost per segment (unkeyed logs), tombstones seen for the first
+        time)."""
         cfg = policy.compaction
         if not cfg.keys:
             return LivenessRule(cfg, at, pending=pending), None, marked_runs(marks.starts, marks.ends, infos), {}
@@ -246,7 +247,7 @@ class Compactor:
                             stale_groups=stale, pending=pending)
         fresh = {o: rule.first_seen(o) for o, k in tombstones
                  if newest.get(k) == o and o not in first_seen and rule.cause(o, k, True, False) is None}
-        return rule, *keyed_dead(log, rule, infos), fresh
+        return rule, keyed_live(log, rule, infos), None, fresh
 
     # ------------------------------------------------------------------ outputs
     def _measure(self, log: CommitLog, marks, rule: LivenessRule, out: CompactionOutput) -> OutputResult:

@@ -1,9 +1,12 @@
 """What a compaction plan sees of a log's segments: `CommitLog.segments()` as
-`CompactionSegment`s whose live bytes are what an output of each would hold (live records, the
-gap records standing for dropped runs, and for a keyed log what the liveness rule drops beyond the
-store's marks). The gap records are counted from the runs of dropped offsets where they are known
-(the marks' ranges; a keyed log's scan), estimated otherwise. Pure functions but `keyed_dead`,
-which reads the log; thread-safe as the log is.
+`CompactionSegment`s whose live bytes are what an output of each would hold (live records, what
+the runs of dropped offsets cost, and for a keyed log what the liveness rule drops beyond the
+store's marks). A run costs the offset delta of the record kept after it, or a gap record when
+it ends the segment (commitlog.cleanup.rewrite.removed_run_bytes). The
+runs are known from the marks' ranges (an unkeyed log) or a keyed log's scan, estimated
+otherwise. Exact for a segment no compaction rewrote yet; one rewritten may be counted a few
+bytes over (a dropped record's own delta). Pure functions
+but `keyed_dead`, which reads the log; thread-safe as the log is.
 """
 
 from __future__ import annotations
@@ -13,101 +16,103 @@ import math
 from collections.abc import Sequence
 
 from commitlog import CommitLog, SegmentInfo
-from commitlog.record import encode_gap, encoded_size
+from commitlog.cleanup.rewrite import removed_run_bytes
+from commitlog.record import DELTA_SIZE, encoded_size
 from policies import SUPERSEDED, TOMBSTONE, CompactionSegment, LivenessRule
 
-__all__ = ["compaction_segments", "keyed_dead", "marked_runs"]
-
-_GAP_BYTES = len(encode_gap(1))           # one gap record standing for a run of dropped records
+__all__ = ["compaction_segments", "keyed_live", "marked_runs"]
 
 
-def _with_gaps(live: int, used: int, spanned: int) -> int:
-    """`live` plus an estimate of the gap records an output of this segment holds: one per run of
-    dropped records, at most one per kept record plus one, counted with the segment's mean record
-    size (the plan merges while live bytes fit in segment_size; without the gaps a merged output
-    could outgrow a segment, which the store refuses)."""
+def _with_runs(live: int, used: int, spanned: int) -> int:
+    """`live` plus an estimate of what the runs of dropped records cost in an output of this
+    segment: a delta per run, at most one per kept record, counted with the segment's mean record
+    size, and a gap record where the segment ends (the plan merges while live bytes fit in
+    segment_size; an output the estimate undercounts could outgrow a segment, which the store
+    refuses)."""
     if live <= 0 or live >= used or spanned <= 0:
         return max(0, live)
     mean = used / spanned
-    gaps = math.ceil(min((used - live) / mean, live / mean + 1))
-    return min(used, live + gaps * _GAP_BYTES)
+    runs = math.ceil(min((used - live) / mean, live / mean))
+    return min(used, live + runs * DELTA_SIZE + removed_run_bytes(ends_input=True))
 
 
-def compaction_segments(infos: Sequence[SegmentInfo], extra_dead: dict[int, int] | None = None,
+def compaction_segments(infos: Sequence[SegmentInfo], live: dict[int, int] | None = None,
                         runs: dict[int, int] | None = None) -> list[CompactionSegment]:
     """`CommitLog.segments()` as the planner sees them, oldest first, the active one last;
-    `extra_dead`: base offset -> bytes the rule drops beyond the store's marks (keyed logs);
-    `runs`: base offset -> runs of dropped offsets in the segment, where known (`marked_runs`,
-    `keyed_dead`). `live_bytes` is what an output of the segment would hold: live records and a gap
-    record per run (estimated for a segment whose runs are not known)."""
+    `live`: base offset -> the bytes an output of the segment holds, where counted (`keyed_live`);
+    `runs`: base offset -> bytes the runs of dropped offsets in the segment cost, where known
+    (`marked_runs`). `live_bytes` is what an output of the segment would hold: live records and
+    what its runs cost (estimated for a segment whose runs are not known)."""
     out = []
     for s in infos:
-        live = s.used_bytes if s.live_bytes is None else s.live_bytes
-        live = max(0, live - (extra_dead or {}).get(s.base_offset, 0))
-        known = None if runs is None else runs.get(s.base_offset)
-        if known is not None and 0 < live < s.used_bytes:
-            live = min(s.used_bytes, live + known * _GAP_BYTES)
+        counted = None if live is None or s.active else live.get(s.base_offset, 0)
+        if counted is not None:
+            size = min(s.used_bytes, counted)
         else:
-            live = _with_gaps(live, s.used_bytes, s.record_count)
-        out.append(CompactionSegment(s.base_offset, s.end_offset, s.size, s.used_bytes, live,
+            size = s.used_bytes if s.live_bytes is None else max(0, s.live_bytes)
+            known = None if runs is None else runs.get(s.base_offset)
+            if known is not None and 0 < size < s.used_bytes:
+                size = min(s.used_bytes, size + known)
+            else:
+                size = _with_runs(size, s.used_bytes, s.record_count)
+        out.append(CompactionSegment(s.base_offset, s.end_offset, s.size, s.used_bytes, size,
                                      s.first_timestamp_ms, s.last_timestamp_ms, s.active))
     return out
 
 
 def marked_runs(starts: Sequence[int], ends: Sequence[int], infos: Sequence[SegmentInfo]) -> dict[int, int]:
-    """Per sealed segment, the runs of marked offsets in it (the marks' ranges `[starts[i],
-    ends[i])`, sorted; touching ones are one run): what an unkeyed log's compaction drops."""
-    runs: dict[int, int] = {}
+    """Per sealed segment, the bytes its runs of marked offsets (the marks' ranges `[starts[i],
+    ends[i])`, sorted; touching ones are one run) cost in its output: what an unkeyed log's
+    compaction drops."""
+    costs: dict[int, int] = {}
     for s in infos:
         if s.active:
             continue
         i = max(0, bisect.bisect_right(starts, s.base_offset) - 1)
-        count, last_end = 0, None
+        cost, run_to = 0, None
         while i < len(starts) and starts[i] < s.end_offset:
             if ends[i] > s.base_offset:
-                if last_end is None or starts[i] > last_end:
-                    count += 1
-                last_end = max(ends[i], last_end or 0)
+                if run_to is not None and starts[i] > run_to:
+                    cost += DELTA_SIZE              # the run before ends at a kept record
+                run_to = max(ends[i], run_to or 0)
             i += 1
-        runs[s.base_offset] = count
-    return runs
+        if run_to is not None:
+            cost += removed_run_bytes(ends_input=run_to >= s.end_offset)
+        costs[s.base_offset] = cost
+    return costs
 
 
-def keyed_dead(log: CommitLog, rule: LivenessRule, infos: Sequence[SegmentInfo]
-               ) -> tuple[dict[int, int], dict[int, int]]:
-    """(bytes, runs) per sealed segment: the bytes of its records the rule drops as superseded or
-    tombstone (marked ones are already out of the store's live bytes, and a scan does not return
-    them), and the runs of offsets its compaction drops: those records, and the holes between the
-    records the scan returns (marked records, earlier gaps), each run ending at a kept record."""
+def keyed_live(log: CommitLog, rule: LivenessRule, infos: Sequence[SegmentInfo]) -> dict[int, int]:
+    """Per sealed segment, the bytes its output would hold under `rule`, counted record by record:
+    each record the scan returns that the rule keeps (not superseded, not a tombstone past its
+    time), with the offset delta it carries when offsets before it are dropped (marked records,
+    which a scan does not return; earlier removed runs; records the rule drops), and a gap record
+    when dropped offsets end the segment. A segment none of whose records is kept holds 0."""
     if len(infos) < 2:
-        return {}, {}
+        return {}
     bases = [s.base_offset for s in infos]
-    dead: dict[int, int] = {}
-    runs: dict[int, int] = {base: 0 for base in bases[:-1]}
+    live: dict[int, int] = {base: 0 for base in bases[:-1]}
     base = end = -1      # the segment of the previous record, and the end of its span
-    previous = -1        # the previous record's offset
-    dropping = False     # whether the offset before the next one is dropped
+    kept_to = -1         # the offset after the last record kept in it
+
+    def close_segment() -> None:
+        if live[base] and kept_to < end:
+            live[base] += removed_run_bytes(ends_input=True)
+
     first = max(log.start_offset, infos[0].base_offset)
     for r in log.scan(first, infos[-1].base_offset, zero_copy=True):
         offset = r.offset
-        if offset >= end:                       # a new segment: runs count per segment
-            if base >= 0 and previous + 1 < end and not dropping:
-                runs[base] += 1                 # the last one's tail: marked records or a gap
+        if offset >= end:                       # a new segment: its output is counted alone
+            if base >= 0:
+                close_segment()
             i = bisect.bisect_right(bases, offset) - 1
-            base, end = bases[i], infos[i].end_offset
-            dropping = False
-            previous = max(base, first) - 1
-        if offset > previous + 1 and not dropping:
-            runs[base] += 1                     # a hole: marked records or an earlier gap
-            dropping = True
-        previous = offset
+            base, end, kept_to = bases[i], infos[i].end_offset, bases[i]
         key = r.key
-        drop = key is not None and rule.cause(offset, key, len(r.value) == 0, False) in (SUPERSEDED, TOMBSTONE)
-        if drop:
-            dead[base] = dead.get(base, 0) + encoded_size(len(r.value), len(key))
-            if not dropping:
-                runs[base] += 1
-        dropping = drop
-    if base >= 0 and previous + 1 < end and not dropping:
-        runs[base] += 1
-    return dead, runs
+        if key is not None and rule.cause(offset, key, len(r.value) == 0, False) in (SUPERSEDED, TOMBSTONE):
+            continue
+        size = encoded_size(len(r.value), 0 if key is None else len(key))
+        live[base] += size + (removed_run_bytes(ends_input=False) if offset > kept_to else 0)
+        kept_to = offset + 1
+    if base >= 0:
+        close_segment()
+    return live

@@ -22,22 +22,49 @@ def _decoded(buf, r: rec.DecodeResult):
     return r.timestamp_ms, key, bytes(buf[r.value_start:r.value_end]), r.attributes
 
 
-@given(value=VALUES, key=KEYS, ts=I64, attrs=ATTRS.map(lambda a: a & ~rec.ATTR_GAP))
+DELTAS = st.one_of(st.just(0), st.integers(min_value=1, max_value=2**64 - 1))
+
+
+@given(value=VALUES, key=KEYS, ts=I64, attrs=ATTRS.map(lambda a: a & ~rec.ATTR_RESERVED),
+       delta=DELTAS)
 @settings(max_examples=300, deadline=None)
-def test_encode_decode_round_trips(value, key, ts, attrs):
-    data = rec.encode(value, key, ts, attrs)
-    assert len(data) == rec.encoded_size(len(value), len(key) if key else 0)
+def test_encode_decode_round_trips(value, key, ts, attrs, delta):
+    data = rec.encode(value, key, ts, attrs, delta)
+    assert len(data) == rec.encoded_size(len(value), len(key) if key else 0) + \
+        (rec.DELTA_SIZE if delta else 0)
     r = rec.decode_at(data, 0, len(data))
     assert r.status == rec.OK
     assert r.next_position == len(data)
-    assert _decoded(data, r) == (ts, key, value, attrs)
+    assert r.delta == delta
+    assert _decoded(data, r) == (ts, key, value, attrs | (rec.ATTR_DELTA if delta else 0))
     # The scan hot loop agrees with decode_at, including empty key versus no key; a record
-    # written dead or a gap is passed, never returned.
-    got, pos, current = _read_records(data, 0, len(data), 7, 1 << 62, False)
+    # written dead or a gap is passed, never returned; a delta moves the offset on and is not
+    # one of the record's attributes.
+    got, pos, current = _read_records(data, 0, len(data), 7, 1 << 65, False)
     if attrs & rec.ATTR_DEAD:
-        assert got == [] and (pos, current) == (len(data), 8)
+        assert got == [] and (pos, current) == (len(data), 8 + delta)
     else:
-        assert got == [(7, ts, key, value, attrs)] and (pos, current) == (len(data), 8)
+        assert got == [(7 + delta, ts, key, value, attrs)] and (pos, current) == (len(data), 8 + delta)
+
+
+@given(value=st.binary(max_size=300), key=KEYS, ts=I64, attrs=ATTRS.map(lambda a: a & ~rec.ATTR_RESERVED),
+       delta=DELTAS, new_delta=DELTAS)
+@settings(max_examples=200, deadline=None)
+def test_reframing_gives_a_record_the_delta_asked_and_nothing_else(value, key, ts, attrs, delta,
+                                                                   new_delta):
+    framed = rec.encode(value, key, ts, attrs, delta)
+    assert rec.reframe(framed, new_delta) == rec.encode(value, key, ts, attrs, new_delta)
+
+
+@given(klen=st.integers(-1, 20), short=st.integers(1, 8))
+@settings(max_examples=100, deadline=None)
+def test_a_delta_record_too_short_for_its_delta_and_key_is_corrupt(klen, short):
+    # A body claiming a delta, `short` bytes shorter than its delta and key need, checksummed
+    # right: only its shape can tell.
+    body = rec.BODY_HEAD.pack(rec.ATTR_DELTA, 0, klen) + bytes(rec.DELTA_SIZE + max(klen, 0) - short)
+    data = rec.FRAME.pack(len(body), rec.crc32(body)) + body
+    assert rec.decode_at(data, 0, len(data)).status == rec.BAD
+    assert _read_records(data, 0, len(data), 7, 1 << 62, False) == ([], 0, 7)
 
 
 @given(value=st.binary(max_size=40), key=KEYS)
@@ -69,20 +96,24 @@ def test_decode_reports_empty_and_end_after_a_record(value, key, ts, pad):
 
 
 @given(value=st.binary(max_size=120), key=KEYS, ts=I64, attrs=ATTRS,
-       mask=st.integers(min_value=1, max_value=255), pad=st.sampled_from([0, 4, 64]))
+       mask=st.integers(min_value=1, max_value=255), pad=st.sampled_from([0, 4, 64]),
+       delta=st.sampled_from([0, 3, 2**40]))
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_every_flipped_byte_is_detected(value, key, ts, attrs, mask, pad):
-    """Flip each byte of an encoded record in turn: decode never returns OK with other content
-    (and the scan loop never yields it)."""
-    good = rec.encode(value, key, ts, attrs)
-    original = (ts, key, value, attrs)
+def test_every_flipped_byte_is_detected(value, key, ts, attrs, mask, pad, delta):
+    """Flip each byte of an encoded record (with an offset delta or without) in turn: decode
+    never returns OK with other content (and the scan loop never yields it)."""
+    if delta:
+        attrs &= ~rec.ATTR_DELTA
+    good = rec.encode(value, key, ts, attrs, delta)
+    original = (ts, key, value, attrs | (rec.ATTR_DELTA if delta else 0))
     for i in range(len(good)):
         bad = bytearray(good + bytes(pad))
         bad[i] ^= mask
         r = rec.decode_at(bad, 0, len(bad))
-        assert r.status != rec.OK or _decoded(bad, r) == original, f"byte {i} flip undetected"
+        assert r.status != rec.OK or (_decoded(bad, r), r.delta) == (original, delta), \
+            f"byte {i} flip undetected"
         for got in _read_records(bad, 0, len(bad), 0, 1 << 62, False)[0]:
-            assert got[1:] == original, f"scan returned a record with byte {i} flipped"
+            assert got == (delta, ts, key, value, attrs), f"scan returned a record with byte {i} flipped"
 
 
 def test_truncated_record_is_never_ok():
@@ -92,7 +123,8 @@ def test_truncated_record_is_never_ok():
         assert r.status in (rec.EMPTY, rec.BAD)
 
 
-@given(records=st.lists(st.tuples(VALUES, KEYS, I64, ATTRS.map(lambda a: a & ~rec.ATTR_SKIP)),
+@given(records=st.lists(st.tuples(VALUES, KEYS, I64,
+                                  ATTRS.map(lambda a: a & ~(rec.ATTR_SKIP | rec.ATTR_RESERVED))),
                         min_size=1, max_size=6))
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from commitlog import CommitLog
 from commitlog.layout import RETENTION_LOCK_FILE
+from commitlog.record import LENGTH_SIZE
+from retention.compaction.compactor import Compactor
 
 from retention_helpers import write_config
 
@@ -21,7 +23,7 @@ service:
 logs:
   a:
     path: {log}
-    segment_size: 4KiB
+    segment_size: {segment_size}
 policies:
   default:
     interval: 1h
@@ -31,12 +33,29 @@ policies:
 """
 
 
-def compaction_config(tmp: Path, log: Path, *, token: str | None = None, **compaction):
+def compaction_config(tmp: Path, log: Path, *, token: str | None = None, segment_size: str = "4KiB",
+                      **compaction):
     """A config for one log `a` at `log` (a sidecar listening on a free loopback port, with
     `token`); `compaction` settings as YAML values (strings or numbers)."""
     body = "\n".join(f"      {k}: {v}" for k, v in compaction.items()) or "      enabled: true"
     return write_config(tmp, CONFIG.format(audit=tmp / "audit.jsonl", log=log, compaction=body,
-                                           token=f"\n  token: {token}" if token else ""))
+                                           token=f"\n  token: {token}" if token else "",
+                                           segment_size=segment_size))
+
+
+def planned_is_what_is_written(config, at: float) -> int:
+    """Run a dry run and then the pass at `at`; every output's planned size is its written size
+    (less the end marker): the plan counts what each run of dropped offsets costs. The outputs
+    done."""
+    c = Compactor(config, clock=lambda: at)
+    planned = [(o.segment, o.bytes_after) for o in c.run(dry_run=True).logs[0].outputs]
+    c.close()
+    c = Compactor(config, clock=lambda: at)
+    written = [(o.segment, o.bytes_after - (LENGTH_SIZE if o.bytes_after else 0))
+               for o in c.run().logs[0].outputs]
+    c.close()
+    assert written == planned, (written, planned)
+    return len(written)
 
 
 def dead_log(path: Path, sealed: int = 4, *, keep_every: int = 3,

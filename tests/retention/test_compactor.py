@@ -11,7 +11,8 @@ from commitlog.record import LENGTH_SIZE
 from retention import read_events
 from retention.compaction.compactor import Compactor
 
-from compaction_helpers import SEGMENT, compaction_config, dead_log, digest_tree, dir_bytes, scan_pairs
+from compaction_helpers import (SEGMENT, compaction_config, dead_log, digest_tree, dir_bytes,
+                                planned_is_what_is_written, scan_pairs)
 
 
 class FakeTime:
@@ -194,7 +195,7 @@ def test_a_dry_run_changes_no_byte_and_counts_what_the_real_pass_drops(tmp_path)
     c.close()
     assert [(o.inputs, o.dropped, o.bytes_before) for o in dry.logs[0].outputs] == \
         [(o.inputs, o.dropped, o.bytes_before) for o in real.logs[0].outputs]
-    # The plan's bytes_after (live bytes and a gap record per marked run) is what the output holds
+    # The plan's bytes_after (live bytes and what each marked run costs) is what the output holds
     # but its end marker.
     for d, r in zip(dry.logs[0].outputs, real.logs[0].outputs):
         assert d.bytes_after == r.bytes_after - LENGTH_SIZE
@@ -312,8 +313,9 @@ def test_a_keyed_policy_on_a_spark_staging_log_compacts_nothing_and_says_why(tmp
 
 def test_a_run_of_small_delete_markers_beside_live_records_is_dropped(tmp_path):
     """100 keys deleted in a row: their markers (25 bytes each, one run) share a sealed segment
-    with 16 live records. Dropping them costs one gap record, not one per marker, and the plan
-    counts it so: the markers go (they were kept forever while the plan estimated a gap per dropped
+    with 16 live records. Dropping them costs the 8-byte offset delta of the record after them (a
+    gap record where a run ends the segment), not a gap record per marker, and the plan counts it
+    so: the markers go (they were kept forever while the plan estimated a gap record per dropped
     record from the segment's mean record size)."""
     log_dir = tmp_path / "a"
     with CommitLog.open(log_dir, segment_size=SEGMENT, flush="none") as log:
@@ -332,27 +334,14 @@ def test_a_run_of_small_delete_markers_beside_live_records_is_dropped(tmp_path):
     start = time.time()
     outputs = 0
     for run in range(3):                                            # first seen, then past retention
-        outputs += _planned_is_what_is_written(config, start + 10 * run)
+        outputs += planned_is_what_is_written(config, start + 10 * run)
     assert outputs >= 2
     kept = dict(scan_pairs(log_dir))
     assert [o for o in markers if o in kept] == []                  # every marker went
     assert all(kept[o] == b"l" * 40 for o in live)                  # the live records stayed, at their offsets
 
 
-def _planned_is_what_is_written(config, at: float) -> int:
-    """Run a dry run and then the pass at `at`; every output's planned size is its written size
-    (less the end marker): the plan counts one gap record per run it knows. The outputs done."""
-    c = Compactor(config, clock=lambda: at)
-    planned = [(o.segment, o.bytes_after) for o in c.run(dry_run=True).logs[0].outputs]
-    c.close()
-    c = Compactor(config, clock=lambda: at)
-    written = [(o.segment, o.bytes_after - (LENGTH_SIZE if o.bytes_after else 0)) for o in c.run().logs[0].outputs]
-    c.close()
-    assert written == planned
-    return len(written)
-
-
-def test_an_unkeyed_logs_plan_counts_one_gap_record_per_marked_run(tmp_path):
+def test_an_unkeyed_logs_plan_counts_what_each_marked_run_costs(tmp_path):
     dead_log(tmp_path / "a", 4, keep_every=3)                  # runs of two marked records between live ones
     _, config = compaction_config(tmp_path, tmp_path / "a", max_live_ratio=0.9)
-    assert _planned_is_what_is_written(config, time.time()) >= 1
+    assert planned_is_what_is_written(config, time.time()) >= 1

@@ -16,6 +16,19 @@ entry whose CRC fails: readers stop there and the next marker overwrites it. Rea
 merged range set in memory and refresh it with one pread of the next entry slot, so skipping dead
 records costs a bisect per chunk of records, not a query per record.
 
+The file is bounded by what is still live: `rewrite` replaces it with the entries a caller still
+needs (the others cover offsets removed or compacted away), the swap protocol's way. Under the
+flock of the old file: write `marks.tmp` (a first entry naming the sequence number it starts at,
+the old file's count, so that numbers only grow and a compacted segment's recorded number keeps
+its meaning: every entry kept counts as not applied, which it is), fsync it; append a MOVED entry
+to the old file, fdatasync (nobody appends there again); rename `marks.tmp` over `marks`, fsync
+the directory. A reader meeting MOVED reopens `marks` once its inode changed and rereads it
+whole; until then (the rename pending, or killed before it) it waits at MOVED, missing nothing,
+for nothing is appended meanwhile. A marker takes the flock of the file it opened, and on finding
+it MOVED reopens `marks` (renamed already) or finishes the rewrite from the entries before MOVED
+(killed before the rename). A `marks.tmp` left by a kill before MOVED is overwritten by the next
+rewrite.
+
 `MarkSet` is thread-safe (a lock guards its cache); process-safe through the flock.
 """
 
@@ -32,12 +45,17 @@ import zlib
 from collections.abc import Callable, Iterable
 
 from .errors import StoreFullError
+from .layout import TMP_SUFFIX
 
 ENTRY = struct.Struct("<QQII")
 ENTRY_SIZE = ENTRY.size
 MARKS_STEP = 64 * 1024                # bytes reserved at a time (2,730 entries)
 _READ = 64 * ENTRY_SIZE * 16
 _ZERO = bytes(ENTRY_SIZE)
+# Entries that are not ranges (start all ones, end below it): a rewritten file's first entry
+# (end: the sequence number it starts at), and the last entry of a file a rewrite replaced.
+_SPECIAL = (1 << 64) - 1
+_FIRST, _MOVED = 1, 2
 
 # Sorted runs of offsets not marked yet -> (start, end, bytes, records): pieces inside one segment
 # each, with the framed size and number of the records in them.
@@ -65,10 +83,15 @@ class MarkSet:
         self._fd = -1  # the file is created by the first mark: a log never marked has none
         self._open(create=False)
         self._lock = threading.Lock()
-        self.count = 0                      # entries read so far: the marks sequence number
+        self._reset()
+
+    def _reset(self) -> None:
+        self.count = 0                      # the next entry's sequence number
+        self._slot = 0                      # the next entry's slot in the file
         self.starts: list[int] = []         # merged, disjoint marked ranges
         self.ends: list[int] = []
-        self._entries: list[tuple[int, int, int]] = []  # (start, seq, bytes), sorted by start
+        self._entries: list[tuple[int, int, int, int]] = []  # (start, seq, bytes, end), by start
+        self.moved = False                  # the file ends with MOVED: replaced, or being
 
     # ------------------------------------------------------------------ reading
     def refresh(self) -> None:
@@ -89,19 +112,46 @@ class MarkSet:
         if self._fd < 0 and not self._open(create=False):
             return
         while True:
-            data = os.pread(self._fd, _READ, self.count * ENTRY_SIZE)
+            data = os.pread(self._fd, _READ, self._slot * ENTRY_SIZE)
             for n in range(len(data) // ENTRY_SIZE):
                 chunk = data[n * ENTRY_SIZE:(n + 1) * ENTRY_SIZE]
                 if chunk == _ZERO:
                     return
                 start, end, nbytes, crc = ENTRY.unpack(chunk)
-                if zlib.crc32(chunk[:-4]) != crc or end <= start:
+                if zlib.crc32(chunk[:-4]) != crc:
                     return  # being written, or torn by a crash: re-read next time
+                if start == _SPECIAL and end < start:
+                    if nbytes == _FIRST and self._slot == 0:
+                        self.count = end
+                        self._slot = 1
+                        continue
+                    if nbytes == _MOVED and self._follow_move():
+                        break  # the replacement is open: read it from its start
+                    self.moved = nbytes == _MOVED
+                    return
+                if end <= start:
+                    return
                 self._add(start, end)
-                bisect.insort(self._entries, (start, self.count, nbytes))
+                bisect.insort(self._entries, (start, self.count, nbytes, end))
                 self.count += 1
-            if len(data) < _READ:
-                return
+                self._slot += 1
+            else:
+                if len(data) < _READ:
+                    return
+
+    def _follow_move(self) -> bool:
+        """At a MOVED entry: when `marks` is another file now, take it (the cache reset, to be
+        read whole) and return True; False while the rename is pending."""
+        try:
+            renamed = os.stat(self.path).st_ino != os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            return False
+        if renamed:
+            os.close(self._fd)
+            self._fd = -1
+            self._reset()
+            self._open(create=False)
+        return renamed
 
     def _add(self, start: int, end: int) -> None:
         starts, ends = self.starts, self.ends
@@ -147,7 +197,7 @@ class MarkSet:
     def dead_bytes(self, lo: int, hi: int, since: int = 0) -> int:
         """Dead bytes of the entries starting in [lo, hi) with sequence number >= `since`."""
         entries = self._entries
-        i = bisect.bisect_left(entries, (lo, -1, -1))
+        i = bisect.bisect_left(entries, (lo, -1, -1, -1))
         total = 0
         while i < len(entries) and entries[i][0] < hi:
             if entries[i][1] >= since:
@@ -165,9 +215,9 @@ class MarkSet:
             return out
         with self._lock:
             entries = self._entries
-            e = bisect.bisect_left(entries, (bases[first], -1, -1))
+            e = bisect.bisect_left(entries, (bases[first], -1, -1, -1))
             j = first
-            for start, seq, _ in entries[e:]:
+            for start, seq, _, _ in entries[e:]:
                 j = bisect.bisect_right(bases, start, j) - 1
                 if out.get(j, -1) < seq:
                     out[j] = seq
@@ -176,13 +226,25 @@ class MarkSet:
     # ------------------------------------------------------------------ marking
     @contextlib.contextmanager
     def locked(self):
-        """Exclusive across processes: markers, and a compaction's swap (which fixes the sequence
-        number its output records), hold it."""
+        """Exclusive across processes: markers, a rewrite, and a compaction's swap (which fixes
+        the sequence number its output records), hold it; on the file `marks` names, the one
+        appended to (a rewrite a kill interrupted is finished first)."""
         with self._lock:
-            self._open(create=True)
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
+            while True:
+                self._open(create=True)
+                fd = self._fd
+                fcntl.flock(fd, fcntl.LOCK_EX)
                 self._refresh_locked()
+                if self._fd == fd and not self.moved:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.path + TMP_SUFFIX)  # a rewrite's, killed before MOVED
+                    break
+                if self._fd == fd:  # MOVED, never renamed: killed mid-rewrite; finish it
+                    self._finish_rename()
+                if self._fd == fd:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                # else: the old file's descriptor is closed, and its lock with it
+            try:
                 yield
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -196,7 +258,7 @@ class MarkSet:
             if not entries:
                 return 0
             data = b"".join(_pack(a, b, nbytes) for a, b, nbytes, _ in entries)
-            at = self.count * ENTRY_SIZE
+            at = self._slot * ENTRY_SIZE
             self._reserve(at + len(data))
             os.pwrite(self._fd, data, at)
             os.fdatasync(self._fd)
@@ -215,6 +277,63 @@ class MarkSet:
                 os.ftruncate(self._fd, size)  # give back a partial reservation
                 raise StoreFullError(f"no space left to record marks in {self.path}") from exc
             raise
+
+    def entries(self) -> list[tuple[int, int, int]]:
+        """(start, end, sequence number) of every entry read, in file order."""
+        with self._lock:
+            return [(start, end, seq) for start, seq, _, end in self._in_order()]
+
+    # ------------------------------------------------------------------ rewriting
+    def rewrite(self, keep: Callable[[int, int, int], bool]) -> tuple[int, int]:
+        """Replace the file by one holding the entries `keep(start, end, seq)` is true of (see
+        the module docstring); returns (entries before, entries after). Call it where no
+        compaction is between its snapshot and its swap (under the compaction lock)."""
+        with self.locked():
+            if self._fd < 0 or not self._entries:
+                return len(self._entries), len(self._entries)
+            before = len(self._entries)
+            kept = [(start, end, nbytes) for start, seq, nbytes, end in self._in_order()
+                    if keep(start, end, seq)]
+            self._replace(kept)
+            return before, len(kept)
+
+    def _in_order(self) -> list[tuple[int, int, int, int]]:
+        return sorted(self._entries, key=lambda e: e[1])
+
+    def _replace(self, kept: list[tuple[int, int, int]]) -> None:
+        """Under the flock of the current file: write its replacement with `kept` (numbered from
+        this file's count on), MOVED here, the rename; the cache then follows the new file."""
+        tmp = self.path + TMP_SUFFIX
+        data = _pack(_SPECIAL, self.count, _FIRST) + b"".join(_pack(*e) for e in kept)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            size = -(-len(data) // MARKS_STEP) * MARKS_STEP
+            os.posix_fallocate(fd, 0, size)
+            os.pwrite(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        at = self._slot * ENTRY_SIZE
+        self._reserve(at + ENTRY_SIZE)
+        os.pwrite(self._fd, _pack(_SPECIAL, 0, _MOVED), at)
+        os.fdatasync(self._fd)
+        self._finish_rename()
+
+    def _finish_rename(self) -> None:
+        """The rename of a replacement MOVED announces (written whole and synced before MOVED
+        was), the directory synced; the cache then follows the new file."""
+        try:
+            os.replace(self.path + TMP_SUFFIX, self.path)
+        except FileNotFoundError:   # removed by hand: a replacement with every entry read here
+            self.moved = False
+            self._replace([(start, end, nbytes) for start, _, nbytes, end in self._in_order()])
+            return
+        dfd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        self._refresh_locked()  # meets MOVED, follows the rename, reads the new file
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-from . import rewrite
+from . import rewrite, swap
+from .marks_shrink import STEP_ENTRIES, shrink_marks
 from ..segments import seginfo
 from .rewrite import CompactionOutput, MarksSnapshot
 from ..errors import InvalidArgumentError
@@ -61,7 +62,14 @@ class DeadRecords:
             raise InvalidArgumentError(f"offset {runs[-1][1] - 1} of {self.path} is not written "
                                        f"yet (the log ends at {end}): only written records can "
                                        f"be marked dead")
-        return self._segs.marks.mark(runs, lambda fresh: rewrite.measure(self._segs, fresh))
+        marks = self._segs.marks
+        before = marks.count
+        newly = marks.mark(runs, lambda fresh: rewrite.measure(self._segs, fresh))
+        if marks.count // STEP_ENTRIES != before // STEP_ENTRIES:   # another step of the file
+            with swap.compaction_lock(self.path, wait=False) as free:
+                if free:
+                    shrink_marks(self._segs)
+        return newly
 
     def marks_snapshot(self) -> MarksSnapshot:
         """The marks at this instant: build a key index (`record_facts`) and compact from it."""

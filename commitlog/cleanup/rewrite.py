@@ -31,6 +31,7 @@ from ..errors import CorruptLogError, InvalidArgumentError, StoreFullError
 from ..segments.index import INDEX_INTERVAL, SegmentSummary, write_sealed
 from ..layout import TMP_SUFFIX, cleaned_path, fsync_directory, index_path
 from ..meta import upgrade_format
+from .marks_shrink import shrink_marks
 from .removal import removal_lock
 from ..segments.segment_list import SEALED, SegmentList
 
@@ -166,6 +167,7 @@ def compact(segs: SegmentList, runs: Sequence[Sequence[int]], decide: Decide,
                 break
             segs.refresh()
             out.append(_compact_run(segs, list(run), decide, marks, on_bytes))
+        shrink_marks(segs)  # what the outputs applied may now be forgotten
         return out
 
 
@@ -298,6 +300,7 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
                         raise CorruptLogError(path, pos, "record checksum does not verify")
                     writer.read = read0 + nxt
                     writer.record(current, view[pos:nxt], ts, attrs & delta_bit)
+                    writer.kept_marked |= marked
                     kept += 1
                 else:
                     dropped[cause] += 1
@@ -346,6 +349,7 @@ class _Output:
         self.last_ts = 0
         self.read = 0
         self.reported = 0
+        self.kept_marked = False  # a record marked dead was kept (the caller's rule protected it)
         self.on_bytes = on_bytes
 
     def _put(self, rel: int, data) -> None:
@@ -411,7 +415,7 @@ class _Output:
         self.fd = -1
         return SegmentSummary(self.size, end - self.base, self.first_ts or 0, self.last_ts,
                               mtime_ns, tuple(self.rels), tuple(self.positions), True,
-                              ino & 0xFFFFFFFF, marks_seq)
+                              ino & 0xFFFFFFFF, marks_seq, bool(self.kept_marked))
 
     def discard(self) -> None:
         if self.fd >= 0:

@@ -40,6 +40,9 @@ FLAG_SEALED = 1
 # of the data file it describes and the marks sequence the compaction read (commitlog.marks), and
 # the CRC covers them. An index naming another inode is stale (a swap interrupted): rebuilt.
 FLAG_COMPACTED = 2
+# A compaction's output that kept a record marked dead (its rule protected it): the marks applied
+# to it cannot all be forgotten (commitlog.cleanup.marks_shrink).
+FLAG_KEPT_MARKED = 4
 EXTRA = struct.Struct("<II")
 
 
@@ -61,11 +64,13 @@ class SegmentSummary:
     compacted: bool = False
     data_ino: int = 0        # compacted only: the data file's inode number, low 32 bits
     marks_seq: int = 0       # compacted only: marks before this sequence number are applied
+    kept_marked: bool = False  # compacted only: it kept a record marked dead
 
     def end_offset(self, base: int) -> int:
         """The offset after the segment's last record, the one place that derives it.
-        `record_count` counts offsets spanned: a compacted segment's gap records (record.ATTR_GAP)
-        count their whole span, and its last one ends exactly at the segment's end offset."""
+        `record_count` counts offsets spanned: a compacted segment's offset deltas and gap records
+        (record.ATTR_DELTA, ATTR_GAP) count the offsets they skip, and a gap record ends a
+        compacted segment whose last offsets were removed."""
         return base + self.record_count
 
     def floor(self, rel: int) -> tuple[int, int]:
@@ -132,7 +137,7 @@ def read_sealed(path: str) -> SegmentSummary | None:
     if len(rels) != n:
         return None
     return SegmentSummary(used, count, first_ts, last_ts, last_ns, tuple(rels), tuple(positions),
-                          compacted, ino, seq)
+                          compacted, ino, seq, bool(flags & FLAG_KEPT_MARKED))
 
 
 def read_checkpoints(path: str) -> tuple[list[int], list[int]]:
@@ -147,7 +152,8 @@ def read_checkpoints(path: str) -> tuple[list[int], list[int]]:
 
 def _pack_sealed(summary: SegmentSummary) -> bytes:
     entries = _pack_entries(summary.rels, summary.positions)
-    flags = FLAG_SEALED | (FLAG_COMPACTED if summary.compacted else 0)
+    flags = FLAG_SEALED | (FLAG_COMPACTED if summary.compacted else 0) | \
+        (FLAG_KEPT_MARKED if summary.kept_marked else 0)
     head = HEADER.pack(MAGIC, VERSION, flags, summary.used_bytes, summary.record_count,
                        summary.first_timestamp_ms, summary.last_timestamp_ms,
                        summary.last_write_ns, len(summary.rels), 0)[: HEADER.size - 4]

@@ -17,7 +17,8 @@ class SegmentInfo:
     live_bytes: used_bytes minus the framed bytes of records marked dead (`mark_dead`), kept
     without rereading the segment; records written dead (ATTR_DEAD) count until a compaction drops
     them, and keyed liveness (superseded keys, tombstones) is learnt only by a compaction's scan.
-    A compacted segment's gap records count as live (they cannot be reclaimed but by merging).
+    A compacted segment's offset deltas and gap records count as live (they cannot be reclaimed
+    but by merging).
     active: a writer may still append to it: the last segment, unless a roll sealed it (a
     time-based roll, `roll_after`, seals the last segment before the next exists)."""
 

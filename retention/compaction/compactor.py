@@ -13,10 +13,10 @@ Per log and pass:
    the deletion side's rule (`policies.stale_groups`, the policy's `consumer_ttl`).
 2. The plan's input (`plan_input`): `CommitLog.segments()` as `CompactionSegment`s (the active one last), the
    filesystem's free bytes, the time. The store's `live_bytes` know marks only; for a keyed log a
-   second read of its sealed segments (`scan`) subtracts what the rule drops as superseded or
-   tombstone, so such segments are chosen too. A keyed log thus costs two reads a pass. Each
-   segment's output size counts a gap record per run of dropped offsets: the marks' ranges, or
-   the runs that second read finds.
+   second read of its sealed segments (`scan`) counts each segment's output record by record (the
+   records the rule keeps, their offset deltas), so segments the rule thins are chosen too. A
+   keyed log thus costs two reads a pass. An unkeyed log's output size counts what each run of
+   marked offsets costs (an 8-byte delta, or a gap record where it ends the segment).
 3. Each output: an `action: "compact"` intent is fsynced to the audit trail, then
    `CommitLog.compact([inputs], rule.cause, marks=...)`, then a `compacted` outcome (or `aborted`
    with a reason: `no-room`, `too-large`, `inputs-changed`, `error`; an output of several inputs
@@ -42,7 +42,7 @@ staging log: its keys are writer ids) with `keys: true` is that log's error.
 each planned output is reported with its inputs and `bytes_before` (the inputs' file bytes), and
 `dropped` *measured* by applying the rule to `record_facts` of its inputs (a read, no write; the
 store offers no measuring rewrite); `bytes_after` is the plan's figure, the inputs' live record
-bytes and a gap record per run of dropped offsets: what the output holds but its end marker.
+bytes and what the runs of dropped offsets cost: what the output holds but its end marker.
 
 `Compactor` is not thread-safe: one pass at a time per instance (the scheduler keeps a lock per
 filesystem); `progress()` may be read from any thread. Several processes may compact one log: the

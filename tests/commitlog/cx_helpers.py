@@ -145,3 +145,26 @@ def cx_compactor(path: str, kill_at: int = 0, rounds: int = 10**9, fill: float =
             except (StoreFullError, InvalidArgumentError):
                 time.sleep(0.01)  # no room, or a run that no longer fits or changed meanwhile
     report({"outputs": outputs})
+
+
+def cx_shrink_marks(path: str, kill_at: int = 0) -> None:
+    """Rewrite the log's marks file without its obsolete entries (forced), under the compaction
+    lock as a compaction would; with kill_at, SIGKILL itself at that call of a step the rewrite
+    makes. Reports the entries before and after."""
+    from commitlog.cleanup.marks_shrink import shrink_marks
+    from commitlog.cleanup.swap import compaction_lock
+    if kill_at:
+        calls = [0]
+
+        def wrap(fn):
+            def inner(*args, **kwargs):
+                calls[0] += 1
+                if calls[0] == kill_at:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return fn(*args, **kwargs)
+            return inner
+        for name in ("pwrite", "fsync", "fdatasync", "replace", "posix_fallocate"):
+            setattr(os, name, wrap(getattr(os, name)))
+    with CommitLog.open(path, readonly=True) as log:
+        with compaction_lock(path):
+            report({"shrunk": shrink_marks(log._segs, force=True)})

@@ -6,7 +6,9 @@ processes the run SIGKILLs:
 
 The writer appends keyed batches and, once `append_batch` returned, appends `offset n` lines to
 ACKED (one write per batch, so a kill leaves at most a torn last line): those records are
-acknowledged. Record n has key `key_of(n)` and a value that spells n and a digest of it, so any
+acknowledged. About one batch in three it then marks one of its records that has a key of its own
+dead: `m OFFSET` goes to ACKED.marked before `mark_dead`, `d OFFSET` once it returned (readers must
+never see that record again; a compaction may drop it). Record n has key `key_of(n)` and a value that spells n and a digest of it, so any
 reader can tell a damaged or misplaced record. A full disk (StoreFullError) is waited out.
 
 The reader follows the log from its group's committed offset, checks every record it reads, and
@@ -52,6 +54,7 @@ def writer(log_path: str, acked_path: str, first_n: int) -> None:
     rng = random.Random(first_n)
     n = first_n
     ack = os.open(acked_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    marked = os.open(acked_path + ".marked", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     # roll_after: segments also roll by time, so SIGKILLs land in time rolls too.
     with CommitLog.open(log_path, segment_size=64 * 1024, flush="none", roll_after=0.3) as log:
         print("ready", flush=True)
@@ -65,6 +68,15 @@ def writer(log_path: str, acked_path: str, first_n: int) -> None:
                 n += count
                 continue
             os.write(ack, b"".join(b"%d %d\n" % (first + j, i) for j, i in enumerate(ns)))
+            own = [first + j for j, i in enumerate(ns) if not key_of(i).startswith(b"k")]
+            if own and rng.random() < 0.35:
+                victim = rng.choice(own)
+                os.write(marked, b"m %d\n" % victim)
+                try:
+                    log.mark_dead([victim])
+                    os.write(marked, b"d %d\n" % victim)
+                except StoreFullError:
+                    pass                # no room for the marks file to grow: not marked
             n += count
             time.sleep(rng.uniform(0.0005, 0.003))
 

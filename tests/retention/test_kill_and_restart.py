@@ -160,6 +160,10 @@ def run(root: Path, fs: str, *, seconds: float, seed: int) -> dict:
 
 def _verify(fleet: Fleet) -> dict:
     acked = _acked(fleet.acked)
+    marked_path = Path(str(fleet.acked) + ".marked")
+    lines = [line.split() for line in marked_path.read_text().splitlines()] if marked_path.exists() else []
+    marking = {int(p[1]) for p in lines if len(p) == 2 and p[1].isdigit()}    # maybe marked
+    marked = {int(p[1]) for p in lines if len(p) == 2 and p[0] == "d" and p[1].isdigit()}
     with CommitLog.open(fleet.log, readonly=True) as log:
         start = log.start_offset
         present = {r.offset: n_of(r.key, r.value) for r in log.scan()}
@@ -176,8 +180,12 @@ def _verify(fleet: Fleet) -> dict:
         return any(b <= offset < e for b, e in spans) or \
             any(e["base_offset"] <= offset < e["end_offset"] for e in deleted if e.get("recovered"))
 
+    shown = sorted(marked & set(present))
+    assert not shown, f"records marked dead were read back: {shown[:5]}"
     lost = []
     for offset, n in sorted(acked.items()):
+        if offset in marking:
+            continue            # marked dead (or maybe, killed mid-call): gone or hidden
         if present.get(offset) == n:
             continue
         assert offset not in present, f"offset {offset} holds n={present[offset]}, acked as n={n}"
@@ -193,7 +201,8 @@ def _verify(fleet: Fleet) -> dict:
              "deletions": len(deleted), "recovered": sum(1 for e in deleted if e.get("recovered")),
              "compactions": len(compactions), "aborted": sum(1 for e in events if e.get("event") == "aborted"),
              "aborted_by": dict(Counter(e.get("reason") for e in events if e.get("event") == "aborted")),
-             "lost": len(lost), "deaths": len(fleet.deaths), "open_intents": len(intents - outcomes)}
+             "marked": len(marked), "lost": len(lost), "deaths": len(fleet.deaths),
+             "open_intents": len(intents - outcomes)}
     print("kill-and-restart:", json.dumps(stats))
     assert not fleet.deaths, "\n\n".join(fleet.deaths)
     assert not lost, f"{len(lost)} acknowledged records lost, first {lost[:5]}"

@@ -71,6 +71,13 @@ def encode_gap(span: int) -> bytes:
 def gap_span(buf, value_start: int) -> int:
     return SPAN.unpack_from(buf, value_start)[0]
 
+
+def removed_run_bytes(*, ends_input: bool) -> int:
+    """What a run of removed offsets costs in a format-2 compaction's output: the offset delta of
+    the record kept after it, or the gap record saying where the input ends when the run ends an
+    input that keeps a record (commitlog.cleanup.rewrite writes them)."""
+    return HEADER_SIZE + SPAN.size if ends_input else DELTA_SIZE
+
 crc32 = zlib.crc32
 
 

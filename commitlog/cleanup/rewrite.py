@@ -424,12 +424,3 @@ class _Output:
         if os.path.exists(self.path):
             os.unlink(self.path)
 
-
-GAP_BYTES = len(rec.encode_gap(1))
-
-
-def removed_run_bytes(*, ends_input: bool) -> int:
-    """What a run of removed offsets costs in an output: the offset delta of the record kept
-    after it, or the gap record saying where the input ends when the run ends an input that
-    keeps a record."""
-    return GAP_BYTES if ends_input else rec.DELTA_SIZE

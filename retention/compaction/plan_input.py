@@ -2,7 +2,7 @@
 `CompactionSegment`s whose live bytes are what an output of each would hold (live records, what
 the runs of dropped offsets cost, and for a keyed log what the liveness rule drops beyond the
 store's marks). A run costs the offset delta of the record kept after it, or a gap record when
-it ends the segment (commitlog.cleanup.rewrite.removed_run_bytes). The
+it ends the segment (commitlog.record.removed_run_bytes). The
 runs are known from the marks' ranges (an unkeyed log) or a keyed log's scan, estimated
 otherwise. Exact for a segment no compaction rewrote yet; one rewritten may be counted a few
 bytes over (a dropped record's own delta). Pure functions
@@ -16,8 +16,7 @@ import math
 from collections.abc import Sequence
 
 from commitlog import CommitLog, SegmentInfo
-from commitlog.cleanup.rewrite import removed_run_bytes
-from commitlog.record import DELTA_SIZE, encoded_size
+from commitlog.record import DELTA_SIZE, encoded_size, removed_run_bytes
 from policies import SUPERSEDED, TOMBSTONE, CompactionSegment, LivenessRule
 
 __all__ = ["compaction_segments", "keyed_live", "marked_runs"]

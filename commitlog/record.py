@@ -61,6 +61,7 @@ ATTR_RESERVED = ATTR_GAP | ATTR_DELTA
 SPAN = struct.Struct("<Q")
 DELTA = struct.Struct("<Q")
 DELTA_SIZE = DELTA.size
+_DELTA_HEAD = struct.Struct("<BqiQ")        # a body head and its offset delta
 
 
 def encode_gap(span: int) -> bytes:
@@ -115,13 +116,12 @@ def encode(value: bytes, key: bytes | None, timestamp_ms: int, attributes: int =
     return b"".join((FRAME.pack(body_len, crc32(value, crc)), head, value))
 
 
-def reframe(framed, delta: int) -> bytes:
-    """The framed record `framed` (verified) carrying offset delta `delta` instead of its own
-    (none when 0), its CRC recomputed: how a compaction moves a record past a removed run."""
-    _length, _crc, attrs, ts, klen = HEADER.unpack_from(framed, 0)
-    rest = framed[HEADER_SIZE + DELTA_SIZE if attrs & ATTR_DELTA else HEADER_SIZE:]
-    head = BODY_HEAD.pack(attrs | ATTR_DELTA, ts, klen) + DELTA.pack(delta) if delta \
-        else BODY_HEAD.pack(attrs & ~ATTR_DELTA, ts, klen)
+def reframed(attributes: int, timestamp_ms: int, klen: int, rest, delta: int) -> bytes:
+    """The framed bytes of a record whose body head holds `attributes` (its ATTR_DELTA bit
+    ignored), `timestamp_ms` and key length `klen`, and `rest` its key then value, carrying offset
+    delta `delta` (none when 0): how a compaction moves a record past a removed run."""
+    head = _DELTA_HEAD.pack(attributes | ATTR_DELTA, timestamp_ms, klen, delta) if delta \
+        else BODY_HEAD.pack(attributes & ~ATTR_DELTA, timestamp_ms, klen)
     return b"".join((FRAME.pack(len(head) + len(rest), crc32(rest, crc32(head))), head, rest))
 
 

@@ -299,7 +299,11 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
                     if crc32(view[pos + frame:nxt]) != crc:
                         raise CorruptLogError(path, pos, "record checksum does not verify")
                     writer.read = read0 + nxt
-                    writer.record(current, view[pos:nxt], ts, attrs & delta_bit)
+                    if current > writer.next or attrs & delta_bit:  # its delta changes
+                        writer.record(current, rec.reframed(attrs, ts, klen, view[ks:nxt],
+                                                            current - writer.next), ts)
+                    else:
+                        writer.record(current, view[pos:nxt], ts)
                     writer.kept_marked |= marked
                     kept += 1
                 else:
@@ -366,10 +370,8 @@ class _Output:
         if len(self.buf) >= _FLUSH:
             self._flush()
 
-    def record(self, offset: int, framed, ts: int, has_delta: int) -> None:
-        """Write the verified record `framed`; `has_delta`: it carries an offset delta now."""
-        if offset > self.next or has_delta:
-            framed = rec.reframe(framed, offset - self.next)
+    def record(self, offset: int, framed, ts: int) -> None:
+        """Write the verified record `framed`, carrying the delta from `next` to `offset`."""
         # An index entry's offset is the one counted before the record's delta, as a reader
         # starting there counts.
         self._put(self.next - self.base, framed)

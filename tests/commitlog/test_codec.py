@@ -53,7 +53,10 @@ def test_encode_decode_round_trips(value, key, ts, attrs, delta):
 def test_reframing_gives_a_record_the_delta_asked_and_nothing_else(value, key, ts, attrs, delta,
                                                                    new_delta):
     framed = rec.encode(value, key, ts, attrs, delta)
-    assert rec.reframe(framed, new_delta) == rec.encode(value, key, ts, attrs, new_delta)
+    r = rec.decode_at(framed, 0, len(framed))
+    rest = framed[r.value_start if r.key_start < 0 else r.key_start:]
+    assert rec.reframed(r.attributes, ts, -1 if key is None else len(key), rest, new_delta) == \
+        rec.encode(value, key, ts, attrs, new_delta)
 
 
 @given(klen=st.integers(-1, 20), short=st.integers(1, 8))

@@ -25,9 +25,9 @@ to the old file, fdatasync (nobody appends there again); rename `marks.tmp` over
 the directory. A reader meeting MOVED reopens `marks` once its inode changed and rereads it
 whole; until then (the rename pending, or killed before it) it waits at MOVED, missing nothing,
 for nothing is appended meanwhile. A marker takes the flock of the file it opened, and on finding
-it MOVED reopens `marks` (renamed already) or finishes the rewrite from the entries before MOVED
-(killed before the rename). A `marks.tmp` left by a kill before MOVED is overwritten by the next
-rewrite.
+it MOVED reopens `marks` (renamed already) or does the rename a kill prevented (`marks.tmp` was
+whole and synced before MOVED was written). A `marks.tmp` left by a kill before MOVED is removed
+by the next marker.
 
 `MarkSet` is thread-safe (a lock guards its cache); process-safe through the flock.
 """
@@ -45,7 +45,7 @@ import zlib
 from collections.abc import Callable, Iterable
 
 from .errors import StoreFullError
-from .layout import TMP_SUFFIX
+from .layout import TMP_SUFFIX, fsync_directory
 
 ENTRY = struct.Struct("<QQII")
 ENTRY_SIZE = ENTRY.size
@@ -328,11 +328,7 @@ class MarkSet:
             self.moved = False
             self._replace([(start, end, nbytes) for start, _, nbytes, end in self._in_order()])
             return
-        dfd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_directory(os.path.dirname(self.path) or ".")
         self._refresh_locked()  # meets MOVED, follows the rename, reads the new file
 
     def close(self) -> None:

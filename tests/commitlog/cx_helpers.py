@@ -111,8 +111,13 @@ def assert_one_file_per_offset(log: CommitLog) -> None:
     assert not [n for n in os.listdir(log.path) if n.endswith(CLEANED_SUFFIX)]
 
 
-def _kill_at(n: int) -> None:
-    """SIGKILL this process at its nth call of a file-system step a compaction makes."""
+COMPACTION_STEPS = ("rename", "unlink", "fsync", "write", "replace", "utime")
+MARKS_REWRITE_STEPS = ("pwrite", "fsync", "fdatasync", "replace", "posix_fallocate")
+
+
+def _kill_at(n: int, steps: tuple[str, ...] = COMPACTION_STEPS) -> None:
+    """SIGKILL this process at its nth call of one of the `os` functions `steps` (the
+    file-system steps a compaction, or a marks rewrite, makes)."""
     calls = [0]
 
     def wrap(fn):
@@ -122,7 +127,7 @@ def _kill_at(n: int) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
             return fn(*args, **kwargs)
         return inner
-    for name in ("rename", "unlink", "fsync", "write", "replace", "utime"):
+    for name in steps:
         setattr(os, name, wrap(getattr(os, name)))
 
 
@@ -154,17 +159,7 @@ def cx_shrink_marks(path: str, kill_at: int = 0) -> None:
     from commitlog.cleanup.marks_shrink import shrink_marks
     from commitlog.cleanup.swap import compaction_lock
     if kill_at:
-        calls = [0]
-
-        def wrap(fn):
-            def inner(*args, **kwargs):
-                calls[0] += 1
-                if calls[0] == kill_at:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                return fn(*args, **kwargs)
-            return inner
-        for name in ("pwrite", "fsync", "fdatasync", "replace", "posix_fallocate"):
-            setattr(os, name, wrap(getattr(os, name)))
+        _kill_at(kill_at, MARKS_REWRITE_STEPS)
     with CommitLog.open(path, readonly=True) as log:
         with compaction_lock(path):
             report({"shrunk": shrink_marks(log._segs, force=True)})

@@ -44,7 +44,7 @@ from .marking import mark_dead_records, pending_ranges
 _LAZY = {
     "FAST_WRITE_CONF": "fastpath", "read": "fastpath", "write": "fastpath",
     "await_termination": "progress",
-    "CommitLogDataSource": "source", "register": "source", "stored_schema": "source",
+    "CommitLogDataSource": "source", "register": "session", "stored_schema": "source",
     # The settings `write` applies for its job alone; setting them on a whole session (as before
     # the helpers existed) makes `df.write.format("commitlog")` as fast, and lifts the Arrow byte
     # bound for every Python path of that session.

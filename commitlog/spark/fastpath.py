@@ -18,17 +18,21 @@ them: the first sets them, the last to finish restores the values it found. Thre
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 from collections.abc import Iterator
 
 import pyarrow as pa
 
+from . import jvm
+from .jvm_planner import plan_json
 from .staging_errors import NoSchemaError
 from .source_options import Options
 from .reader import CommitLogBatchReader, read_partition
 from .schema import arrow_schema
-from .source import register, stored_schema
+from .session import register
+from .source import stored_schema
 
 # Spark 4.3 measures the Arrow batch it sends to a Python writer after every row unless
 # maxBytesPerBatch is exactly 2147483647 (no limit); that check costs about half of the JVM's CPU
@@ -50,7 +54,9 @@ def read(spark, path: str, **options):
     """The committed rows of the log at `path` as a DataFrame, as
     `spark.read.format("commitlog").option("path", path)` with `options` would return them.
     Partitions are planned now, on the driver: however often the DataFrame is computed, it reads
-    the records committed at this call (the data source plans at each action instead)."""
+    the records committed at this call (the data source plans at each action instead). The JVM
+    reader reads them when `register(spark)` installed it, else Python workers (`mapInArrow`)."""
+    register(spark)
     opts = Options.parse(_options(path, options))
     struct = stored_schema(opts.path)
     if struct is None:
@@ -59,6 +65,9 @@ def read(spark, path: str, **options):
             f"(commitlog.spark.write(df, path))")
     schema = arrow_schema(struct)
     parts = CommitLogBatchReader(opts, schema).partitions()
+    if jvm.installed(spark):          # the JVM reader reads the partitions planned here
+        return (spark.read.format("commitlog").schema(struct).option("path", opts.path)
+                .option("plan", json.dumps(plan_json(opts, parts))).load())
     if not parts:     # one empty partition, as Spark gives a source that plans none
         return spark.createDataFrame([], struct).coalesce(1)
     schema_ipc = schema.serialize().to_pybytes()

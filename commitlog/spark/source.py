@@ -12,7 +12,6 @@ from commitlog.layout import META_FILE
 from .staging_errors import NoSchemaError, OptionError, OverwriteNotSupportedError
 from .ledger_view import LedgerView
 from .source_options import Options
-from .progress import install as install_progress
 from .reader import CommitLogBatchReader
 from .schema import arrow_schema, check_readable, schema_from_json
 from .sink import CommitLogStreamWriter
@@ -36,13 +35,7 @@ class CommitLogDataSource(DataSource):
     # ------------------------------------------------------------------ schema
     def schema(self) -> StructType:
         """The log's recorded schema (only called when the reader gives none)."""
-        stored = stored_schema(self.parsed.path)
-        if stored is None:
-            raise NoSchemaError(
-                f"commit log {self.parsed.path} has no staged schema: write a DataFrame to it "
-                f"first (df.write.format('commitlog').option('path', ...).mode('append').save()), "
-                f"or give the reader one with .schema(...)")
-        return stored
+        return required_schema(self.parsed.path)
 
     def _read_schema(self, schema: StructType):
         stored = stored_schema(self.parsed.path)
@@ -88,10 +81,21 @@ def stored_schema(path: str) -> StructType | None:
     return None if text is None else schema_from_json(text)
 
 
-def register(spark) -> type[CommitLogDataSource]:
-    """Register the `commitlog` data source on the SparkSession `spark`, and the listener that
-    commits a stream's consumer group once its sink committed a batch (once per session);
-    returns the source's class."""
-    spark.dataSource.register(CommitLogDataSource)
-    install_progress(spark)
-    return CommitLogDataSource
+def required_schema(path: str) -> StructType:
+    """The log's recorded schema, or NoSchemaError saying how to give one."""
+    stored = stored_schema(path)
+    if stored is None:
+        raise NoSchemaError(
+            f"commit log {path} has no staged schema: write a DataFrame to it first "
+            f"(df.write.format('commitlog').option('path', ...).mode('append').save()), "
+            f"or give the reader one with .schema(...)")
+    return stored
+
+
+class PythonReaderDataSource(CommitLogDataSource):
+    """`format("commitlog_python")`: the Python data source under a name the JVM reader does not
+    take, for comparing the readers and as the documented fallback."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "commitlog_python"

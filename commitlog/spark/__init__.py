@@ -1,7 +1,7 @@
 """commitlog.spark: the commit log as a PySpark 4 data source named `commitlog`, and helpers.
 
     import commitlog.spark
-    commitlog.spark.register(spark)              # the data source and the progress listener
+    commitlog.spark.register(spark)              # the data source, its JVM reader, the progress listener
     commitlog.spark.write(df, p)                 # fast path: one atomic append job
     commitlog.spark.read(spark, p)               # fast path: the committed rows
     spark.readStream.format("commitlog").option("path", p).option("group", "etl").load()
@@ -23,8 +23,9 @@ payload), ledger_view (which records are visible, in <log>/spark.db: what reader
 still lives: abandoned jobs), host (the one-host check), turns (the writer lock taken in turns),
 appender (task-side appends), target (driver-side preparation of a write), batch_writer (batch
 writes), reader (batch reads), stream (the streaming source), sink (the streaming sink), source (the
-DataSource Spark instantiates), progress (the listener committing groups exactly), fastpath (read
-and write helpers), marking (dead records marked in the store, pending ranges for compaction),
+DataSource Spark instantiates), jvm (the JVM reader's jar; jvm.read_planner,
+what the JVM reader calls back to plan), progress (the listener committing groups exactly), fastpath
+(read and write helpers), marking (dead records marked in the store, pending ranges for compaction),
 protector (what compaction must keep, for retention), staging_errors (its errors), ledger_tables
 (spark.db's tables).
 """
@@ -44,7 +45,7 @@ from .marking import mark_dead_records, pending_ranges
 _LAZY = {
     "FAST_WRITE_CONF": "fastpath", "read": "fastpath", "write": "fastpath",
     "await_termination": "progress",
-    "CommitLogDataSource": "source", "register": "session", "stored_schema": "source",
+    "CommitLogDataSource": "source", "register": "source", "stored_schema": "source",
     # The settings `write` applies for its job alone; setting them on a whole session (as before
     # the helpers existed) makes `df.write.format("commitlog")` as fast, and lifts the Arrow byte
     # bound for every Python path of that session.

@@ -1,10 +1,9 @@
 """The fast path: `read(spark, path, **options)` and `write(df, path, **options)`.
 
 `read` plans partitions exactly as `format("commitlog")` does (same options, same partitioning
-rule, same data-loss errors) and reads them through `mapInArrow` over a DataFrame of partition
-numbers: Spark turns the Arrow batches into rows once, where a Python data source's rows are
-projected on the JVM twice (Spark 4.3's `Project` over a row-based DSv2 scan) with custom metrics
-updated every 100 rows, and has no columnar mode.
+rule, same data-loss errors), now, and reads them with the JVM reader (`format("commitlog")` given
+the plan) when `register` installed it; else through `mapInArrow` over a DataFrame of partition
+numbers (Python workers yield the Arrow batches; Spark turns them into rows once).
 
 `write` is `df.write.format("commitlog")...save()` with the settings that make the write fast
 (`FAST_WRITE_CONF`) set on the session for that job alone, and the session's own values put back
@@ -26,13 +25,12 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from . import jvm
-from .jvm_planner import plan_json
+from .jvm.read_planner import plan_json
 from .staging_errors import NoSchemaError
 from .source_options import Options
 from .reader import CommitLogBatchReader, read_partition
 from .schema import arrow_schema
-from .session import register
-from .source import stored_schema
+from .source import register, stored_schema
 
 # Spark 4.3 measures the Arrow batch it sends to a Python writer after every row unless
 # maxBytesPerBatch is exactly 2147483647 (no limit); that check costs about half of the JVM's CPU

@@ -12,6 +12,7 @@ types; nullability may differ and is widened (a nullable column makes the stored
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -19,8 +20,10 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from commitlog import RecordTooLargeError
+from commitlog.layout import META_FILE
 
-from .staging_errors import SchemaMismatchError
+from .ledger_view import LedgerView
+from .staging_errors import NoSchemaError, SchemaMismatchError
 
 # Arrow IPC buffers are 8-byte aligned relative to the message start. A record's value starts
 # 21 bytes (the record header) plus the key length after the record's position; with a key length
@@ -153,3 +156,23 @@ def decode(value) -> pa.RecordBatch:
     batch then references (no copy): the mapping stays alive as long as the batch does."""
     reader = pa.ipc.open_stream(pa.py_buffer(value))
     return reader.read_next_batch()
+
+
+def stored_schema(path: str) -> StructType | None:
+    """The Spark schema recorded for the log at `path`, or None (no log, or nothing staged)."""
+    if not (os.path.isfile(os.path.join(path, META_FILE)) and LedgerView.exists(path)):
+        return None
+    with LedgerView(path) as ledger:
+        text = ledger.schema_json()
+    return None if text is None else schema_from_json(text)
+
+
+def required_schema(path: str) -> StructType:
+    """The log's recorded schema, or NoSchemaError saying how to give one."""
+    stored = stored_schema(path)
+    if stored is None:
+        raise NoSchemaError(
+            f"commit log {path} has no staged schema: write a DataFrame to it first "
+            f"(df.write.format('commitlog').option('path', ...).mode('append').save()), "
+            f"or give the reader one with .schema(...)")
+    return stored

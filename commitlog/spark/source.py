@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import os
-
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from commitlog.layout import META_FILE
-
-from .staging_errors import NoSchemaError, OptionError, OverwriteNotSupportedError
-from .ledger_view import LedgerView
+from .staging_errors import OptionError, OverwriteNotSupportedError
+from .jvm import install as install_jvm
+from .progress import install as install_progress
 from .source_options import Options
 from .reader import CommitLogBatchReader
-from .schema import arrow_schema, check_readable, schema_from_json
+from .schema import arrow_schema, check_readable, required_schema, stored_schema
 from .sink import CommitLogStreamWriter
 from .stream import CommitLogStreamReader
 from .target import prepare_write
@@ -72,24 +69,22 @@ class CommitLogDataSource(DataSource):
                 f'supported; use mode("append")')
 
 
-def stored_schema(path: str) -> StructType | None:
-    """The Spark schema recorded for the log at `path`, or None (no log, or nothing staged)."""
-    if not (os.path.isfile(os.path.join(path, META_FILE)) and LedgerView.exists(path)):
-        return None
-    with LedgerView(path) as ledger:
-        text = ledger.schema_json()
-    return None if text is None else schema_from_json(text)
+def register(spark) -> type[CommitLogDataSource]:
+    """Register the `commitlog` data source on the SparkSession `spark` (the JVM reader when its
+    jar is built: it takes the name for reads, see commitlog.spark.jvm), and the listener that
+    commits a stream's consumer group once its sink committed a batch (once per session);
+    returns the Python source's class. `format("commitlog_python")` names the Python data source
+    alone, reads included."""
+    if not getattr(spark, _REGISTERED, False):
+        spark.dataSource.register(CommitLogDataSource)
+        spark.dataSource.register(PythonReaderDataSource)
+        setattr(spark, _REGISTERED, True)
+    install_jvm(spark)
+    install_progress(spark)
+    return CommitLogDataSource
 
 
-def required_schema(path: str) -> StructType:
-    """The log's recorded schema, or NoSchemaError saying how to give one."""
-    stored = stored_schema(path)
-    if stored is None:
-        raise NoSchemaError(
-            f"commit log {path} has no staged schema: write a DataFrame to it first "
-            f"(df.write.format('commitlog').option('path', ...).mode('append').save()), "
-            f"or give the reader one with .schema(...)")
-    return stored
+_REGISTERED = "_commitlog_sources_registered"
 
 
 class PythonReaderDataSource(CommitLogDataSource):

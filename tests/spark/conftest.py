@@ -42,3 +42,12 @@ def spark(tmp_path_factory):
 def log_path(tmp_path):
     """A path (not yet created) for a staging log."""
     return str(tmp_path / "staging")
+
+
+@pytest.fixture(params=["commitlog", "commitlog_python"])
+def both_readers(request, monkeypatch):
+    """Run a test with the JVM reader (`format("commitlog")`) and with the Python data source
+    (`format("commitlog_python")`): spark_helpers.load and read_stream read through it."""
+    import spark_helpers
+    monkeypatch.setattr(spark_helpers, "SOURCE", request.param)
+    return request.param

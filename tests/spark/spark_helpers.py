@@ -6,6 +6,12 @@ from commitlog import CommitLog
 from commitlog.spark.schema import writer_of_key
 
 
+# The source name reads use: "commitlog" (the JVM reader once register(spark) installed it) or
+# "commitlog_python" (the Python data source); `both_readers` runs a module's tests with each.
+SOURCE = "commitlog"
+READERS = ("commitlog", "commitlog_python")
+
+
 def stage(df, path: str, **options) -> None:
     """Append `df` to the log at `path` through the data source."""
     writer = df.write.format("commitlog").option("path", path).mode("append")
@@ -15,7 +21,15 @@ def stage(df, path: str, **options) -> None:
 
 
 def load(spark, path: str, **options):
-    reader = spark.read.format("commitlog").option("path", path)
+    reader = spark.read.format(SOURCE).option("path", path)
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load()
+
+
+def read_stream(spark, path: str, **options):
+    """`spark.readStream` of the log at `path` through the module's reader (SOURCE)."""
+    reader = spark.readStream.format(SOURCE).option("path", path)
     for key, value in options.items():
         reader = reader.option(key, str(value))
     return reader.load()

@@ -9,9 +9,9 @@ import pytest
 
 from commitlog import CommitLog
 
-from spark_helpers import ids, load, spark_records, stage
+from spark_helpers import ids, load, read_stream, spark_records, stage
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("both_readers")]
 
 
 def _three_stagings(spark, path: str) -> list[int]:
@@ -40,8 +40,7 @@ def test_a_batch_read_between_two_times_gets_the_rows_staged_between_them(spark,
 def test_a_stream_starts_at_a_time_and_stops_before_another(spark, log_path, tmp_path):
     _, t1, t2 = _three_stagings(spark, log_path)
     out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
-    query = (spark.readStream.format("commitlog").option("path", log_path)
-             .option("startingTimestamp", str(t1)).option("endingTimestamp", str(t2)).load()
+    query = (read_stream(spark, log_path, startingTimestamp=t1, endingTimestamp=t2)
              .writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     query.awaitTermination(120)

@@ -69,6 +69,7 @@ def _row(i: int) -> tuple:
     )
 
 
+@pytest.mark.usefixtures("both_readers")
 def test_every_arrow_type_round_trips_with_nulls_and_nesting(spark, log_path):
     df = spark.createDataFrame([_row(i) for i in range(60)], ALL_TYPES).repartition(3)
     stage(df, log_path)
@@ -80,6 +81,7 @@ def test_every_arrow_type_round_trips_with_nulls_and_nesting(spark, log_path):
     assert load(spark, log_path).count() == 70
 
 
+@pytest.mark.usefixtures("both_readers")
 def test_variant_and_geometry_round_trip(spark, log_path):
     df = spark.sql("""SELECT id, parse_json(concat('{"a": ', id, ', "b": [1, null]}')) AS v,
                       st_geomfromwkb(X'0101000000000000000000F03F0000000000000040') AS g
@@ -92,6 +94,7 @@ def test_variant_and_geometry_round_trip(spark, log_path):
         sorted(df.selectExpr(*as_text.split(", ")).collect())
 
 
+@pytest.mark.usefixtures("both_readers")
 def test_large_rows_and_batches_split_to_fit_segments(spark, log_path):
     # 1 MiB segments: a 10-row Arrow batch of 300 KiB rows does not fit one record, so it is
     # split; a single 700 KiB row still fits.
@@ -114,6 +117,7 @@ def test_row_larger_than_a_segment_fails_clearly(spark, log_path):
     assert load(spark, log_path).count() == 0
 
 
+@pytest.mark.usefixtures("both_readers")
 def test_empty_dataframes(spark, log_path):
     schema = StructType([StructField("id", LongType()), StructField("s", StringType())])
     stage(spark.createDataFrame([], schema), log_path)
@@ -125,6 +129,7 @@ def test_empty_dataframes(spark, log_path):
     assert [j.state for j in jobs(log_path)] == ["committed"] * 3
 
 
+@pytest.mark.usefixtures("both_readers")
 def test_reading_a_missing_log_or_one_without_schema_fails_clearly(spark, tmp_path):
     with pytest.raises(Exception, match="write a DataFrame to it first"):
         load(spark, str(tmp_path / "nowhere")).collect()
@@ -134,6 +139,7 @@ def test_reading_a_missing_log_or_one_without_schema_fails_clearly(spark, tmp_pa
         load(spark, str(tmp_path / "plain")).collect()
 
 
+@pytest.mark.usefixtures("both_readers")
 def test_records_appended_by_others_are_not_rows(spark, log_path):
     stage(spark.range(5), log_path)
     with CommitLog.open(log_path) as log:
@@ -142,6 +148,7 @@ def test_records_appended_by_others_are_not_rows(spark, log_path):
     assert ids(load(spark, log_path)) == list(range(8))
 
 
+@pytest.mark.usefixtures("both_readers")
 def test_log_order_within_a_partition_and_offset_options(spark, log_path):
     for start in range(0, 40, 10):   # four jobs of one record each
         stage(spark.range(start, start + 10, numPartitions=1), log_path)
@@ -154,6 +161,7 @@ def test_log_order_within_a_partition_and_offset_options(spark, log_path):
     assert load(spark, log_path, startOffset=offsets[3] + 1).count() == 0
 
 
+@pytest.mark.usefixtures("both_readers")
 def test_one_partition_per_offset_range(spark, log_path):
     stage(spark.range(0, 200_000, numPartitions=4), log_path, segmentSize="256KiB")
     with CommitLog.open(log_path, readonly=True) as log:
@@ -187,6 +195,7 @@ def test_incompatible_schema_fails_before_any_task_writes(spark, log_path):
     assert SchemaMismatchError.__name__ in str(failure.value)
 
 
+@pytest.mark.usefixtures("both_readers")
 def test_nullability_widens_and_old_records_still_read(spark, log_path):
     stage(spark.range(3), log_path)                         # id bigint NOT NULL
     assert stored_schema(log_path)["id"].nullable is False

@@ -16,9 +16,9 @@ from commitlog.spark.schema import arrow_schema
 from commitlog.spark.source import stored_schema
 from commitlog.spark.stream import CommitLogStreamReader
 
-from spark_helpers import ids, load, spark_records, stage
+from spark_helpers import ids, load, read_stream, spark_records, stage
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("both_readers")]
 
 
 def _reader(path: str, **options) -> CommitLogStreamReader:
@@ -27,10 +27,7 @@ def _reader(path: str, **options) -> CommitLogStreamReader:
 
 
 def _stream(spark, path: str, out: str, checkpoint: str, **options):
-    reader = spark.readStream.format("commitlog").option("path", path)
-    for key, value in options.items():
-        reader = reader.option(key, str(value))
-    return (reader.load().writeStream.format("parquet").option("path", out)
+    return (read_stream(spark, path, **options).writeStream.format("parquet").option("path", out)
             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
 
 

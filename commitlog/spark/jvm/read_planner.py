@@ -18,11 +18,10 @@ import threading
 from pyspark.sql.types import StructType
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from .reader import CommitLogBatchReader, LogPartition
-from .schema import arrow_schema, check_readable, schema_from_json
-from .source import required_schema, stored_schema
-from .source_options import Options
-from .stream import CommitLogStreamReader
+from ..reader import CommitLogBatchReader, LogPartition
+from ..schema import arrow_schema, check_readable, required_schema, schema_from_json, stored_schema
+from ..source_options import Options
+from ..stream import CommitLogStreamReader
 
 log = logging.getLogger("commitlog.spark")
 

@@ -1,9 +1,9 @@
-"""The JVM reader's jar, and putting it on a session.
+"""The JVM reader: its jar, and putting it on a session.
 
-`make` compiles jvm/src with the JDK against PySpark's own jars into `jars/commitlog-spark.jar`
-beside this module (`python -m commitlog.spark.jvm build` does the same). `install(spark)` adds the
+`make` compiles jvm/src with the JDK against PySpark's own jars into commitlog/spark/jars/
+commitlog-spark.jar (`python -m commitlog.spark.jvm build` does the same). `install(spark)` adds the
 jar to the session (`ADD JAR`: the driver's and executors' class loaders) and gives the JVM the
-planner it calls back (commitlog.spark.jvm_planner, through PySpark's Py4J callback server). A
+planner it calls back (read_planner, through PySpark's Py4J callback server). A
 session with the jar reads `format("commitlog")` in the JVM; without it (no JDK at install time,
 or a Spark Connect session without Py4J), everything runs in the Python data source, as before.
 """
@@ -14,14 +14,14 @@ import glob
 import logging
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 
 log = logging.getLogger("commitlog.spark")
 
-JAR = os.path.join(os.path.dirname(__file__), "jars", "commitlog-spark.jar")
-SOURCES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "jvm", "src")
+_SPARK_PACKAGE = os.path.dirname(os.path.dirname(__file__))
+JAR = os.path.join(_SPARK_PACKAGE, "jars", "commitlog-spark.jar")
+SOURCES = os.path.join(os.path.dirname(os.path.dirname(_SPARK_PACKAGE)), "jvm", "src")
 _ATTR = "_commitlog_jvm_planner"
 _lock = threading.Lock()
 
@@ -45,7 +45,7 @@ def install(spark) -> bool:
             return True
         from pyspark.java_gateway import ensure_callback_server_started
 
-        from .jvm_planner import Planner
+        from .read_planner import Planner   # imports pyspark: only once a session exists
         gateway = spark.sparkContext._gateway
         ensure_callback_server_started(gateway)
         spark.sql(f"ADD JAR '{JAR}'")
@@ -75,8 +75,3 @@ def build(jar: str = JAR) -> str:
         os.replace(tmp, jar)
     return jar
 
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["build"]:
-        sys.exit("usage: python -m commitlog.spark.jvm build")
-    print(build())

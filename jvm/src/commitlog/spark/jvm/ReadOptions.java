@@ -3,7 +3,6 @@ package commitlog.spark.jvm;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -59,14 +58,5 @@ final class ReadOptions implements Serializable {
             parts.add(new LogPartition(new long[0], new long[0], ""));
         }
         return parts.toArray(new LogPartition[0]);
-    }
-
-    static String required(Map<String, String> options, String key) {
-        String value = options.get(key);
-        if (value == null) {
-            throw new IllegalArgumentException("the commitlog JVM reader needs option " + key
-                    + " (commitlog.spark plans the read and sets it)");
-        }
-        return value;
     }
 }

@@ -70,7 +70,7 @@ def build(jar: str = JAR) -> str:
         with open(os.path.join(services, "org.apache.spark.sql.sources.DataSourceRegister"), "w") as f:
             f.write("commitlog.spark.jvm.CommitLogProvider\n")
         os.makedirs(os.path.dirname(jar), exist_ok=True)
-        tmp = jar + ".tmp"
+        tmp = jar + ".building"   # renamed into place whole
         subprocess.run(["jar", "cf", tmp, "-C", classes, "."], check=True)
         os.replace(tmp, jar)
     return jar

@@ -69,6 +69,9 @@ class CommitLogDataSource(DataSource):
                 f'supported; use mode("append")')
 
 
+_REGISTERED = "_commitlog_sources_registered"     # a session flag: its Python sources are registered
+
+
 def register(spark) -> type[CommitLogDataSource]:
     """Register the `commitlog` data source on the SparkSession `spark` (the JVM reader when its
     jar is built: it takes the name for reads, see commitlog.spark.jvm), and the listener that
@@ -83,8 +86,6 @@ def register(spark) -> type[CommitLogDataSource]:
     install_progress(spark)
     return CommitLogDataSource
 
-
-_REGISTERED = "_commitlog_sources_registered"
 
 
 class PythonReaderDataSource(CommitLogDataSource):

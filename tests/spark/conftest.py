@@ -9,6 +9,8 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
+from spark_helpers import READERS  # noqa: E402  (after the skip: it imports pyspark)
+
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
@@ -44,7 +46,7 @@ def log_path(tmp_path):
     return str(tmp_path / "staging")
 
 
-@pytest.fixture(params=["commitlog", "commitlog_python"])
+@pytest.fixture(params=READERS)
 def both_readers(request, monkeypatch):
     """Run a test with the JVM reader (`format("commitlog")`) and with the Python data source
     (`format("commitlog_python")`): spark_helpers.load and read_stream read through it."""

@@ -59,6 +59,14 @@ def assert_same_walk(path: str, start: int = 0, stops=("EMPTY", "END")) -> list[
     return got
 
 
+def record_position(data: bytes, records: int) -> int:
+    """Where record number `records` (from 0) of a segment's bytes starts."""
+    pos = 0
+    for _ in range(records):
+        pos += 8 + int.from_bytes(data[pos:pos + 4], "little")
+    return pos
+
+
 def _fixture(tmp_path) -> str:
     path = str(tmp_path / "log")
     shutil.copytree(FIXTURE, path)
@@ -108,9 +116,7 @@ def test_a_corrupt_record_stops_the_walk_as_bad(tmp_path):
     segment = os.path.join(path, f"{0:020d}.log")
     with open(segment, "r+b") as f:                       # a flipped byte in record 10's value
         data = f.read()
-        pos = 0
-        for _ in range(10):
-            pos += 8 + int.from_bytes(data[pos:pos + 4], "little")
+        pos = record_position(data, 10)
         f.seek(pos + 30)
         f.write(bytes([data[pos + 30] ^ 0xFF]))
     got, why, at, _ = java_walk(path)
@@ -146,9 +152,7 @@ def test_a_committed_record_corrupted_on_disk_fails_the_read_naming_the_log(spar
     segment = os.path.join(log_path, f"{base:020d}.log")
     with open(segment, "r+b") as f:                       # one flipped byte in the victim's value
         data = f.read()
-        pos = 0
-        for _ in range(victim - base):
-            pos += 8 + int.from_bytes(data[pos:pos + 4], "little")
+        pos = record_position(data, victim - base)
         end = pos + 8 + int.from_bytes(data[pos:pos + 4], "little")
         f.seek(end - 16)
         f.write(bytes([data[end - 16] ^ 0xFF]))

@@ -15,7 +15,6 @@ import json
 import logging
 import threading
 
-from pyspark.sql.types import StructType
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from ..reader import CommitLogBatchReader, LogPartition
@@ -55,7 +54,7 @@ class Planner:
     def answer(self, request: dict) -> dict:
         op = request["op"]
         if op == "schema":
-            return {"schema": _stored(Options.parse(request["options"])).json()}
+            return {"schema": required_schema(Options.parse(request["options"]).path).json()}
         if op == "batch":
             options = self._options(request)
             schema = arrow_schema(schema_from_json(request["schema"]))
@@ -69,7 +68,7 @@ class Planner:
     def _options(self, request: dict) -> Options:
         """The request's options; a user-given schema checked against the log's."""
         options = Options.parse(request["options"])
-        stored = _stored(options, required=False)
+        stored = stored_schema(options.path)
         if stored is not None:
             check_readable(stored, schema_from_json(request["schema"]), options.path)
         return options
@@ -116,6 +115,3 @@ class Planner:
             return {}
         raise ValueError(f"unknown planner request {op!r}")
 
-
-def _stored(options: Options, *, required: bool = True) -> StructType | None:
-    return required_schema(options.path) if required else stored_schema(options.path)

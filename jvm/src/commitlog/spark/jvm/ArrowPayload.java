@@ -6,6 +6,7 @@ import java.nio.ByteBuffer;
 import java.nio.channels.ReadableByteChannel;
 
 import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ArrowStreamReader;
 import org.apache.spark.sql.types.StructType;
@@ -32,10 +33,11 @@ final class ArrowPayload implements AutoCloseable {
             ColumnVector[] columns = new ColumnVector[wanted.fields().length];
             for (int i = 0; i < columns.length; i++) {
                 String name = wanted.fields()[i].name();
-                if (root.getSchema().getFields().stream().noneMatch(f -> f.getName().equals(name))) {
+                FieldVector vector = root.getVector(name);
+                if (vector == null) {
                     throw new IllegalStateException(where + " has no column " + name);
                 }
-                columns[i] = new ArrowColumnVector(root.getVector(name));
+                columns[i] = new ArrowColumnVector(vector);
             }
             batch = new ColumnarBatch(columns, root.getRowCount());
         } catch (IOException e) {

@@ -5,13 +5,14 @@ rule, same data-loss errors), now, and reads them with the JVM reader (`format("
 the plan) when `register` installed it; else through `mapInArrow` over a DataFrame of partition
 numbers (Python workers yield the Arrow batches; Spark turns them into rows once).
 
-`write` is `df.write.format("commitlog")...save()` with the settings that make the write fast
-(`FAST_WRITE_CONF`) set on the session for that job alone, and the session's own values put back
-afterwards, also when the write fails. Spark's runtime settings belong to the session, not to a
-job: while such a write runs, other jobs of the same session (other threads) see the settings too.
-They only lift a byte bound on the Arrow batches sent to Python workers (batches stay bounded by
-`spark.sql.execution.arrow.maxRecordsPerBatch` rows). Concurrent `write` calls on one session share
-them: the first sets them, the last to finish restores the values it found. Thread-safe.
+`write` is `df.write.format("commitlog")...save()`. The settings that make a write fast
+(`FAST_WRITE_CONF`, lifting a byte bound on the Arrow batches sent to Python workers; batches stay
+bounded by `spark.sql.execution.arrow.maxRecordsPerBatch` rows) are applied by the JVM data source
+to its own write tasks alone when `register` installed it. Without it, `write` sets them on the
+session for the job and puts the session's own values back afterwards, also when the write fails;
+Spark's runtime settings belong to the session, so other jobs of the session (other threads) see
+them meanwhile. Concurrent `write` calls on one session share them: the first sets them, the last
+to finish restores the values it found. Thread-safe.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def write(df, path: str, **options) -> None:
     writer = df.write.format("commitlog").mode("append")
     for key, value in _options(path, options).items():
         writer = writer.option(key, value)
+    if jvm.installed(spark):          # the JVM data source lifts the bound in its tasks alone
+        writer.save()
+        return
     with fast_write_conf(spark):
         writer.save()
 

@@ -21,6 +21,7 @@ from commitlog.spark.schema import arrow_schema
 from commitlog.spark.target import prepare_write
 from commitlog.spark.batch_writer import CommitLogBatchWriter
 
+import spark_helpers
 from spark_helpers import ids, load, spark_records, stage
 from test_spark_roundtrip import ALL_TYPES, _row
 
@@ -151,6 +152,42 @@ def test_write_stages_atomically_and_restores_the_session_settings(spark, log_pa
     assert ids(commitlog.spark.read(spark, log_path)) == list(range(2000))
     with CommitLog.open(log_path, readonly=True) as log:
         assert log.segment_size == 1 << 20
+
+
+def _bytes_sent_to_python_by_last_job(spark) -> float:
+    """Spark's "data sent to Python workers" metric of the session's last SQL execution."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    executions = store.executionsList()
+    last = executions.apply(executions.size() - 1)
+    values = store.executionMetrics(last.executionId())
+    metrics = last.metrics().iterator()
+    while metrics.hasNext():
+        metric = metrics.next()
+        if metric.name() == "data sent to Python workers":
+            number, unit = values.get(metric.accumulatorId()).get().split()
+            return float(number.replace(",", "")) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20}[unit]
+    raise AssertionError("the last job sent nothing to Python workers")
+
+
+def test_a_format_write_lifts_the_byte_bound_in_its_tasks_not_in_the_session(spark, tmp_path):
+    # A session bound of 256 bytes makes Spark cut its Arrow batches every few rows: each batch
+    # framed again on its way to the Python writer. The JVM data source lifts the bound in its own
+    # write tasks (one batch per 10,000 rows: about the column's 8 bytes a row are sent), the
+    # Python data source alone cannot; the session keeps its bound for every other job.
+    spark.conf.set(KEY, "256")
+    sent = {}
+    try:
+        for source in spark_helpers.READERS:
+            (spark.range(0, 3000, numPartitions=1).write.format(source)
+             .option("path", str(tmp_path / source)).mode("append").save())
+            sent[source] = _bytes_sent_to_python_by_last_job(spark)
+            assert spark.conf.get(KEY) == "256"
+        commitlog.spark.write(spark.range(3000, 4000, numPartitions=1), str(tmp_path / "commitlog"))
+        assert spark.conf.get(KEY) == "256"
+    finally:
+        spark.conf.unset(KEY)
+    assert sent["commitlog"] < 3000 * 8 + 2048 < sent["commitlog_python"], sent
+    assert ids(load(spark, str(tmp_path / "commitlog"))) == list(range(4000))
 
 
 def test_fast_write_conf_is_shared_by_concurrent_writes_and_restored_by_the_last(spark, tmp_path):

@@ -32,7 +32,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * {@code format("commitlog")} once commitlog.spark.register(spark) added this jar: reads, batch
  * and streaming, are planned by the Python planner and read here as columnar batches; writes go
  * to the Python data source of the same name (commitlog.spark.source), whose ledger makes them
- * atomic. Option {@code plan} (commitlog.spark.read) gives a batch read planned beforehand.
+ * atomic, with its tasks' Arrow batches unbounded in bytes (PythonWrites). Option {@code plan} (commitlog.spark.read) gives a batch read planned beforehand.
  */
 public final class CommitLogProvider implements TableProvider, DataSourceRegister {
 
@@ -102,7 +102,8 @@ public final class CommitLogProvider implements TableProvider, DataSourceRegiste
         public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
             PythonDataSourceV2 python = new PythonDataSourceV2();
             python.setShortName("commitlog");
-            return ((SupportsWrite) python.getTable(schema, partitioning, properties)).newWriteBuilder(info);
+            return PythonWrites.builder(
+                    ((SupportsWrite) python.getTable(schema, partitioning, properties)).newWriteBuilder(info));
         }
     }
 

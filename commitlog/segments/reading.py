@@ -40,7 +40,9 @@ def read(segs: SegmentList, offset: int) -> Record:
             r = rec.decode_at(mm, pos, limit)
             if r.status != rec.OK:
                 if r.status == rec.BAD and kind != LIVE:
-                    raise CorruptLogError(path, pos, "record checksum or length does not verify")
+                    raise _corrupt(path, pos, r.status)
+                if kind == LIVE and _damaged(segs, base, mm, pos, limit):
+                    raise _corrupt(path, pos, r.status)
                 if r.status == rec.END or (r.status == rec.EMPTY and kind == SEALED):
                     break  # past this segment's end: a gap up to the next segment
                 if segs.readonly:
@@ -65,6 +67,20 @@ def read(segs: SegmentList, offset: int) -> Record:
     finally:
         segs.release(base)
     raise _removed(segs, offset)
+
+
+def _damaged(segs: SegmentList, base: int, mm, pos: int, limit: int) -> bool:
+    """Whether the unverified bytes at `pos` of the last segment, which another process may be
+    writing, are damage: still unverified once records after them are known to verify. A record
+    in flight is the last one; one the writer finished meanwhile verifies when decoded again."""
+    if segs.live_summary(base).used_bytes <= pos:
+        return False
+    return rec.decode_at(mm, pos, limit).status != rec.OK
+
+
+def _corrupt(path: str, pos: int, status: int) -> CorruptLogError:
+    return CorruptLogError(path, pos, "record checksum or length does not verify"
+                           if status == rec.BAD else "unwritten bytes where a record should be")
 
 
 def _acquire(segs: SegmentList, offset: int) -> tuple:
@@ -146,6 +162,8 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
                     elif first == current:
                         break
             status = rec.decode_at(mm, pos, limit).status if current < stop else rec.OK
+            if status != rec.OK and kind == LIVE and _damaged(segs, base, mm, pos, limit):
+                kind = SEALED     # records verified after this one: damage, not in flight
             if status == rec.EMPTY and kind != LIVE and pos >= limit:
                 status = rec.END  # read up to its sealed length, or the writer's position
         finally:
@@ -156,14 +174,10 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
             offset = max(offset, current)  # the writer added a record after our read stopped
             continue
         path = segs.segment_path(base)
-        if status == rec.BAD:
+        if status in (rec.BAD, rec.EMPTY):
             if kind == LIVE:
-                return  # the writer's record in flight, or a torn tail recovery will cut
-            raise CorruptLogError(path, pos, "record checksum or length does not verify")
-        if status == rec.EMPTY:
-            if kind == LIVE:
-                return  # the end of what is written so far
-            raise CorruptLogError(path, pos, "unwritten bytes where a record should be")
+                return  # the writer's record in flight, a torn tail, or the end written so far
+            raise _corrupt(path, pos, status)
         # The end of this segment: go on in the next one, if there is one.
         if kind == ACTIVE:
             active = segs.active

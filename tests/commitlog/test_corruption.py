@@ -123,16 +123,20 @@ def test_clean_tail_reopens_without_warnings(tmp_log_dir, caplog):
         _check_all(log, 120)
 
 
-def test_corruption_before_the_last_checkpoint_of_the_active_segment_is_reported(tmp_log_dir):
+@pytest.mark.parametrize("readonly", [False, True], ids=["writer", "reader"])
+def test_corruption_before_the_last_checkpoint_of_the_last_segment_is_reported(tmp_log_dir,
+                                                                                readonly):
     """Recovery trusts what lies before its checkpoint; a later read still never returns the
-    damaged record, and says where it is instead of pretending the log ends there."""
+    damaged record, and says where it is instead of pretending the log ends there. A read-only
+    open (the last segment maybe still being written) knows records verified after it: the
+    damaged one is not a record in flight."""
     with CommitLog.open(tmp_log_dir, segment_size=256 * 1024, flush="none") as log:
         for off in range(400):
             append_deterministic(log, off, MAXV)
         [seg] = log.segments()
     assert read_checkpoints(index_path(seg.path))[1], "needs checkpoints"
     _flip(seg.path, rec.HEADER_SIZE + 1)  # record 0, before every checkpoint
-    with CommitLog.open(tmp_log_dir, flush="none") as log:
+    with CommitLog.open(tmp_log_dir, flush="none", readonly=readonly) as log:
         assert log.end_offset == 400
         with pytest.raises(CorruptLogError, match=re.escape(seg.path)):
             log.read(0)

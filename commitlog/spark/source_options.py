@@ -55,12 +55,18 @@ class Options:
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> "Options":
         opts = {str(k).lower(): v for k, v in dict(raw).items()}
+        if "maxoffsetspertrigger" in opts:
+            raise OptionError('option "maxOffsetsPerTrigger" is not supported: an offset here is '
+                              'a staged record of thousands of rows; limit rows with '
+                              '"maxRowsPerTrigger"')
+        starting_key = _given(opts, "startingoffset")
+        max_rows_key = _given(opts, "maxrowspertrigger")
         path = opts.get("path")
         if not path:
             raise OptionError('option "path" is required: .option("path", "/dir/of/the/log")')
-        starting = str(opts.get("startingoffset", "group")).strip().lower()
+        starting = str(opts.get(starting_key, "group")).strip().lower()
         if starting not in ("group", "earliest", "latest"):
-            _int(opts, "startingoffset", minimum=0)
+            _int(opts, starting_key, minimum=0)
         on_full = str(opts.get("onfull", "raise")).strip().lower()
         if on_full not in ("raise", "block"):
             raise OptionError(f'option "onFull" must be raise or block, got {opts["onfull"]!r}')
@@ -90,10 +96,10 @@ class Options:
             max_partition_bytes=_size(opts, "maxpartitionbytes"),
             group=None if group is None else str(group).strip(),
             starting_offset=starting,
-            max_rows_per_trigger=_int(opts, "maxrowspertrigger", minimum=1),
+            max_rows_per_trigger=_int(opts, max_rows_key, minimum=1),
             fail_on_data_loss=_bool(opts, "failondataloss", True),
         )
-        for timestamp, offsets in (("startingtimestamp", ("startoffset", "startingoffset")),
+        for timestamp, offsets in (("startingtimestamp", ("startoffset", starting_key)),
                                    ("endingtimestamp", ("endoffset",))):
             clash = next((o for o in offsets if timestamp in opts and o in opts), None)
             if clash:
@@ -110,7 +116,23 @@ class Options:
         return result
 
 
-_NAMES = {"segmentsize": "segmentSize", "recordbytes": "recordBytes", "flushbytes": "flushBytes",
+# Spark's Kafka source's names, taken in the same meaning: a Kafka record is one row here.
+_KAFKA_NAMES = {"startingoffset": "startingoffsets", "maxrowspertrigger": "maxrecordspertrigger"}
+
+
+def _given(opts: dict, own: str) -> str:
+    """The key under which `opts` gives option `own`: its own name or Kafka's (not both)."""
+    kafka = _KAFKA_NAMES[own]
+    if kafka not in opts:
+        return own
+    if own in opts:
+        raise OptionError(f'options "{_name(kafka)}" and "{_name(own)}" are one option '
+                          f"(Kafka's name and this source's): give one")
+    return kafka
+
+
+_NAMES = {"startingoffsets": "startingOffsets", "maxrecordspertrigger": "maxRecordsPerTrigger",
+          "segmentsize": "segmentSize", "recordbytes": "recordBytes", "flushbytes": "flushBytes",
           "locktimeout": "lockTimeout", "durable": "durable", "refusewritesratio": "refuseWritesRatio", "blocktimeout": "blockTimeout",
           "startoffset": "startOffset", "endoffset": "endOffset",
           "maxpartitionbytes": "maxPartitionBytes", "maxrowspertrigger": "maxRowsPerTrigger",

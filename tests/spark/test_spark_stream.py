@@ -87,6 +87,35 @@ def test_offsets_limits_and_frontier_without_a_query(spark, log_path):
         reader.stop()
 
 
+def test_kafka_option_names_mean_the_same_here(spark, log_path, tmp_path):
+    stage(spark.range(0, 3000, numPartitions=3), log_path)       # 3 records of 1000 rows
+    offsets = [o for o, _ in spark_records(log_path)]
+    kafka = _reader(log_path, startingOffsets="latest", maxRecordsPerTrigger=1500)
+    own = _reader(log_path, startingOffset="latest", maxRowsPerTrigger=1500)
+    try:
+        assert kafka.initialOffset() == own.initialOffset() == {"offset": offsets[-1] + 1,
+                                                               "commitlog": log_path}
+        assert kafka.getDefaultReadLimit() == ReadMaxRows(1500)
+    finally:
+        kafka.stop()
+        own.stop()
+    # A real query: every row, in micro-batches of whole records of at most 1500 rows (one each).
+    out = str(tmp_path / "out")
+    query = _stream(spark, log_path, out, str(tmp_path / "cp"), startingOffsets="earliest",
+                    maxRecordsPerTrigger=1500)
+    assert _run(query) == 3
+    assert sorted(ids(spark.read.parquet(out))) == list(range(3000))
+    for options, message in (({"startingOffsets": "soon"}, '"startingOffsets" must be an integer'),
+                             ({"startingOffsets": 0, "startingOffset": 0},
+                              '"startingOffsets" and "startingOffset" are one option'),
+                             ({"maxRecordsPerTrigger": 0}, '"maxRecordsPerTrigger" must be at least 1'),
+                             ({"maxOffsetsPerTrigger": 5}, '"maxOffsetsPerTrigger" is not supported'),
+                             ({"startingTimestamp": 1, "startingOffsets": "earliest"},
+                              '"startingTimestamp" and "startingOffsets" both say where to start')):
+        with pytest.raises(Exception, match=message):
+            read_stream(spark, log_path, **options).writeStream.format("noop").start().stop()
+
+
 def test_abandoned_writers_do_not_block_the_frontier(spark, log_path):
     stage(spark.range(10, numPartitions=1), log_path)
     with Ledger(log_path) as ledger:

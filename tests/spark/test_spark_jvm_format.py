@@ -17,7 +17,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from commitlog import CommitLog
+from commitlog import CommitLog, CorruptLogError
 from commitlog.spark import jvm
 from commitlog.spark.schema import writer_of_key
 
@@ -120,6 +120,34 @@ def test_a_corrupt_record_stops_the_walk_as_bad(tmp_path):
         pos = record_position(data, 10)
         f.seek(pos + 30)
         f.write(bytes([data[pos + 30] ^ 0xFF]))
+    got, why, at, _ = java_walk(path)
+    assert [r[0] for r in got] == list(range(10)) and (why, at) == ("BAD", 10)
+
+
+def test_zeroed_records_in_a_sealed_segment_stop_the_walk_as_bad(tmp_path):
+    # Zeros where records should be, records after them: damage, which the store reports too,
+    # not the end of a segment rolled without its end marker (zeros up to its end).
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=4096) as log:
+        for i in range(300):
+            log.append(b"%05d" % i * 10)
+        assert len(log.segments()) > 2
+        sealed_end = log.segments()[0].used_bytes
+    segment = os.path.join(path, f"{0:020d}.log")
+    with open(segment, "r+b") as f:                       # its end marker lost: zeros to its end
+        f.seek(sealed_end)
+        assert f.read(4) == b"\xff" * 4
+        f.seek(sealed_end)
+        f.write(bytes(4))
+    assert len(assert_same_walk(path)) == 300
+    with open(segment, "r+b") as f:
+        data = f.read()
+        pos = record_position(data, 10)
+        f.seek(pos)
+        f.write(bytes(record_position(data, 12) - pos))   # records 10 and 11 zeroed
+    with CommitLog.open(path, readonly=True) as log, pytest.raises(CorruptLogError,
+                                                                   match=re.escape(segment)):
+        list(log.scan())
     got, why, at, _ = java_walk(path)
     assert [r[0] for r in got] == list(range(10)) and (why, at) == ("BAD", 10)
 

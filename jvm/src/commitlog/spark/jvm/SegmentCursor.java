@@ -191,12 +191,33 @@ public final class SegmentCursor implements AutoCloseable {
             if (following == null) {
                 return false;
             }
+            if (stop == Stop.EMPTY && !zerosToTheEnd(limit)) {
+                stop = Stop.BAD;              // zeros where records should be: damage
+                return false;
+            }
             if (!open(following)) {
                 bases.remove(following);
                 return false;
             }
         }
         return false;
+    }
+
+    /** Whether the segment holds only zeros from {@code position}: a segment rolled without its
+     * end marker (a crash or a full disk at the roll), not one with records after a zeroed run. */
+    private boolean zerosToTheEnd(int limit) {
+        int at = position;
+        for (; at + 8 <= limit; at += 8) {
+            if (segment.getLong(at) != 0) {
+                return false;
+            }
+        }
+        for (; at < limit; at++) {
+            if (segment.get(at) != 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private long decodedOffset;               // the decoded record's offset (after its delta)

@@ -5,8 +5,8 @@ same session, same disk.
 the same rows at the same cost. Reads are forced through every row and column with the `noop` sink
 (a count alone would let Parquet skip the columns). The session has Spark's default settings.
 
-- write: `commitlog.spark.write(df, path)` against `df.write.parquet`; target >= 1.0 x Parquet's
-  speed. `df.write.format("commitlog")` on the same default session is printed beside.
+- write: `commitlog.spark.write(df, path)` and `df.write.format("commitlog")` (same default
+  session) against `df.write.parquet`; target >= 1.0 x Parquet's speed for both.
 - read: `commitlog.spark.read(spark, path)` against `spark.read.parquet`; target >= 1.2.
   `spark.read.format("commitlog")` (the JVM reader), target >= 1.0, and
   `format("commitlog_python")` (the Python data source alone) are printed beside.
@@ -180,8 +180,8 @@ def main() -> int:
     fastest = {k: min(w for w, _ in v) for k, v in samples.items()}
     rows = f"{ROWS / 1e6:g} M rows"
     ratio = {}
-    for base, mine, what, target in (("pw", "hw", "write", 1.0), ("pw", "fw", "write", None),
-                                     ("pr", "hr", "read (noop sink)", 1.0),
+    for base, mine, what, target in (("pw", "hw", "write", 1.0), ("pw", "fw", "write", 1.0),
+                                     ("pr", "hr", "read (noop sink)", 1.2),
                                      ("pr", "fr", "read (noop sink)", 1.0),
                                      ("pr", "yr", "read (noop sink)", None)):
         (pw, pc), (lw, lc) = best[base], best[mine]
@@ -205,7 +205,8 @@ def main() -> int:
                               ("ys", "spark_stream_python_source_vs_parquet", "ps")):
         print(f"FIGURE {figure} {best[key][0]:.2f} s baseline=parquet:{best[base][0]:.2f}s "
               f"ratio={ratio[key]:.2f} (medians; best rounds {fastest[base] / fastest[key]:.2f})")
-    ok = ratio["hw"] >= 1.0 and ratio["hr"] >= 1.2 and ratio["fr"] >= 1.0 and ratio["fs"] >= 1.0
+    ok = (ratio["hw"] >= 1.0 and ratio["fw"] >= 1.0 and ratio["hr"] >= 1.2 and ratio["fr"] >= 1.0
+          and ratio["fs"] >= 1.0)
     print("targets met" if ok else "TARGET MISSED")
     return 0
 

@@ -154,19 +154,24 @@ def test_write_stages_atomically_and_restores_the_session_settings(spark, log_pa
         assert log.segment_size == 1 << 20
 
 
-def _bytes_sent_to_python_by_last_job(spark) -> float:
-    """Spark's "data sent to Python workers" metric of the session's last SQL execution."""
-    store = spark._jsparkSession.sharedState().statusStore()
-    executions = store.executionsList()
-    last = executions.apply(executions.size() - 1)
-    values = store.executionMetrics(last.executionId())
-    metrics = last.metrics().iterator()
+def _executions(spark) -> list:
+    """The session's SQL executions, once Spark's listener (asynchronous) recorded every event."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    return [executions.apply(i) for i in range(executions.size())]
+
+
+def _bytes_sent_to_python(spark) -> int:
+    """Spark's "data sent to Python workers" metric of the last execution, in bytes. Spark 4.3
+    keeps the metric on the data source and adds every write of the session to it: compare two."""
+    metrics = _executions(spark)[-1].metrics().iterator()
     while metrics.hasNext():
         metric = metrics.next()
         if metric.name() == "data sent to Python workers":
-            number, unit = values.get(metric.accumulatorId()).get().split()
-            return float(number.replace(",", "")) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20}[unit]
-    raise AssertionError("the last job sent nothing to Python workers")
+            accumulator = spark._jvm.org.apache.spark.util.AccumulatorContext.get(
+                metric.accumulatorId())
+            return int(accumulator.get().value())
+    raise AssertionError("the write sent nothing to Python workers")
 
 
 def test_a_format_write_lifts_the_byte_bound_in_its_tasks_not_in_the_session(spark, tmp_path):
@@ -178,16 +183,19 @@ def test_a_format_write_lifts_the_byte_bound_in_its_tasks_not_in_the_session(spa
     sent = {}
     try:
         for source in spark_helpers.READERS:
-            (spark.range(0, 3000, numPartitions=1).write.format(source)
-             .option("path", str(tmp_path / source)).mode("append").save())
-            sent[source] = _bytes_sent_to_python_by_last_job(spark)
+            totals = []
+            for rows in (range(1000), range(1000, 4000)):
+                (spark.range(rows.start, rows.stop, numPartitions=1).write.format(source)
+                 .option("path", str(tmp_path / source)).mode("append").save())
+                totals.append(_bytes_sent_to_python(spark))
+            sent[source] = totals[1] - totals[0]                # the second write's 3000 rows
             assert spark.conf.get(KEY) == "256"
-        commitlog.spark.write(spark.range(3000, 4000, numPartitions=1), str(tmp_path / "commitlog"))
+        commitlog.spark.write(spark.range(4000, 5000, numPartitions=1), str(tmp_path / "commitlog"))
         assert spark.conf.get(KEY) == "256"
     finally:
         spark.conf.unset(KEY)
     assert sent["commitlog"] < 3000 * 8 + 2048 < sent["commitlog_python"], sent
-    assert ids(load(spark, str(tmp_path / "commitlog"))) == list(range(4000))
+    assert ids(load(spark, str(tmp_path / "commitlog"))) == list(range(5000))
 
 
 def test_fast_write_conf_is_shared_by_concurrent_writes_and_restored_by_the_last(spark, tmp_path):

@@ -13,7 +13,7 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[spark,test,bench,docs]'
+	$(PY) -m pip install --quiet -e '.[spark,archive,test,bench,docs]'
 	touch $(STAMP)
 
 $(JAR): $(STAMP) $(JAVA_SOURCES)

@@ -18,6 +18,10 @@
     │   │                               a directory this process may not write, EACCES); names the path.
     │   │                               A readonly=True open still reads such a log (a snapshot, a backup)
     │   ├── LogClosedError              an operation on a closed log
+    │   ├── ArchiveError                commitlog.archive: the archive tier failed an operation (down,
+    │   │   │                           refused, missing object); names the tier's URL, the key, the cause
+    │   │   └── ArchiveCorruptError     an object on the tier whose checksum is not the one recorded
+    │   │                               (or a manifest that does not parse); names the object
     │   ├── InvalidArgumentError        (also ValueError and TypeError) an argument of the Python API of
     │   │   │                           the wrong type or value; names the argument and what it got
     │   │   ├── SegmentSizeMismatchError  reopened with a segment_size other than the one it was created with
@@ -153,3 +157,18 @@ class LogClosedError(CommitLogError):
 
 class InvalidCommitError(InvalidArgumentError):
     """A consumer commit outside [0, end_offset]."""
+
+
+class ArchiveError(CommitLogError):
+    """The archive tier failed an operation; `url` and `key` say where."""
+
+    def __init__(self, url: str, key: str | None, reason: str) -> None:
+        where = url if key is None else f"{url} object {key}"
+        super().__init__(f"archive {where}: {reason}")
+        self.url = url
+        self.key = key
+        self.reason = reason
+
+
+class ArchiveCorruptError(ArchiveError):
+    """An object on the archive tier is not what was recorded (checksum, size, or format)."""

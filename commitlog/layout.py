@@ -23,6 +23,8 @@
         meta.json.tmp                   meta.json being written
         <segment>.log.cleaned           a compaction's output being written (commitlog.cleanup.swap)
         <segment>.index.cleaned         its index; both removed at open when found
+        archive-manifest.json           the archive tier's manifest of this log, as last seen (commitlog.archive)
+        archive-manifest.json.tmp       that copy being replaced
 
 Anything else in the directory is the user's and never touched. Pure names and listings: this
 module opens nothing but the directory it lists. Thread- and process-safe (no state).
@@ -56,6 +58,7 @@ SPARK_TURN_FILE = ".spark-append.lock"
 MARKS_FILE = "marks"
 TOMBSTONES_FILE = "tombstones"
 CLEANED_SUFFIX = ".cleaned"
+ARCHIVE_MANIFEST_FILE = "archive-manifest.json"
 _NAME_DIGITS = 20
 
 
@@ -83,6 +86,10 @@ def index_path(segment_path: str) -> str:
 def prepared_stem(directory: str, slot: int) -> str:
     """`<log>/.prepared-segment-N`; add SEGMENT_SUFFIX or INDEX_SUFFIX."""
     return os.path.join(directory, f"{PREALLOC_PREFIX}{slot}")
+
+
+def archive_manifest_path(directory: str) -> str:
+    return os.path.join(directory, ARCHIVE_MANIFEST_FILE)
 
 
 def meta_path(directory: str) -> str:

@@ -1,0 +1,107 @@
+"""One log's part of an archive tier: its objects' keys, its manifest, a sealed segment's upload.
+
+Keys, under the tier's prefix: `<log>/<20-digit base>.log` (the segment's bytes up to its end
+marker), `<log>/<20-digit base>.index` (its sealed index) and `<log>/manifest.json`. `<log>` is the
+log directory's name unless given: two hosts archiving logs of one name to one prefix give each
+its own name.
+
+Thread-safe for reads; one uploader per log at a time (the retention owner's lock serialises
+them across processes).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable
+from typing import BinaryIO
+
+from ..errors import ArchiveCorruptError, CorruptLogError
+from ..layout import TMP_SUFFIX, archive_manifest_path, index_path, segment_name
+from ..segments.segment import SegmentInfo
+from .manifest import MANIFEST_KEY, ArchivedSegment, Manifest
+from .tiers import Tier
+
+
+class LogArchive:
+    def __init__(self, tier: Tier, log_dir: str, name: str | None = None) -> None:
+        self.tier = tier
+        self.log_dir = log_dir
+        self.name = name or os.path.basename(os.path.normpath(log_dir))
+        self._cache = archive_manifest_path(log_dir)
+
+    def key(self, file_name: str) -> str:
+        return f"{self.name}/{file_name}"
+
+    # ------------------------------------------------------------------ the manifest
+    def manifest(self) -> Manifest:
+        """The manifest on the tier (an empty one when there is none yet); cached locally."""
+        key = self.key(MANIFEST_KEY)
+        data = self.tier.read(key)
+        if data is None:
+            return Manifest(self.name)
+        manifest = Manifest.from_json(data, self.tier.url, key)
+        self._write_cache(data)
+        return manifest
+
+    def cached_manifest(self) -> Manifest | None:
+        """The manifest as last read or written here, without asking the tier."""
+        try:
+            with open(self._cache, "rb") as f:
+                return Manifest.from_json(f.read(), self._cache, MANIFEST_KEY)
+        except (FileNotFoundError, ArchiveCorruptError):
+            return None
+
+    def write_manifest(self, manifest: Manifest) -> None:
+        data = manifest.to_json()
+        self.tier.put(self.key(MANIFEST_KEY), io.BytesIO(data), len(data))
+        self._write_cache(data)
+
+    def _write_cache(self, data: bytes) -> None:
+        tmp = self._cache + TMP_SUFFIX
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, self._cache)
+        except OSError:
+            pass    # a cache: a read-only log directory keeps reading the tier's
+
+    # ------------------------------------------------------------------ segments
+    def put_segment(self, info: SegmentInfo, now_ms: int,
+                    pace: Callable[[BinaryIO], BinaryIO] = lambda f: f) -> ArchivedSegment:
+        """Upload sealed segment `info`: its bytes up to its end marker, then its index, each
+        verified by the tier, from files held open for the whole upload (a compaction's swap
+        renames a new file in; the one read stays whole). FileNotFoundError when it is removed
+        locally first."""
+        with open(info.path, "rb") as data, open(index_path(info.path), "rb") as index:
+            if os.fstat(data.fileno()).st_size < info.used_bytes:
+                raise CorruptLogError(info.path, None, f"shorter than its {info.used_bytes} "
+                                                       f"used bytes")
+            index_bytes = os.fstat(index.fileno()).st_size
+            stored = self.tier.put(self.key(segment_name(info.base_offset)), pace(data),
+                                   info.used_bytes)
+            stored_index = self.tier.put(self.key(_index_name(info.base_offset)), pace(index),
+                                         index_bytes)
+        return ArchivedSegment(info.base_offset, info.end_offset, info.used_bytes, stored.sha256,
+                               index_bytes, stored_index.sha256, info.last_timestamp_ms, now_ms)
+
+    def verify(self, segment: ArchivedSegment) -> list[str]:
+        """Problems of `segment`'s objects on the tier: missing, another size, another
+        checksum (the tier's stored checksum, or the object hashed when it keeps none)."""
+        problems = []
+        for name, size, sha in ((segment_name(segment.base_offset), segment.bytes, segment.sha256),
+                                (_index_name(segment.base_offset), segment.index_bytes,
+                                 segment.index_sha256)):
+            key = self.key(name)
+            found = self.tier.head(key)
+            if found is None:
+                problems.append(f"{key}: missing")
+            elif found.size != size:
+                problems.append(f"{key}: {found.size} bytes, recorded {size}")
+            elif found.sha256 != sha:
+                problems.append(f"{key}: SHA-256 {found.sha256}, recorded {sha}")
+        return problems
+
+
+def _index_name(base_offset: int) -> str:
+    return os.path.basename(index_path(segment_name(base_offset)))

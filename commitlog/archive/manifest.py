@@ -1,0 +1,86 @@
+"""A log's manifest on the archive tier: which segments are archived, and the truth for readers.
+
+Object `<log>/manifest.json` beside the segments it lists (`<log>/<base>.log`, `<base>.index`);
+a copy is cached in the log directory (layout.ARCHIVE_MANIFEST_FILE). A segment is archived once
+the manifest lists it: its objects are written and verified first, so a crash between the two
+leaves objects the next upload writes again, never a listed segment without its objects.
+
+    {"format": 1, "log": "<name>", "start_offset": <int>,
+     "segments": [{"base_offset", "end_offset", "bytes", "sha256", "index_bytes",
+                   "index_sha256", "last_timestamp_ms", "archived_at_ms"}, ...]}
+
+`start_offset`: the first offset the archive still holds (its total retention moves it).
+Immutable values: thread- and process-safe.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+
+from ..errors import ArchiveCorruptError
+
+MANIFEST_KEY = "manifest.json"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class ArchivedSegment:
+    base_offset: int
+    end_offset: int
+    bytes: int                        # the segment's bytes up to its end marker
+    sha256: str
+    index_bytes: int
+    index_sha256: str
+    last_timestamp_ms: int | None
+    archived_at_ms: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    log: str
+    start_offset: int = 0
+    segments: tuple[ArchivedSegment, ...] = field(default_factory=tuple)
+
+    @property
+    def end_offset(self) -> int:
+        """The offset after the last archived record (the start offset when none is)."""
+        return self.segments[-1].end_offset if self.segments else self.start_offset
+
+    def find(self, base_offset: int) -> ArchivedSegment | None:
+        return next((s for s in self.segments if s.base_offset == base_offset), None)
+
+    def holding(self, offset: int) -> ArchivedSegment | None:
+        """The archived segment whose offsets include `offset`, if any."""
+        return next((s for s in self.segments if s.base_offset <= offset < s.end_offset), None)
+
+    def with_segment(self, segment: ArchivedSegment) -> "Manifest":
+        kept = [s for s in self.segments if s.base_offset != segment.base_offset]
+        return replace(self, segments=tuple(sorted([*kept, segment], key=lambda s: s.base_offset)))
+
+    def without_before(self, offset: int) -> "Manifest":
+        """The manifest once total retention removed every segment ending at or before
+        `offset`."""
+        kept = tuple(s for s in self.segments if s.end_offset > offset)
+        return replace(self, start_offset=max(self.start_offset, offset), segments=kept)
+
+    def to_json(self) -> bytes:
+        body = {"format": FORMAT, "log": self.log, "start_offset": self.start_offset,
+                "segments": [asdict(s) for s in self.segments]}
+        return json.dumps(body, indent=1, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, url: str, key: str) -> "Manifest":
+        """Parse a manifest; ArchiveCorruptError naming `url` and `key` for anything else."""
+        try:
+            body = json.loads(data)
+            if body.get("format") != FORMAT:
+                raise ValueError(f"format {body.get('format')!r}, expected {FORMAT}")
+            segments = tuple(ArchivedSegment(**s) for s in body["segments"])
+            manifest = cls(str(body["log"]), int(body["start_offset"]), segments)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ArchiveCorruptError(url, key, f"not a manifest: {exc}") from None
+        ends = [s.base_offset for s in segments]
+        if ends != sorted(ends) or any(s.end_offset < s.base_offset for s in segments):
+            raise ArchiveCorruptError(url, key, "not a manifest: segments out of order")
+        return manifest

@@ -1,0 +1,102 @@
+"""The upload pass: every sealed segment not yet archived goes to the tier, oldest first, and is
+recorded in the manifest once its objects are verified.
+
+Resumable by construction: objects are written under their final keys (whole, verified) and the
+manifest, rewritten after each segment, is the one record of what is archived. A pass killed
+anywhere leaves at most one segment's objects unlisted; the next pass writes them again.
+
+Time and sleeping are passed in (`now_ms`, `Throttle`'s clock and sleep). One pass per log at a
+time; not thread-safe per log.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from ..segments.segment import SegmentInfo
+from .log_archive import LogArchive
+from .manifest import ArchivedSegment
+
+
+class Throttle:
+    """Paces reads to at most `bytes_per_s` on average since the throttle was made (None: no
+    cap). Shared by the uploads of one pass."""
+
+    def __init__(self, bytes_per_s: int | None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.bytes_per_s = bytes_per_s
+        self._clock, self._sleep = clock, sleep
+        self._start = clock()
+        self.sent = 0
+
+    def took(self, n: int) -> None:
+        """`n` more bytes were read: sleep until the average is back under the cap."""
+        self.sent += n
+        if self.bytes_per_s:
+            ahead = self.sent / self.bytes_per_s - (self._clock() - self._start)
+            if ahead > 0:
+                self._sleep(ahead)
+
+    def pace(self, source: BinaryIO) -> BinaryIO:
+        return _Paced(source, self)
+
+
+class _Paced:
+    def __init__(self, source: BinaryIO, throttle: Throttle) -> None:
+        self._source, self._throttle = source, throttle
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._source.read(n)
+        self._throttle.took(len(data))
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._source.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._source.tell()
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A sealed segment not archived yet, as the upload pass sees it."""
+
+    base_offset: int
+    bytes: int
+    sealed_age_s: float
+
+
+def pending(segments: list[SegmentInfo], archived: set[int], now_s: float) -> list[Pending]:
+    """The sealed segments of `segments` whose base is not in `archived`, oldest first."""
+    return [Pending(s.base_offset, s.used_bytes, max(0.0, now_s - s.mtime))
+            for s in segments if not s.active and s.base_offset not in archived]
+
+
+def upload_sealed(archive: LogArchive, segments: list[SegmentInfo], *, now_ms: int,
+                  upload_after_s: float = 0.0, throttle: Throttle | None = None,
+                  limit: int | None = None) -> list[ArchivedSegment]:
+    """Upload the sealed segments of `segments` (a `CommitLog.segments()` listing) not in the
+    manifest and sealed for `upload_after_s` at least, oldest first, at most `limit` of them;
+    returns what was archived. An ArchiveError leaves the manifest as of the last segment
+    archived before it. A segment removed locally meanwhile is passed."""
+    manifest = archive.manifest()
+    archived = {s.base_offset for s in manifest.segments}
+    by_base = {s.base_offset: s for s in segments}
+    pace = throttle.pace if throttle is not None else (lambda f: f)
+    done: list[ArchivedSegment] = []
+    for item in pending(segments, archived, now_ms / 1000):
+        if limit is not None and len(done) >= limit:
+            break
+        if item.sealed_age_s < upload_after_s:
+            break      # later segments were sealed later still
+        try:
+            segment = archive.put_segment(by_base[item.base_offset], now_ms, pace)
+        except FileNotFoundError:
+            continue   # removed by retention while we looked
+        manifest = manifest.with_segment(segment)
+        archive.write_manifest(manifest)
+        done.append(segment)
+    return done

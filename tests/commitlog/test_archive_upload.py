@@ -1,0 +1,167 @@
+"""The upload pass on real logs and tiers (a directory; moto's S3 server on loopback): sealed
+segments are archived oldest first and listed in the manifest once verified, the active one is
+not, `upload_after` and `limit` hold segments back, a tier that goes down leaves the manifest as
+of the last archived segment and the next pass resumes, a corrupted object is reported by name,
+and the throttle keeps the average under its cap."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from commitlog import ArchiveCorruptError, ArchiveError, CommitLog
+from commitlog.archive import LogArchive, Manifest, Throttle, open_tier, upload_sealed
+from commitlog.layout import archive_manifest_path
+
+from archive_helpers import BUCKET, CREDENTIALS, S3Server
+
+NOW_MS = 1_800_000_000_000
+
+
+@pytest.fixture(autouse=True)
+def credentials(monkeypatch):
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = S3Server().start()
+    server.make_bucket()
+    yield server
+    server.kill()
+
+
+@pytest.fixture(params=["file", "s3"])
+def tier(request, tmp_path):
+    if request.param == "file":
+        return open_tier(f"file://{tmp_path}/archive")
+    server = request.getfixturevalue("s3")
+    return open_tier(f"s3://{BUCKET}/{request.node.name}", endpoint=server.endpoint,
+                     region="us-east-1")
+
+
+def _log(path: str, records: int = 300) -> list:
+    with CommitLog.open(path, segment_size=4096) as log:
+        for i in range(records):
+            log.append(b"%05d" % i * 10, key=b"k%d" % (i % 7), timestamp_ms=NOW_MS - 1000 + i)
+        return log.segments()
+
+
+def test_sealed_segments_are_archived_verified_and_listed(tier, tmp_path):
+    path = str(tmp_path / "log")
+    segments = _log(path)
+    sealed = [s for s in segments if not s.active]
+    assert len(sealed) >= 3 and segments[-1].active
+    archive = LogArchive(tier, path)
+    done = upload_sealed(archive, segments, now_ms=NOW_MS)
+    assert [s.base_offset for s in done] == [s.base_offset for s in sealed]
+    manifest = archive.manifest()
+    assert manifest.segments == tuple(done) and manifest.end_offset == sealed[-1].end_offset
+    for segment, info in zip(done, sealed):
+        assert (segment.end_offset, segment.bytes) == (info.end_offset, info.used_bytes)
+        assert segment.archived_at_ms == NOW_MS
+        assert archive.verify(segment) == []
+        with open(info.path, "rb") as f:                  # the object is the segment's bytes
+            assert tier.read(archive.key(os.path.basename(info.path))) == f.read(info.used_bytes)
+    assert archive.cached_manifest() == manifest          # cached beside the log
+    assert upload_sealed(archive, segments, now_ms=NOW_MS + 1) == []   # nothing new
+
+
+def test_upload_after_and_limit_hold_segments_back(tmp_path):
+    path = str(tmp_path / "log")
+    segments = _log(path)
+    archive = LogArchive(open_tier(f"file://{tmp_path}/archive"), path)
+    sealed_s = max(s.mtime for s in segments if not s.active)
+    assert upload_sealed(archive, segments, now_ms=int(sealed_s * 1000),
+                         upload_after_s=3600) == []
+    first = upload_sealed(archive, segments, now_ms=NOW_MS, limit=1)
+    assert [s.base_offset for s in first] == [0]
+    rest = upload_sealed(archive, segments, now_ms=NOW_MS)
+    assert [s.base_offset for s in archive.manifest().segments] == \
+        [0] + [s.base_offset for s in rest]
+
+
+def test_a_tier_down_mid_pass_keeps_the_manifest_and_the_next_pass_resumes(tmp_path):
+    server = S3Server().start()
+    server.make_bucket()
+    path = str(tmp_path / "log")
+    segments = _log(path)
+    tier = open_tier(f"s3://{BUCKET}/p", endpoint=server.endpoint, region="us-east-1")
+    archive = LogArchive(tier, path)
+
+    class KillingThrottle(Throttle):
+        """Kills the server as the second segment starts going out (the first is recorded)."""
+
+        def took(self, n: int) -> None:
+            super().took(n)
+            if server.process is not None and archive.cached_manifest() is not None:
+                server.kill()
+
+    with pytest.raises(ArchiveError, match=f"archive s3://{BUCKET}/p object log/0"):
+        upload_sealed(archive, segments, now_ms=NOW_MS, throttle=KillingThrottle(None))
+    assert [s.base_offset for s in archive.cached_manifest().segments] == [0]
+    # Back, empty (moto keeps nothing across a restart): the manifest on the tier is the truth,
+    # so every sealed segment is archived again.
+    server.start()
+    server.make_bucket()
+    done = upload_sealed(archive, segments, now_ms=NOW_MS)
+    assert [s.base_offset for s in done] == [s.base_offset for s in segments if not s.active]
+    server.kill()
+
+
+def test_a_corrupted_object_is_reported_by_name(tmp_path):
+    path = str(tmp_path / "log")
+    segments = _log(path)
+    root = tmp_path / "archive"
+    archive = LogArchive(open_tier(f"file://{root}"), path)
+    [first, *_] = upload_sealed(archive, segments, now_ms=NOW_MS)
+    victim = root / "log" / "00000000000000000000.log"
+    data = bytearray(victim.read_bytes())
+    data[100] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    [problem] = archive.verify(first)
+    assert problem.startswith("log/00000000000000000000.log: SHA-256 ")
+    (root / "log" / "00000000000000000000.index").unlink()
+    assert archive.verify(first)[1] == "log/00000000000000000000.index: missing"
+
+
+def test_a_manifest_that_does_not_parse_is_refused_naming_it(tmp_path):
+    path = str(tmp_path / "log")
+    _log(path)
+    root = tmp_path / "archive"
+    archive = LogArchive(open_tier(f"file://{root}"), path)
+    (root / "log").mkdir(parents=True)
+    for garbage in (b"\x00garbage", json.dumps({"format": 9}).encode(),
+                    json.dumps({"format": 1, "log": "log", "start_offset": 0,
+                                "segments": [{"base_offset": 1}]}).encode()):
+        (root / "log" / "manifest.json").write_bytes(garbage)
+        with pytest.raises(ArchiveCorruptError, match=f"archive file://{root} object "
+                                                       f"log/manifest.json: not a manifest"):
+            archive.manifest()
+    assert not os.path.exists(archive_manifest_path(path))   # nothing cached from garbage
+
+
+def test_the_throttle_keeps_the_average_under_its_cap():
+    clock = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    throttle = Throttle(1000, clock=lambda: clock[0], sleep=sleep)
+    for _ in range(10):
+        throttle.took(500)
+        assert throttle.sent / max(clock[0], 1e-9) <= 1000 + 1e-6
+    assert clock[0] == pytest.approx(5.0)
+    unlimited = Throttle(None, clock=lambda: clock[0], sleep=sleep)
+    before = len(slept)
+    unlimited.took(10**9)
+    assert len(slept) == before
+
+
+def test_an_empty_manifest_is_the_start():
+    assert Manifest("log").end_offset == 0 and Manifest("log").holding(0) is None

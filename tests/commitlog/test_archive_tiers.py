@@ -14,26 +14,7 @@ import pytest
 from commitlog import ArchiveCorruptError, ArchiveError, InvalidArgumentError
 from commitlog.archive import open_tier
 
-from archive_helpers import BUCKET, CREDENTIALS, S3Server
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server = S3Server().start()
-    server.make_bucket()
-    yield server
-    server.kill()
-
-
-@pytest.fixture(params=["file", "s3"])
-def tier(request, tmp_path, monkeypatch):
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-    if request.param == "file":
-        return open_tier(f"file://{tmp_path}/archive/prefix")
-    server = request.getfixturevalue("s3")
-    return open_tier(f"s3://{BUCKET}/{request.node.name}", endpoint=server.endpoint,
-                     region="us-east-1")
+from archive_helpers import BUCKET, S3Server
 
 
 def _put(tier, key: str, data: bytes):
@@ -92,9 +73,7 @@ def test_a_source_shorter_than_said_stores_nothing(tier):
     assert tier.head("log/short.log") is None and list(tier.keys("log/")) == []
 
 
-def test_a_tier_that_is_down_fails_naming_the_url_and_key(monkeypatch):
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
+def test_a_tier_that_is_down_fails_naming_the_url_and_key(s3_credentials):
     server = S3Server().start()
     server.make_bucket()
     tier = open_tier(f"s3://{BUCKET}/p", endpoint=server.endpoint, region="us-east-1")

@@ -15,32 +15,12 @@ from commitlog import ArchiveCorruptError, ArchiveError, CommitLog
 from commitlog.archive import LogArchive, Manifest, Throttle, open_tier, upload_sealed
 from commitlog.layout import archive_manifest_path
 
-from archive_helpers import BUCKET, CREDENTIALS, S3Server
+from archive_helpers import BUCKET, S3Server
 
 NOW_MS = 1_800_000_000_000
 
 
-@pytest.fixture(autouse=True)
-def credentials(monkeypatch):
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server = S3Server().start()
-    server.make_bucket()
-    yield server
-    server.kill()
-
-
-@pytest.fixture(params=["file", "s3"])
-def tier(request, tmp_path):
-    if request.param == "file":
-        return open_tier(f"file://{tmp_path}/archive")
-    server = request.getfixturevalue("s3")
-    return open_tier(f"s3://{BUCKET}/{request.node.name}", endpoint=server.endpoint,
-                     region="us-east-1")
+pytestmark = pytest.mark.usefixtures("s3_credentials")
 
 
 def _log(path: str, records: int = 300) -> list:

@@ -18,6 +18,7 @@ import pyspark
 import pytest
 
 from commitlog import CommitLog, CorruptLogError
+from commitlog.layout import segment_path
 from commitlog.spark import jvm
 from commitlog.spark.schema import writer_of_key
 
@@ -68,6 +69,14 @@ def record_position(data: bytes, records: int) -> int:
     return pos
 
 
+def _written_log(path: str, records: int, segment_size: int) -> list:
+    """A log at `path` of `records` small records (offset-numbered values); its segments."""
+    with CommitLog.open(path, segment_size=segment_size) as log:
+        for i in range(records):
+            log.append(b"%05d" % i * 10)
+        return log.segments()
+
+
 def _fixture(tmp_path) -> str:
     path = str(tmp_path / "log")
     shutil.copytree(FIXTURE, path)
@@ -97,25 +106,17 @@ def test_a_log_compacted_to_format_2_walks_as_the_store_scans_it(tmp_path):
 
 def test_a_torn_tail_ends_the_walk_where_the_store_ends_the_log(tmp_path):
     path = str(tmp_path / "log")
-    with CommitLog.open(path, segment_size=1 << 16) as log:
-        for i in range(50):
-            log.append(b"v%03d" % i * 20)
-        tail = log.segments()[-1]
-        size = log.segments()[-1].used_bytes
-    segment = os.path.join(path, f"{tail.base_offset:020d}.log")
-    with open(segment, "r+b") as f:                       # half of a record being written
-        f.seek(size)
+    tail = _written_log(path, 50, 1 << 16)[-1]
+    with open(tail.path, "r+b") as f:                       # half of a record being written
+        f.seek(tail.used_bytes)
         f.write((200).to_bytes(4, "little") + b"\x01\x02\x03\x04" + b"x" * 60)
     assert_same_walk(path, stops=("BAD",))          # where the store's recovery ends the log
 
 
 def test_a_corrupt_record_stops_the_walk_as_bad(tmp_path):
     path = str(tmp_path / "log")
-    with CommitLog.open(path, segment_size=1 << 16) as log:
-        for i in range(50):
-            log.append(b"v%03d" % i * 20)
-    segment = os.path.join(path, f"{0:020d}.log")
-    with open(segment, "r+b") as f:                       # a flipped byte in record 10's value
+    _written_log(path, 50, 1 << 16)
+    with open(segment_path(path, 0), "r+b") as f:         # a flipped byte in record 10's value
         data = f.read()
         pos = record_position(data, 10)
         f.seek(pos + 30)
@@ -128,12 +129,10 @@ def test_zeroed_records_in_a_sealed_segment_stop_the_walk_as_bad(tmp_path):
     # Zeros where records should be, records after them: damage, which the store reports too,
     # not the end of a segment rolled without its end marker (zeros up to its end).
     path = str(tmp_path / "log")
-    with CommitLog.open(path, segment_size=4096) as log:
-        for i in range(300):
-            log.append(b"%05d" % i * 10)
-        assert len(log.segments()) > 2
-        sealed_end = log.segments()[0].used_bytes
-    segment = os.path.join(path, f"{0:020d}.log")
+    segments = _written_log(path, 300, 4096)
+    assert len(segments) > 2
+    sealed_end = segments[0].used_bytes
+    segment = segment_path(path, 0)
     with open(segment, "r+b") as f:                       # its end marker lost: zeros to its end
         f.seek(sealed_end)
         assert f.read(4) == b"\xff" * 4
@@ -154,12 +153,10 @@ def test_zeroed_records_in_a_sealed_segment_stop_the_walk_as_bad(tmp_path):
 
 def test_a_removed_head_is_reported_and_the_start_offset_read(tmp_path):
     path = str(tmp_path / "log")
-    with CommitLog.open(path, segment_size=4096) as log:
-        for i in range(300):
-            log.append(b"%05d" % i * 10)
-        second = log.segments()[1].base_offset
+    second = _written_log(path, 300, 4096)[1].base_offset
+    with CommitLog.open(path) as log:
         log.remove_head()                                 # retention removed the first segment
-    assert not os.path.exists(os.path.join(path, f"{0:020d}.log"))
+    assert not os.path.exists(segment_path(path, 0))
     got, why, at, start = java_walk(path, 0)
     assert (got, why, at) == ([], "REMOVED", 0)
     assert start == second
@@ -172,7 +169,7 @@ def test_a_committed_record_corrupted_on_disk_fails_the_read_naming_the_log(spar
     with CommitLog.open(log_path, readonly=True) as log:
         victim = next(r.offset for r in log.scan() if writer_of_key(r.key))
         base = log.segments()[0].base_offset
-    segment = os.path.join(log_path, f"{base:020d}.log")
+    segment = segment_path(log_path, base)
     with open(segment, "r+b") as f:                       # one flipped byte in the victim's value
         data = f.read()
         pos = record_position(data, victim - base)

@@ -32,6 +32,7 @@ from typing import BinaryIO, Protocol
 from urllib.parse import urlparse
 
 from ..errors import ArchiveCorruptError, ArchiveError, InvalidArgumentError
+from ..layout import fsync_directory
 
 CHUNK = 1 << 20                      # bytes read, hashed and sent at a time
 _MD5 = re.compile(r"[0-9a-f]{32}")
@@ -126,11 +127,7 @@ class DirectoryTier:
                 raise ArchiveCorruptError(self.url, key, f"read back with SHA-256 "
                                           f"{back.hexdigest()}, written {sent.hexdigest()}")
             os.replace(tmp, path)
-            fd = os.open(os.path.dirname(path), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_directory(os.path.dirname(path))
         except (OSError, EOFError) as exc:
             raise self._fail(key, exc) from exc
         finally:

@@ -87,7 +87,6 @@ def register(spark) -> type[CommitLogDataSource]:
     return CommitLogDataSource
 
 
-
 class PythonReaderDataSource(CommitLogDataSource):
     """`format("commitlog_python")`: the Python data source under a name the JVM reader does not
     take, for comparing the readers and as the documented fallback."""

@@ -33,7 +33,8 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
         this.schema = schema;
     }
 
-    private JsonNode call(String op, Offset start, Offset end) {
+    /** A request about this stream, with the offsets given (null: none). */
+    private ObjectNode request(String op, Offset start, Offset end) {
         ObjectNode request = Planners.request(op).put("stream", id);
         if (start != null) {
             request.set("start", ReadOptions.parse(start.json(), "a stream offset"));
@@ -41,7 +42,11 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
         if (end != null) {
             request.set("end", ReadOptions.parse(end.json(), "a stream offset"));
         }
-        return Planners.call(request);
+        return request;
+    }
+
+    private JsonNode call(String op, Offset start, Offset end) {
+        return Planners.call(request(op, start, end));
     }
 
     private static Offset offsetOf(JsonNode answer) {
@@ -67,8 +72,7 @@ final class LogStream implements MicroBatchStream, SupportsAdmissionControl, Sup
 
     @Override
     public Offset latestOffset(Offset start, ReadLimit limit) {
-        ObjectNode request = Planners.request("latestOffset").put("stream", id);
-        request.set("start", ReadOptions.parse(start.json(), "a stream offset"));
+        ObjectNode request = request("latestOffset", start, null);
         if (limit instanceof ReadMaxRows) {
             request.put("maxRows", ((ReadMaxRows) limit).maxRows());
         }

@@ -5,17 +5,15 @@ import java.util.ArrayList;
 import java.util.List;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 
 /**
  * What a read needs in the tasks: the log's path, failOnDataLoss, the consumer group (named in
  * errors), and the partitions Python planned: option {@code plan}, JSON
  * {@code {"path": p, "failOnDataLoss": b, "group": g, "partitions": [{"host": h, "runs": [[s, e], ...]}]}}
- * (commitlog.spark.jvm_reader writes it). Immutable.
+ * (commitlog.spark.jvm.read_planner.plan_json writes it). Immutable.
  */
 final class ReadOptions implements Serializable {
     private static final long serialVersionUID = 1L;
-    private static final ObjectMapper JSON = new ObjectMapper();
 
     final String path;
     final boolean failOnDataLoss;
@@ -36,7 +34,7 @@ final class ReadOptions implements Serializable {
 
     static JsonNode parse(String text, String what) {
         try {
-            return JSON.readTree(text);
+            return Planners.JSON.readTree(text);
         } catch (java.io.IOException e) {
             throw new IllegalArgumentException(what + " is not valid JSON: " + e.getMessage(), e);
         }

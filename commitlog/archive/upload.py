@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import BinaryIO
 
 from ..segments.segment import SegmentInfo
@@ -60,19 +59,9 @@ class _Paced:
         return self._source.tell()
 
 
-@dataclass(frozen=True)
-class Pending:
-    """A sealed segment not archived yet, as the upload pass sees it."""
-
-    base_offset: int
-    bytes: int
-    sealed_age_s: float
-
-
-def pending(segments: list[SegmentInfo], archived: set[int], now_s: float) -> list[Pending]:
+def pending(segments: list[SegmentInfo], archived: set[int]) -> list[SegmentInfo]:
     """The sealed segments of `segments` whose base is not in `archived`, oldest first."""
-    return [Pending(s.base_offset, s.used_bytes, max(0.0, now_s - s.mtime))
-            for s in segments if not s.active and s.base_offset not in archived]
+    return [s for s in segments if not s.active and s.base_offset not in archived]
 
 
 def upload_sealed(archive: LogArchive, segments: list[SegmentInfo], *, now_ms: int,
@@ -83,17 +72,15 @@ def upload_sealed(archive: LogArchive, segments: list[SegmentInfo], *, now_ms: i
     returns what was archived. An ArchiveError leaves the manifest as of the last segment
     archived before it. A segment removed locally meanwhile is passed."""
     manifest = archive.manifest()
-    archived = {s.base_offset for s in manifest.segments}
-    by_base = {s.base_offset: s for s in segments}
     pace = throttle.pace if throttle is not None else (lambda f: f)
     done: list[ArchivedSegment] = []
-    for item in pending(segments, archived, now_ms / 1000):
+    for info in pending(segments, {s.base_offset for s in manifest.segments}):
         if limit is not None and len(done) >= limit:
             break
-        if item.sealed_age_s < upload_after_s:
+        if now_ms / 1000 - info.mtime < upload_after_s:
             break      # later segments were sealed later still
         try:
-            segment = archive.put_segment(by_base[item.base_offset], now_ms, pace)
+            segment = archive.put_segment(info, now_ms, pace)
         except FileNotFoundError:
             continue   # removed by retention while we looked
         manifest = manifest.with_segment(segment)

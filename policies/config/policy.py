@@ -1,5 +1,6 @@
 """`policies:`, what a policy decides with: its schedule, reserve and batch limits, disk-pressure
-thresholds (`disk:`), hung segments (`hung:`) and compaction (`compaction:`)."""
+thresholds (`disk:`), hung segments (`hung:`), compaction (`compaction:`) and its archive tier
+(`archive:`, declared in `policies.config.archive`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from storesettings import REFUSE_WRITES_RATIO_DEFAULT
 
 from policies.units import parse_ratio
+from policies.config.archive import ArchiveConfig
 from policies.config.fields import (ByteSize, CleanRatio, Hours, NonNegativeDuration, PositiveDuration, Ratio,
                                     TimeZoneName, _DAY, _HOUR, _MIB, _MINUTE, _SECOND, _Strict,
                                     _config_problem)
@@ -210,6 +212,9 @@ class PolicyConfig(_Strict):
     hung: HungConfig = Field(default_factory=HungConfig, description="Handling of segments held by readers.")
     compaction: CompactionConfig = Field(
         default_factory=CompactionConfig, description="Reclaiming dead records by rewriting segments."
+    )
+    archive: ArchiveConfig = Field(
+        default_factory=ArchiveConfig, description="Uploading sealed segments to an archive tier (object storage)."
     )
 
     @property

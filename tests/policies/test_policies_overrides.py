@@ -40,6 +40,8 @@ def test_a_log_sets_policy_keys_in_place_and_a_section_merges_key_by_key():
     ("{interval: 1s}", "logs.staging.overrides.interval: is the policy's schedule"),
     ("{hung: {retry_every: 1s}}", "logs.staging.overrides.hung.retry_every: is the policy's schedule"),
     ("[reserve]", "logs.staging.overrides: expected a mapping"),
+    ("{archive: {interval: 1s}}", "logs.staging.overrides.archive.interval: is the policy's schedule"),
+    ("{archive: {url: 's3://k:s@b'}}", "logs.staging.overrides.archive.url: credentials never go in"),
 ])
 def test_a_bad_override_is_one_line_naming_the_file_line_and_key(overrides, line):
     text = f"logs:\n  staging:\n    path: /tmp/never-staging\n    overrides: {overrides}\n" \
@@ -57,3 +59,12 @@ def test_the_planner_decides_a_log_under_its_overrides_and_its_neighbour_under_t
     staging, clicks = the_plan.log("staging"), the_plan.log("clicks")
     assert SIZE_CAP in staging.triggers and [d.action for d in staging.decisions][:2] == [DELETE, DELETE]
     assert [d.action for d in clicks.decisions] == [KEEP] * 5
+
+
+def test_a_log_archives_to_a_tier_of_its_own_while_its_neighbour_archives_nothing():
+    config = parse_config(YAML.replace("      disk: {clean_ratio: 0.6}\n",
+                                       "      disk: {clean_ratio: 0.6}\n"
+                                       "      archive: {url: 's3://bucket/staging', upload_after: 5m}\n"))
+    staging, clicks = config.policy_for("staging").archive, config.policy_for("clicks").archive
+    assert (staging.url, staging.upload_after, staging.enabled) == ("s3://bucket/staging", 300.0, True)
+    assert (clicks.url, clicks.enabled) == (None, False)

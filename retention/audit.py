@@ -23,6 +23,10 @@ writers never interleave and a torn line left by a killed writer is told from on
   log directory is gone).
 - `{"event": "compacted", "id", ...}`: a compaction output's outcome (`action: "compact"` intents;
   the fields are `retention.compaction.compactor`'s). A compaction intent that did nothing ends `aborted`.
+- `{"event": "archived", "id", ...}`: an upload's outcome (`action: "archive"` intents, written
+  before a sealed segment is uploaded; the fields are `retention.archiving.uploader`'s). An upload
+  that failed ends `aborted` with reason `error`; one its process died in, `not-archived` when the
+  manifest does not list the segment (the next upload sends it again).
 - A line without `event` is a deletion written before intents existed.
 
 Durability: the intent is fsynced (one fsync per deletion, as before); the outcome is not, because a
@@ -49,9 +53,12 @@ from policies import DELETED
 
 INTENT, ABORTED = "intent", "aborted"
 COMPACTED = "compacted"    # the outcome of a compaction output's intent (retention.compaction.compactor)
-EVENTS = (INTENT, DELETED, ABORTED, COMPACTED)
-# Why an intent removed nothing.
-ABORT_REASONS = ("held", "head-changed", "error", "not-removed", "removed-by-another", "log-missing")
+ARCHIVED = "archived"      # the outcome of an upload's intent (retention.archiving.uploader)
+EVENTS = (INTENT, DELETED, ABORTED, COMPACTED, ARCHIVED)
+OUTCOMES = (DELETED, ABORTED, COMPACTED, ARCHIVED)
+# Why an intent removed (or archived) nothing.
+ABORT_REASONS = ("held", "head-changed", "error", "not-removed", "removed-by-another", "log-missing",
+                 "not-archived")
 _BACKLOG_MAX = 10_000      # lines kept in memory while the audit file cannot be written
 
 
@@ -212,7 +219,7 @@ class AuditTrail:
         if event == INTENT:
             self._pending[ident] = raw
             return
-        if event in (DELETED, ABORTED, COMPACTED):
+        if event in OUTCOMES:
             self._pending.pop(ident, None)
             if event != DELETED or not self._pending:
                 return
@@ -229,7 +236,7 @@ class AuditTrail:
         event, ident = entry.get("event"), entry.get("id")
         if event == INTENT and isinstance(ident, str):
             self._pending[ident] = entry
-        elif event in (DELETED, ABORTED, COMPACTED) and isinstance(ident, str):
+        elif event in OUTCOMES and isinstance(ident, str):
             self._pending.pop(ident, None)
             if event == DELETED:
                 key = (entry.get("path"), entry.get("base_offset"))

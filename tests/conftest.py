@@ -1,4 +1,5 @@
-"""Fixtures shared by every test package: a scratch log directory and a real, small filesystem."""
+"""Fixtures shared by every test package: a scratch log directory, a real small filesystem, and a
+real S3 API server on loopback (moto's, one per test module) with the credentials its clients use."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import tempfile
 import time
 
 import pytest
+
+from archive_helpers import CREDENTIALS, S3Server
 
 
 @pytest.fixture
@@ -72,3 +75,18 @@ def small_fs(request, tmp_path):
         except OSError as exc:
             if exc.errno not in (errno.EBUSY, errno.ENOTEMPTY):
                 raise
+
+
+@pytest.fixture
+def s3_credentials(monkeypatch):
+    """The environment boto3's credential chain reads, as the server expects it."""
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = S3Server().start()
+    server.make_bucket()
+    yield server
+    server.kill()

@@ -50,6 +50,12 @@ class Manifest:
     def find(self, base_offset: int) -> ArchivedSegment | None:
         return next((s for s in self.segments if s.base_offset == base_offset), None)
 
+    def covers(self, base_offset: int, end_offset: int) -> bool:
+        """Whether a segment of these offsets is archived whole: listed at its base up to its end
+        at least (a local segment a compaction merged after its head was uploaded is not)."""
+        found = self.find(base_offset)
+        return found is not None and found.end_offset >= end_offset
+
     def holding(self, offset: int) -> ArchivedSegment | None:
         """The archived segment whose offsets include `offset`, if any."""
         return next((s for s in self.segments if s.base_offset <= offset < s.end_offset), None)

@@ -269,7 +269,7 @@ class S3Tier:
 
 
 def _missing(exc: Exception) -> bool:
-    code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+    code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")   # None: no answer at all
     return code in ("404", "NoSuchKey", "NotFound")
 
 

@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 from ..segments.segment import SegmentInfo
 from .log_archive import LogArchive
-from .manifest import ArchivedSegment
+from .manifest import ArchivedSegment, Manifest
 
 
 class Throttle:
@@ -59,9 +59,28 @@ class _Paced:
         return self._source.tell()
 
 
-def pending(segments: list[SegmentInfo], archived: set[int]) -> list[SegmentInfo]:
-    """The sealed segments of `segments` whose base is not in `archived`, oldest first."""
-    return [s for s in segments if not s.active and s.base_offset not in archived]
+def due(segments: list[SegmentInfo], manifest: Manifest, *, now_ms: int,
+        upload_after_s: float = 0.0) -> list[SegmentInfo]:
+    """The sealed segments of `segments` the manifest does not cover, oldest first, up to the
+    first one sealed for less than `upload_after_s` at `now_ms` (uploads go in offset order)."""
+    out = []
+    for info in segments:
+        if info.active or manifest.covers(info.base_offset, info.end_offset):
+            continue
+        if now_ms / 1000 - info.mtime < upload_after_s:
+            break
+        out.append(info)
+    return out
+
+
+def archive_segment(archive: LogArchive, manifest: Manifest, info: SegmentInfo, *, now_ms: int,
+                    throttle: Throttle | None = None) -> tuple[Manifest, ArchivedSegment]:
+    """Upload segment `info` and rewrite the manifest with it; returns the new manifest and the
+    segment's entry. FileNotFoundError when it was removed locally first (nothing written)."""
+    segment = archive.put_segment(info, now_ms, throttle.pace if throttle is not None else (lambda f: f))
+    manifest = manifest.with_segment(segment)
+    archive.write_manifest(manifest)
+    return manifest, segment
 
 
 def upload_sealed(archive: LogArchive, segments: list[SegmentInfo], *, now_ms: int,
@@ -72,18 +91,13 @@ def upload_sealed(archive: LogArchive, segments: list[SegmentInfo], *, now_ms: i
     returns what was archived. An ArchiveError leaves the manifest as of the last segment
     archived before it. A segment removed locally meanwhile is passed."""
     manifest = archive.manifest()
-    pace = throttle.pace if throttle is not None else (lambda f: f)
     done: list[ArchivedSegment] = []
-    for info in pending(segments, {s.base_offset for s in manifest.segments}):
+    for info in due(segments, manifest, now_ms=now_ms, upload_after_s=upload_after_s):
         if limit is not None and len(done) >= limit:
             break
-        if now_ms / 1000 - info.mtime < upload_after_s:
-            break      # later segments were sealed later still
         try:
-            segment = archive.put_segment(info, now_ms, pace)
+            manifest, segment = archive_segment(archive, manifest, info, now_ms=now_ms, throttle=throttle)
         except FileNotFoundError:
             continue   # removed by retention while we looked
-        manifest = manifest.with_segment(segment)
-        archive.write_manifest(manifest)
         done.append(segment)
     return done

@@ -166,7 +166,7 @@ def _merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, An
 
 # A policy's schedule: its jobs run per policy, so a log cannot time them differently.
 SCHEDULE_KEYS = (("interval",), ("disk_check_interval",), ("manual_passes",), ("compaction", "interval"),
-                 ("hung", "retry_every"), ("archive", "interval"))
+                 ("hung", "retry_every"))
 
 
 def _overridden(policy: PolicyConfig, overrides: Mapping[str, Any], log_name: str) -> PolicyConfig:

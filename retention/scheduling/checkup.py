@@ -1,5 +1,6 @@
 """The scheduler's side of the health contract (`retention.scheduling.problems`): whether its
-thread runs and its disk check beats, the per-log problems of the pass ledger, a failed reload;
+thread runs and its disk check beats, the per-log problems of the pass ledger and of the archive uploads, a
+failed reload;
 and readiness. Evaluating logs each problem's start and end once (`HealthProblems`); the sidecar
 evaluates every second or two, `/healthz` on every probe. Thread-safe: the fields it keeps are
 single references replaced whole, and `HealthProblems` takes its own lock.
@@ -15,7 +16,8 @@ from apscheduler.schedulers.base import STATE_RUNNING
 from .health import PassLedger
 from .jobs import disk_check_every
 from .metrics import OK, RetentionMetrics
-from .problems import DISK_CHECK_STALLED, RELOAD_FAILED, SCHEDULER_STOPPED, HealthProblems, Problem
+from ..archiving import Archiver
+from .problems import ARCHIVE_LAGGING, DISK_CHECK_STALLED, RELOAD_FAILED, SCHEDULER_STOPPED, HealthProblems, Problem
 from .scheduler_state import SchedulerState
 from .statusview import iso
 
@@ -26,8 +28,9 @@ class HealthCheck:
     """Liveness, the named problems and readiness of one `RetentionScheduler`."""
 
     def __init__(self, state: SchedulerState, jobs: BackgroundScheduler, ledger: PassLedger,
-                 metrics: RetentionMetrics) -> None:
+                 metrics: RetentionMetrics, archiver: Archiver) -> None:
         self._state = state
+        self._archiver = archiver
         self._jobs = jobs
         self._ledger = ledger
         self._metrics = metrics
@@ -73,6 +76,7 @@ class HealthCheck:
     def evaluate(self) -> list[Problem]:
         """The active problems, evaluated now (transitions logged)."""
         found = self._ledger.problems(self._state.config)
+        found.extend(Problem(ARCHIVE_LAGGING, log, message) for log, message in self._archiver.problems())
         liveness = self.liveness_problem()
         if liveness is not None:
             found.append(liveness)

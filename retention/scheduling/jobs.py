@@ -16,6 +16,8 @@ The jobs of a `RetentionScheduler`:
   (`retention.scheduling.pressure_watch`).
 - the roll watch (`retention.scheduling.rollwatch`, Linux inotify): a writer preparing or rolling a segment
   gets its filesystem checked at once, so pressure is acted on within milliseconds.
+- `archive:LOG` every `archive.interval` for each log with an archive tier, on a pool of its own
+  (`retention.archiving`): a tier that hangs holds neither another log's uploads nor a pass.
 - `compact:POLICY` every `compaction.interval` (policies with compaction enabled), and a compaction
   right after a pressure pass that deleted nothing while the disk forces (`retention.scheduling.compaction_passes`:
   one compaction per filesystem, beside the deletion lock, not inside it; why is written there).
@@ -42,6 +44,7 @@ __all__ = ["DEFAULT_POOL", "JOB_DISK", "PRESSURE_PREFIX", "JobSpec", "add_once",
            "list_jobs", "new_scheduler", "seconds", "sync_jobs"]
 
 DEFAULT_POOL = 16          # threads are created lazily, only as jobs run concurrently
+ARCHIVE_POOL = 8           # uploads of this many logs run at once; more wait their turn
 JOB_DISK = "disk-check"
 PRESSURE_PREFIX = "pressure:"
 
@@ -69,7 +72,8 @@ def new_scheduler(max_workers: int, metrics: RetentionMetrics) -> BackgroundSche
     job errors, missed and skipped runs are counted in `metrics` and errors logged."""
     scheduler = BackgroundScheduler(
         timezone=timezone.utc,
-        executors={"default": ThreadPoolExecutor(max_workers), "disk": ThreadPoolExecutor(1)},
+        executors={"default": ThreadPoolExecutor(max_workers), "disk": ThreadPoolExecutor(1),
+                   "archive": ThreadPoolExecutor(ARCHIVE_POOL)},
         job_defaults={"max_instances": 1, "coalesce": True})
 
     def on_event(event) -> None:
@@ -88,10 +92,13 @@ def new_scheduler(max_workers: int, metrics: RetentionMetrics) -> BackgroundSche
 
 
 def desired_jobs(config: RetentionConfig, *, cleanup: Callable[[str], None], hung: Callable[[str], None],
-                 disk_check: Callable[[], None], compact: Callable[[str], None] | None = None) -> dict[str, JobSpec]:
+                 disk_check: Callable[[], None], compact: Callable[[str], None] | None = None,
+                 upload: Callable[[str], object] | None = None,
+                 uploads: dict[str, float] | None = None) -> dict[str, JobSpec]:
     """`cleanup:POLICY` every interval, `hung:POLICY` every hung.retry_every for each policy in use,
     `compact:POLICY` every compaction.interval for those with compaction enabled (when `compact` is
-    given), and `disk-check` every smallest disk_check_interval of them."""
+    given), `disk-check` every smallest disk_check_interval of them, and `upload(LOG)` as each job
+    of `uploads` (`archive:LOG` -> seconds) asks."""
     used = sorted({log.policy for log in config.logs.values()})
     jobs: dict[str, JobSpec] = {}
     for p in used:
@@ -103,6 +110,8 @@ def desired_jobs(config: RetentionConfig, *, cleanup: Callable[[str], None], hun
                                        for n, log in config.logs.items() if log.policy == p):
             jobs[f"compact:{p}"] = JobSpec(compact, (p,), policy.compaction.interval, "default")
     jobs[JOB_DISK] = JobSpec(disk_check, (), disk_check_every(config), "disk")
+    for job_id, every in (uploads or {}).items():
+        jobs[job_id] = JobSpec(upload, (job_id.split(":", 1)[1],), every, "archive")
     return jobs
 
 
@@ -122,7 +131,7 @@ def sync_jobs(scheduler: BackgroundScheduler, desired: dict[str, JobSpec], *, fi
         trigger = IntervalTrigger(seconds=every, timezone=timezone.utc)
         job = existing.get(job_id)
         if job is None:
-            immediately = job_id.startswith("cleanup:") or job_id == JOB_DISK
+            immediately = job_id.startswith(("cleanup:", "archive:")) or job_id == JOB_DISK
             extra = {"next_run_time": now} if immediately else {}
             scheduler.add_job(func, trigger, args=args, id=job_id, name=job_id, executor=executor,
                               max_instances=1, coalesce=True, misfire_grace_time=grace, **extra)

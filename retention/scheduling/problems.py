@@ -12,6 +12,9 @@ active. Each problem is a kind and a subject (a log name, or "" for the process)
   created yet is normal: a writer creates it).
 - `log-owned-elsewhere`: another process owns the log's retention (a second sidecar).
 - `reload-failed`: the last reload failed, so an older configuration runs (until a good reload).
+- `archive-lagging`: a log's oldest segment due for upload to its archive tier has waited longer
+  than its `archive.lag_unhealthy` (the tier is down or refuses it, or uploads cannot keep up):
+  nothing it holds can be evicted locally meanwhile.
 
 `HealthProblems.update` takes the full set of active problems each time it is evaluated and logs
 exactly one WARNING when a problem starts and one INFO when it clears, and keeps the gauge
@@ -37,8 +40,9 @@ PASSES_LATE = "passes-late"
 LOG_MISSING = "log-missing"
 LOG_OWNED_ELSEWHERE = "log-owned-elsewhere"
 RELOAD_FAILED = "reload-failed"
+ARCHIVE_LAGGING = "archive-lagging"
 KINDS = (SCHEDULER_STOPPED, DISK_CHECK_STALLED, PASSES_FAILING, PASSES_LATE, LOG_MISSING,
-         LOG_OWNED_ELSEWHERE, RELOAD_FAILED)
+         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING)
 
 
 class Problem(NamedTuple):

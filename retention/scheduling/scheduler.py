@@ -10,7 +10,8 @@ RocketMQ's broker runs its CleanCommitLogService)::
     ...
     scheduler.stop()             # cuts a running pass short between two files, then returns
 
-The jobs (`cleanup:POLICY`, `hung:POLICY`, `disk-check`, `compact:POLICY`, the roll watch) are
+The jobs (`cleanup:POLICY`, `hung:POLICY`, `disk-check`, `compact:POLICY`, `archive:LOG`, the roll
+watch) are
 described in `retention.scheduling.jobs`.
 
 Passes are per filesystem: logs are grouped by the filesystem holding them, each group has its own
@@ -43,6 +44,8 @@ from loguru import logger
 
 from policies import LEVEL_CLEAN, LEVEL_FORCE, LEVEL_OK, LEVEL_REFUSE, ManualTrigger, RetentionConfig
 
+from ..archiving import Archiver
+from ..archiving.archive_metrics import ArchiveMetrics
 from ..compaction.compactor import Pending
 from ..compaction.summary import CompactionResult
 from ..deletion.cleaner import Cleaner
@@ -102,7 +105,8 @@ class RetentionScheduler:
         self._stopped = False
         self._retired: list[Cleaner] = []
         self.ledger = PassLedger(self.metrics, self.history)
-        self.checkup = HealthCheck(state, self._scheduler, self.ledger, self.metrics)
+        self.archiver = Archiver(ArchiveMetrics(self.metrics.registry), clock=clock, stopping=state.stopping)
+        self.checkup = HealthCheck(state, self._scheduler, self.ledger, self.metrics, self.archiver)
         self.problems = self.checkup.problems
         self.passes = DeletionPasses(state, self.ledger, self._scheduler, on_pass=on_pass)
         self.compactions = CompactionPasses(state, metrics=self.metrics, pending=pending)
@@ -168,6 +172,7 @@ class RetentionScheduler:
             cleaner.stop()
         if self._scheduler.state != STATE_STOPPED:
             self._scheduler.shutdown(wait=True)
+        self.archiver.close()
         deadline = time.monotonic() + timeout
         self.compactions.wait(timeout)
         for fs in filesystems:
@@ -249,8 +254,10 @@ class RetentionScheduler:
         self.metrics.keep_mountpoints({fs.mountpoint for fs in self._state.filesystems.values()})
 
     def _sync_jobs(self, config: RetentionConfig, *, first: bool) -> None:
+        uploads = self.archiver.sync(config, self._state.audit)
         jobs = desired_jobs(config, cleanup=self.passes.interval, hung=self.passes.hung_retry,
-                            disk_check=self._disk_check_job, compact=self.compactions.job)
+                            disk_check=self._disk_check_job, compact=self.compactions.job,
+                            upload=self.archiver.upload, uploads=uploads)
         sync_jobs(self._scheduler, jobs, first=first)
 
     def jobs(self) -> list[dict]:
@@ -344,6 +351,7 @@ class RetentionScheduler:
                               started_mono=self.checkup.started_mono)
         status["config"] = self.config_source
         status["compaction"] = self.compactions.status()
+        status["archive"] = self.archiver.status()
         status["health"] = {"problems": self.problems.describe_active(), "reload_error": self.checkup.reload_error,
                             "not_ready": self.not_ready_reasons()}
         return status

@@ -1,5 +1,5 @@
-"""Fixtures of the archive tests (tests/commitlog/test_archive_*.py): credentials for the S3
-client, moto's S3 server on loopback (one per test module), and a tier of each kind."""
+"""Fixtures of the archive tests (tests/commitlog/test_archive_*.py): a tier of each kind (the S3
+server and its credentials are tests/conftest.py's)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,7 @@ import pytest
 
 from commitlog.archive import open_tier
 
-from archive_helpers import BUCKET, CREDENTIALS, S3Server
-
-
-@pytest.fixture
-def s3_credentials(monkeypatch):
-    """The environment boto3's credential chain reads, as the server expects it."""
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server = S3Server().start()
-    server.make_bucket()
-    yield server
-    server.kill()
+from archive_helpers import BUCKET
 
 
 @pytest.fixture(params=["file", "s3"])

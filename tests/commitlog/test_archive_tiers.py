@@ -83,6 +83,11 @@ def test_a_tier_that_is_down_fails_naming_the_url_and_key(s3_credentials):
         _put(tier, "log/b.log", b"b")
     with pytest.raises(ArchiveError, match="object log/a.log"):
         tier.read_range("log/a.log", 0, 1)
+    # No answer at all is a failure, never taken for a missing object.
+    with pytest.raises(ArchiveError, match="object log/a.log"):
+        tier.read("log/a.log")
+    with pytest.raises(ArchiveError, match="object log/a.log"):
+        tier.head("log/a.log")
 
 
 def test_a_directory_tier_that_cannot_be_written_fails_naming_it(tmp_path):
@@ -92,6 +97,11 @@ def test_a_directory_tier_that_cannot_be_written_fails_naming_it(tmp_path):
         _put(tier, "log/a.log", b"a")
     with pytest.raises(ArchiveError, match="object log/a.log"):
         tier.read_range("log/a.log", 0, 1)
+    # No answer at all is a failure, never taken for a missing object.
+    with pytest.raises(ArchiveError, match="object log/a.log"):
+        tier.read("log/a.log")
+    with pytest.raises(ArchiveError, match="object log/a.log"):
+        tier.head("log/a.log")
 
 
 @pytest.mark.parametrize("url, message", [

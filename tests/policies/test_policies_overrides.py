@@ -40,7 +40,7 @@ def test_a_log_sets_policy_keys_in_place_and_a_section_merges_key_by_key():
     ("{interval: 1s}", "logs.staging.overrides.interval: is the policy's schedule"),
     ("{hung: {retry_every: 1s}}", "logs.staging.overrides.hung.retry_every: is the policy's schedule"),
     ("[reserve]", "logs.staging.overrides: expected a mapping"),
-    ("{archive: {interval: 1s}}", "logs.staging.overrides.archive.interval: is the policy's schedule"),
+    ("{archive: {interval: 0s}}", "logs.staging.overrides.archive.interval: must be positive"),
     ("{archive: {url: 's3://k:s@b'}}", "logs.staging.overrides.archive.url: credentials never go in"),
 ])
 def test_a_bad_override_is_one_line_naming_the_file_line_and_key(overrides, line):

@@ -59,14 +59,16 @@ def exposition(tmp_path_factory) -> str:
         log.commit("etl", bases[4])
     config_path, _ = write_config(tmp, config_text(
         tmp, sidecar=True, policy={"delete_at_hours": ";".join(f"{hour:02d}" for hour in range(24)),
-                                   "retention_bytes": "1GiB"}))  # a cap, so its gauge is exported
+                                   "retention_bytes": "1GiB",   # a cap, so its gauge is exported
+                                   "archive": {"url": f"file://{tmp}/archive"}}))   # and a tier, so its lag
     with Sidecar(config_path, cwd=tmp) as sidecar:
         sidecar.wait_ready()
 
         def metrics() -> str:
             text = sidecar.request("GET", "/metrics")[2].decode()
-            return text if "retention_deleted_segments_total{" in text and "retention_disk_force_ratio{" in text else ""
-        return sidecar.wait_for(metrics, what="a deletion and a disk check in /metrics")
+            return text if all(f"{name}{{" in text for name in (
+                "retention_deleted_segments_total", "retention_disk_force_ratio", "retention_archive_lag_seconds")) else ""
+        return sidecar.wait_for(metrics, what="a deletion, a disk check and an upload run in /metrics")
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +122,7 @@ def test_the_dashboard_covers_what_an_operator_needs():
 def test_every_alert_tells_the_operator_what_to_do():
     rules = yaml.safe_load(ALERTS.read_text())
     names = [r["alert"] for g in rules["groups"] for r in g["rules"]]
-    assert len(names) == 9
+    assert len(names) == 10
     for g in rules["groups"]:
         for r in g["rules"]:
             assert r["annotations"]["summary"] and len(r["annotations"]["description"]) > 80, r["alert"]

@@ -1,0 +1,206 @@
+"""One log's uploads to its archive tier: every sealed segment, once sealed for `upload_after`,
+goes to the tier (data and index, each verified) and into the log's manifest there, oldest first.
+
+Audited as deletions are: an `archive` intent (fsynced) before a segment is sent, then its
+outcome, `archived` once the manifest lists it or `aborted` (`error`) when the tier refused it. A
+process killed between the two leaves an intent the next run settles from the manifest:
+`archived` (recovered) when it lists the segment, else `aborted` (`not-archived`) and the segment
+is sent again, so uploads resume after a crash with nothing lost or listed twice.
+
+A failing tier is tried again after `retry_after`, doubled after each failure in a row up to
+`max_retry_after`; meanwhile the upload lag (the seconds the oldest due segment has waited, the
+bytes waiting) keeps being measured from the local listing, so a tier that is down is reported
+early. The uploader takes the log's retention ownership (`retention.deletion.owner`): a log
+another process owns is left to it.
+
+Not thread-safe: one run at a time (its scheduler job is `max_instances=1`); `state` may be read
+from any thread (a frozen value replaced whole).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from loguru import logger
+
+from commitlog import ArchiveError, CommitLog, CommitLogError, SegmentInfo, is_log_directory
+from commitlog.archive import LogArchive, Manifest, Throttle, Tier
+from commitlog.archive.upload import archive_segment, due
+from commitlog.layout import segment_name
+from policies import ArchiveConfig, LogConfig
+
+from ..audit import ABORTED, ARCHIVED, AuditTrail, aborted_entry, audit_time
+from ..deletion import owner
+
+__all__ = ["LogUploader", "UploadState"]
+
+ARCHIVE = "archive"          # the audit intent's action
+
+
+@dataclass(frozen=True)
+class UploadState:
+    """What one log's uploads look like now (the figures /status and the metrics show)."""
+
+    lag_seconds: float = 0.0
+    """How long the oldest segment due for upload (sealed, past upload_after) has waited; 0: none waits."""
+    lag_bytes: int = 0
+    """Bytes of the segments due for upload and not archived."""
+    archived_segments: int = 0
+    archived_bytes: int = 0
+    """Segments (and their bytes) the manifest lists, as last read."""
+    failures: int = 0
+    """Failed runs in a row (0 after a good one)."""
+    last_error: str | None = None
+    next_try_at: float = 0.0
+    """Epoch seconds before which a failing tier is not tried again."""
+    last_success_at: float | None = None
+    owned_elsewhere: str | None = None
+
+
+class LogUploader:
+    """The uploads of one log (see the module docstring)."""
+
+    def __init__(self, name: str, log: LogConfig, archive: ArchiveConfig, tier: Tier, audit: AuditTrail, *,
+                 clock: Callable[[], float] = time.time, stopping: threading.Event | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.name = name
+        self.path = str(log.path)
+        self.settings = archive
+        self.archive = LogArchive(tier, self.path, name)
+        self.audit = audit
+        self._clock, self._sleep = clock, sleep
+        self._stopping = stopping or threading.Event()
+        self._log: CommitLog | None = None
+        self._claim: str | None = None
+        self._manifest: Manifest | None = None     # as last read from (or written to) the tier
+        self.state = UploadState()
+
+    # ------------------------------------------------------------------ the job
+    def run(self) -> list[SegmentInfo]:
+        """Upload what is due (unless a failure's backoff runs); returns the segments archived."""
+        now = self._clock()
+        if not is_log_directory(self.path):
+            self.state = UploadState()
+            return []
+        if not self._owned():
+            return []
+        if now < self.state.next_try_at:
+            self._measure(self._listing(), now)
+            return []
+        done: list[SegmentInfo] = []
+        try:
+            self._manifest = manifest = self.archive.manifest()
+            self._settle(manifest)
+            for info in due(self._listing(), manifest, now_ms=int(now * 1000),
+                            upload_after_s=self.settings.upload_after):
+                if self._stopping.is_set():
+                    break
+                if self._upload(info):
+                    done.append(info)
+        except (ArchiveError, CommitLogError, OSError) as exc:
+            self._failed(exc)
+        else:
+            self.state = replace(self.state, failures=0, last_error=None, next_try_at=0.0,
+                                 last_success_at=self._clock())
+        self._measure(self._listing(), self._clock())
+        return done
+
+    def _upload(self, info: SegmentInfo) -> bool:
+        """Send one segment under an audit intent; True when archived, False when it left the log
+        first. ArchiveError (after its `aborted` outcome) when the tier refused it."""
+        key = self.archive.key(segment_name(info.base_offset))
+        planned = {"time": audit_time(self._clock()), "log": self.name, "path": info.path,
+                   "segment": os.path.basename(info.path), "base_offset": info.base_offset,
+                   "end_offset": info.end_offset, "bytes": info.used_bytes, "url": self.archive.tier.url,
+                   "key": key}
+        ident = self.audit.intent(ARCHIVE, planned)
+        started = time.monotonic()
+        throttle = Throttle(self.settings.max_bytes_per_second, sleep=self._sleep)
+        try:
+            self._manifest, segment = archive_segment(self.archive, self._manifest or Manifest(self.name), info,
+                                                      now_ms=int(self._clock() * 1000), throttle=throttle)
+        except FileNotFoundError:
+            self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason="not-archived"))
+            return False
+        except (ArchiveError, CommitLogError, OSError) as exc:
+            self.audit.outcome_or_log(ident, ABORTED, {**aborted_entry(planned, at=self._clock(), reason="error"),
+                                                       "error": str(exc)})
+            raise
+        seconds = time.monotonic() - started
+        self.audit.outcome_or_log(ident, ARCHIVED, {
+            **{k: planned[k] for k in ("log", "path", "segment", "base_offset", "end_offset", "url", "key")},
+            "time": audit_time(self._clock()), "bytes": segment.bytes, "sha256": segment.sha256,
+            "index_bytes": segment.index_bytes, "index_sha256": segment.index_sha256,
+            "seconds": round(seconds, 3)})
+        logger.info("{}: archived {} ({} bytes, {:.2f}s) to {}", self.name, planned["segment"], segment.bytes,
+                    seconds, self.archive.tier.url)
+        return True
+
+    def _failed(self, exc: Exception) -> None:
+        failures = self.state.failures + 1
+        wait = min(self.settings.retry_after * 2 ** (failures - 1), self.settings.max_retry_after)
+        level = "WARNING" if failures == 1 else "DEBUG"     # one line when a tier fails, not one a try
+        logger.log(level, "{}: upload to {} failed ({} in a row), next try in {:g}s: {}", self.name,
+                   self.archive.tier.url, failures, wait, exc)
+        self.state = replace(self.state, failures=failures, last_error=str(exc), next_try_at=self._clock() + wait)
+
+    # ------------------------------------------------------------------ figures
+    def _listing(self) -> list[SegmentInfo]:
+        if self._log is None:
+            self._log = CommitLog.open(self.path, readonly=True)
+        return self._log.segments()
+
+    def _measure(self, segments: list[SegmentInfo], now: float) -> None:
+        manifest = self._manifest or self.archive.cached_manifest() or Manifest(self.name)
+        waiting = due(segments, manifest, now_ms=int(now * 1000), upload_after_s=self.settings.upload_after)
+        lag_seconds = max(0.0, now - waiting[0].mtime - self.settings.upload_after) if waiting else 0.0
+        self.state = replace(self.state, lag_seconds=lag_seconds, lag_bytes=sum(s.used_bytes for s in waiting),
+                             archived_segments=len(manifest.segments),
+                             archived_bytes=sum(s.bytes for s in manifest.segments))
+
+    # ------------------------------------------------------------------ crash recovery, ownership
+    def _settle(self, manifest: Manifest) -> None:
+        """Write the outcome of this log's upload intents whose process died."""
+        mine = os.path.abspath(self.path)
+        for intent in self.audit.unresolved():
+            if intent.get("action") != ARCHIVE or os.path.dirname(str(intent.get("path"))) != mine:
+                continue
+            base, end = intent.get("base_offset"), intent.get("end_offset")
+            if not isinstance(base, int) or not isinstance(end, int):
+                continue
+            if manifest.covers(base, end):
+                entry = manifest.find(base)
+                self.audit.outcome_or_log(intent["id"], ARCHIVED, {
+                    **{k: intent.get(k) for k in ("log", "path", "segment", "base_offset", "end_offset", "url",
+                                                  "key")},
+                    "time": audit_time(self._clock()), "bytes": entry.bytes, "sha256": entry.sha256,
+                    "index_bytes": entry.index_bytes, "index_sha256": entry.index_sha256}, recovered=True)
+                outcome = ARCHIVED
+            else:
+                self.audit.outcome_or_log(intent["id"], ABORTED,
+                                          aborted_entry(intent, at=self._clock(), reason="not-archived"),
+                                          recovered=True)
+                outcome = "not-archived"
+            logger.warning("{}: settled the audit intent of an interrupted upload of {} (pid {}): {}",
+                           self.name, intent.get("segment"), intent.get("pid"), outcome)
+
+    def _owned(self) -> bool:
+        if self._claim is None:
+            try:
+                self._claim = owner.claim(self.path) or ""
+            except owner.OwnedElsewhere as exc:
+                self.state = replace(UploadState(), owned_elsewhere=str(exc))
+                return False
+        return True
+
+    def close(self) -> None:
+        if self._claim:
+            owner.release(self._claim)
+        self._claim = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None

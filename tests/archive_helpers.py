@@ -1,0 +1,141 @@
+"""A real S3 API server on loopback for archive tests: moto's server, a separate process the
+tests can stop and kill, and the bucket the tier writes to."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+BUCKET = "archive"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class S3Server:
+    """`moto_server` on 127.0.0.1; start(), stop() (SIGKILL), endpoint."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "S3Server":
+        server = Path(sys.executable).with_name("moto_server")
+        self.process = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(self.port)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        env={**os.environ, **CREDENTIALS})
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1).read()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"moto_server did not answer on {self.endpoint}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+        self.process = None
+
+    def make_bucket(self, name: str = BUCKET) -> None:
+        import boto3
+        boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                     aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                     aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"]).create_bucket(Bucket=name)
+
+
+class TcpProxy:
+    """A TCP proxy on loopback in front of `target_port`, to fail the network between a client
+    and a real server: `down()` refuses new connections and cuts open ones, `hang()` accepts and
+    never answers (a stuck tier), `up()` forwards again. The server keeps its state throughout."""
+
+    def __init__(self, target_port: int) -> None:
+        import threading
+        self.target = ("127.0.0.1", target_port)
+        self.mode = "up"
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self.mode == "down":
+                client.close()
+                continue
+            self._track(client)
+            if self.mode == "hang":
+                continue      # held open, never read nor answered
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            self._track(upstream)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _track(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _cut(self) -> None:
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for s in sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def down(self) -> None:
+        self.mode = "down"
+        self._cut()
+
+    def hang(self) -> None:
+        self.mode = "hang"
+        self._cut()
+
+    def up(self) -> None:
+        self.mode = "up"
+        self._cut()     # hung connections end: their clients retry
+
+    def close(self) -> None:
+        self._listener.close()
+        self._cut()

@@ -1,0 +1,184 @@
+"""Uploads to the archive tier in the scheduler: every sealed segment archived once, audited with
+an intent and its outcome, retried with backoff while the tier is down (the lag reported, a
+health problem past lag_unhealthy), resumed when it returns, settled after a crash, and one log's
+hung tier never holding another log's uploads. Real logs, a real S3 API server (moto) behind a
+real TCP proxy the tests fail, and a directory tier."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+from archive_helpers import BUCKET, TcpProxy
+from retention_helpers import config_text, make_log, set_age, write_config
+
+from commitlog.archive import LogArchive, open_tier, upload_sealed
+from commitlog import CommitLog
+from retention import RetentionScheduler
+from retention.archiving import Archiver
+from retention.archiving.archive_metrics import ArchiveMetrics
+from retention.audit import AuditTrail, read_events
+from prometheus_client import CollectorRegistry
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def archived_bases(url: str, log: str, **tier_args) -> list[int]:
+    manifest = LogArchive(open_tier(url, **tier_args), f"/nonexistent/{log}", log).manifest()
+    return [s.base_offset for s in manifest.segments]
+
+
+def test_the_scheduler_archives_every_sealed_segment_once_with_an_intent_and_its_outcome(tmp_path):
+    bases = make_log(tmp_path / "staging", 3)
+    url = f"file://{tmp_path}/archive"
+    _, config = write_config(tmp_path, config_text(tmp_path, policy={"archive": {"url": url, "interval": "1h"}}))
+    with RetentionScheduler(config) as scheduler:
+        wait_for(lambda: archived_bases(url, "staging") == bases[:3], what="three segments archived")
+        wait_for(lambda: scheduler.status()["archive"]["staging"]["archived_segments"] == 3, what="status")
+        status = scheduler.status()["archive"]["staging"]
+        exposition = scheduler.metrics.exposition().decode()
+    assert (status["url"], status["lag_bytes"], status["lag_seconds"], status["failures"]) == (url, 0, 0.0, 0)
+    assert 'retention_archive_uploaded_segments_total{log="staging"} 3.0' in exposition
+    events = read_events(str(tmp_path / "audit.jsonl"))
+    intents = {e["id"]: e for e in events if e.get("event") == "intent" and e.get("action") == "archive"}
+    outcomes = [e for e in events if e.get("event") == "archived"]
+    assert sorted(e["base_offset"] for e in intents.values()) == bases[:3]
+    assert sorted(e["id"] for e in outcomes) == sorted(intents)
+    assert all(len(e["sha256"]) == 64 and e["key"] == f"staging/{e['segment']}" for e in outcomes)
+
+
+@pytest.fixture
+def proxy(s3):
+    proxy = TcpProxy(s3.port)
+    yield proxy
+    proxy.close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _archiver(tmp_path, clock, archive: dict):
+    _, config = write_config(tmp_path, config_text(tmp_path, policy={"archive": archive}))
+    archiver = Archiver(ArchiveMetrics(CollectorRegistry()), clock=clock)
+    audit = AuditTrail(str(tmp_path / "audit.jsonl"))
+    archiver.sync(config, audit)
+    return archiver
+
+
+def test_a_tier_that_is_down_is_retried_with_backoff_reported_as_lag_and_caught_up_when_back(
+        tmp_path, proxy, s3_credentials):
+    bases = make_log(tmp_path / "staging", 2)
+    set_age(tmp_path / "staging", bases[:2], 2 * 3600)
+    clock = Clock()
+    url = f"s3://{BUCKET}/{tmp_path.name}"
+    archiver = _archiver(tmp_path, clock, {"url": url, "endpoint": proxy.endpoint, "region": "us-east-1",
+                                           "retry_after": "10s", "max_retry_after": "15s",
+                                           "lag_unhealthy": "1h"})
+    proxy.down()
+    try:
+        assert archiver.upload("staging") == 0
+        first = archiver.status()["staging"]
+        assert first["failures"] == 1 and "staging/manifest.json" in first["last_error"]
+        with CommitLog.open(tmp_path / "staging", readonly=True) as log:
+            sealed_bytes = sum(s.used_bytes for s in log.segments()[:2])
+        assert first["lag_seconds"] > 7000 and first["lag_bytes"] == sealed_bytes
+        [(log, message)] = archiver.problems()
+        assert log == "staging" and "lag_unhealthy 3600s" in message and url in message
+
+        clock.now += 5                       # within retry_after: the tier is not asked
+        assert archiver.upload("staging") == 0 and archiver.status()["staging"]["failures"] == 1
+        clock.now += 6
+        archiver.upload("staging")           # asked again, fails again: the wait doubles, capped at 15s
+        assert archiver.status()["staging"]["failures"] == 2
+        assert archiver._uploaders["staging"].state.next_try_at == pytest.approx(clock.now + 15)
+
+        proxy.up()
+        clock.now += 16
+        assert archiver.upload("staging") == 2
+        after = archiver.status()["staging"]
+        assert (after["failures"], after["last_error"], after["lag_bytes"], after["lag_seconds"]) == (0, None, 0, 0.0)
+        assert archiver.problems() == []
+        assert archived_bases(url, "staging", endpoint=proxy.endpoint, region="us-east-1") == bases[:2]
+    finally:
+        archiver.close()
+
+
+def test_the_scheduler_reports_a_tier_down_as_the_health_problem_archive_lagging(tmp_path, proxy, s3_credentials):
+    bases = make_log(tmp_path / "staging", 2)
+    set_age(tmp_path / "staging", bases[:2], 120)
+    proxy.down()
+    _, config = write_config(tmp_path, config_text(tmp_path, policy={"archive": {
+        "url": f"s3://{BUCKET}/{tmp_path.name}", "endpoint": proxy.endpoint, "region": "us-east-1",
+        "lag_unhealthy": "1m"}}))
+    with RetentionScheduler(config) as scheduler:
+        wait_for(lambda: any(p.startswith("archive-lagging: log staging") for p in scheduler.health()[1]),
+                 what="the archive-lagging problem")
+        assert 'retention_health_problems{problem="archive-lagging"} 1.0' in scheduler.metrics.exposition().decode()
+
+
+def test_a_hung_tier_of_one_log_does_not_hold_another_logs_uploads(tmp_path, proxy, s3_credentials):
+    for name in ("stuck", "fine"):
+        make_log(tmp_path / name, 3)
+    proxy.hang()
+    logs = {"stuck": {"path": str(tmp_path / "stuck"), "segment_size": "4KiB", "overrides": {"archive": {
+                "url": f"s3://{BUCKET}/{tmp_path.name}", "endpoint": proxy.endpoint, "region": "us-east-1"}}},
+            "fine": {"path": str(tmp_path / "fine"), "segment_size": "4KiB", "overrides": {"archive": {
+                "url": f"file://{tmp_path}/archive"}}}}
+    _, config = write_config(tmp_path, config_text(tmp_path, logs=logs))
+    scheduler = RetentionScheduler(config)
+    scheduler.start()
+    try:
+        wait_for(lambda: len(archived_bases(f"file://{tmp_path}/archive", "fine")) == 3, timeout=20,
+                 what="the healthy log's segments archived")
+        assert scheduler.status()["archive"]["stuck"]["archived_segments"] == 0
+    finally:
+        proxy.up()       # the hung request is cut and fails; stop() then returns
+        scheduler.stop()
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["listed", "not-listed"])
+def test_an_upload_its_process_died_in_is_settled_from_the_manifest_and_sent_again_if_unlisted(tmp_path, listed):
+    bases = make_log(tmp_path / "staging", 2)
+    url = f"file://{tmp_path}/archive"
+    if listed:
+        with CommitLog.open(tmp_path / "staging", readonly=True) as log:
+            upload_sealed(LogArchive(open_tier(url), str(tmp_path / "staging"), "staging"), log.segments()[:1],
+                          now_ms=int(time.time() * 1000))
+    audit = AuditTrail(str(tmp_path / "audit.jsonl"))
+    segment = tmp_path / "staging" / f"{bases[0]:020d}.log"
+    audit.append({"event": "intent", "id": "dead0001", "action": "archive", "time": "t", "log": "staging",
+                  "path": str(segment), "segment": segment.name, "base_offset": bases[0],
+                  "end_offset": bases[1], "bytes": 1, "url": url, "key": f"staging/{segment.name}",
+                  "pid": _dead_pid(), "pid_start": 1.0}, sync=True)
+    archiver = _archiver(tmp_path, Clock(), {"url": url})
+    try:
+        archiver.upload("staging")
+    finally:
+        archiver.close()
+    events = read_events(str(tmp_path / "audit.jsonl"))
+    [settled] = [e for e in events if e.get("id") == "dead0001" and e["event"] != "intent"]
+    assert settled["recovered"] is True
+    assert (settled["event"], settled.get("reason")) == (("archived", None) if listed else ("aborted", "not-archived"))
+    resent = [e for e in events if e.get("event") == "archived" and e["id"] != "dead0001"]
+    assert [e["base_offset"] for e in resent] == (bases[1:2] if listed else bases[:2])
+    assert archived_bases(url, "staging") == bases[:2]

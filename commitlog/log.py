@@ -51,9 +51,14 @@ class CommitLog(DeadRecords):
              flush_interval: float = DEFAULT_FLUSH_INTERVAL,
              refuse_writes_ratio: float | None = DEFAULT_REFUSE_WRITES_RATIO,
              resume_ratio: float = DEFAULT_RESUME_RATIO, on_full: str = DEFAULT_ON_FULL,
-             block_timeout: float = DEFAULT_BLOCK_TIMEOUT, roll_after: float | None = None) -> "CommitLog":
+             block_timeout: float = DEFAULT_BLOCK_TIMEOUT, roll_after: float | None = None,
+             archive=None) -> "CommitLog":
         """Open (and, unless `readonly`, create) the log in directory `path`; the settings are
         documented, with their units and defaults, in commitlog.options.LogOptions.
+
+        archive: the log's archive tier, a URL (`s3://bucket/prefix`, `file:///dir`) or an open
+        tier (`commitlog.archive.open_tier`, for an endpoint or region): reads below the local
+        start go there (a `commitlog.archive.TieredLog`, see docs/archive.md).
 
         readonly: read, commit consumer offsets and remove head segments, but never append;
         several read-only opens may coexist with one writer in another process. NotALogError when
@@ -62,8 +67,14 @@ class CommitLog(DeadRecords):
                              resume_ratio, on_full, block_timeout, roll_after)
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidArgumentError(f"path must be a str or os.PathLike, got {path!r}")
+        if archive is not None:
+            from .archive.tiered import TieredLog, archive_reader   # the archive imports this module
+            reader = archive_reader(archive, os.path.abspath(os.fspath(path)))
+            cls = TieredLog
         self = object.__new__(cls)
         self._init(os.fspath(path), options)
+        if archive is not None:
+            self._attach(reader)
         return self
 
     def _init(self, path: str, options: LogOptions) -> None:

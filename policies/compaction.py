@@ -16,6 +16,8 @@ segment the reasons it is left alone. Rules:
   old (Kafka's ``min.compaction.lag.ms`` uses a segment's largest timestamp likewise; the file's
   mtime says when the file was written, and a compaction's output is a new file of old records).
   ``min_age: 0`` makes nothing young, even a timestamp from a clock ahead of ours. A segment without records has no age and is never young.
+  Never a segment the log's archive tier holds (``archived``): archived segments are not rewritten
+  in place (the archive keeps the bytes it verified); compaction works before the upload.
   ``disabled`` is listed on every segment of a policy with ``enabled: false``, beside any other reason.
 - A reader holding a segment and a consumer group that has not consumed it do **not** keep it out:
   a compaction drops only dead records (never returned to readers anyway), readers inside a replaced
@@ -67,6 +69,7 @@ from policies.reasons import ACTIVE
 from policies.triggers import require_aware
 
 __all__ = [
+    "ARCHIVED_SEGMENT",
     "COMPACTION_REASONS",
     "DISABLED",
     "LIVE_RATIO",
@@ -88,6 +91,7 @@ DISABLED = "disabled"
 YOUNG = "young"
 LIVE_RATIO = "live-ratio"
 NO_ROOM = "no-room"
+ARCHIVED_SEGMENT = "archived"
 
 COMPACTION_REASONS = MappingProxyType(
     {
@@ -96,6 +100,7 @@ COMPACTION_REASONS = MappingProxyType(
         YOUNG: "its last record is younger than compaction.min_age",
         LIVE_RATIO: "its live share is not below compaction.max_live_ratio",
         NO_ROOM: "the disk lacks room for the rewritten file plus one segment",
+        ARCHIVED_SEGMENT: "the log's archive tier holds it, and archived segments are not rewritten",
     }
 )
 """Why a pass leaves a segment alone: every code with its one-line explanation (``retention plan``)."""
@@ -139,6 +144,8 @@ class CompactionSegment:
     last_timestamp_ms: int | None = None
     """Timestamps of its first and last record; None when it holds none."""
     active: bool = False
+    archived: bool = False
+    """The log's archive tier holds it whole: never rewritten."""
 
     def __post_init__(self) -> None:
         if self.end_offset < self.base_offset:
@@ -212,6 +219,8 @@ def _reasons(segment: CompactionSegment, last: bool, config: CompactionConfig, n
     reasons = [] if config.enabled else [DISABLED]
     if segment.active or last:
         reasons.append(ACTIVE)
+    if segment.archived:
+        reasons.append(ARCHIVED_SEGMENT)
     if (
         config.min_age > 0
         and segment.last_timestamp_ms is not None

@@ -20,6 +20,11 @@ Rules, per log (``plan`` applies them; every input is plain data and nothing is 
 - A segment an earlier attempt found held by a reader is kept (``held``) until ``retry_every`` has
   passed since the last attempt; after ``force_after`` since the first attempt it is deleted even if
   still held (``forced``).
+- A log whose policy has an archive tier (``archive.url``) evicts archived segments only: one the
+  tier does not hold whole yet is kept (``not-archived``) unless the disk forces. The walk of a
+  filesystem takes the archived segments at the logs' heads before any unarchived one, so a force
+  evicts what the archive holds first and loses data only when that is not enough. An archived
+  segment's deletion says so (``archived`` in ``because``).
 - Logs on one filesystem (the same ``filesystem_id``) are walked together in global age order, oldest
   last write first, each from its own head. A log's disk force lasts while the projected used ratio,
   the used bytes less those planned for deletion so far over used plus free, is above its
@@ -34,13 +39,14 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from types import MappingProxyType
 
 from policies.config import PolicyConfig
 from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
 from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange, explain_codes  # re-exported
-from policies.reasons import ACTIVE, BATCH_LIMIT, EXPIRED, HELD, NO_TRIGGER, PREFIX, RESERVED, unconsumed
+from policies.reasons import (ACTIVE, ARCHIVED, BATCH_LIMIT, EXPIRED, HELD, NOT_ARCHIVED, NO_TRIGGER, PREFIX,
+                              RESERVED, unconsumed)
 from policies.snapshot import GroupSnapshot, LogSnapshot, SegmentSnapshot
 from policies.triggers import (
     DISK_CLEAN,
@@ -108,7 +114,8 @@ def plan(
 
 
 def _walk_filesystem(walks: list[_LogWalk]) -> None:
-    """Decide the segments of logs sharing one disk, globally oldest first, tracking the bytes freed."""
+    """Decide the segments of logs sharing one disk, archived ones first, then globally oldest first,
+    tracking the bytes freed."""
     # Logs on one filesystem carry the same usage figures; the first log's snapshot stands for them all.
     disk = walks[0].log.disk
     capacity = disk.used_bytes + disk.free_bytes
@@ -164,13 +171,15 @@ class _LogWalk:
         self.deleted = 0
         self.first_kept: str | None = None
         self.decisions: list[SegmentDecision] = []
+        self.archive = policy.archive
 
     def has_next(self) -> bool:
         return self.index < len(self.log.segments)
 
-    def next_sort_key(self) -> tuple[float, int, int]:
+    def next_sort_key(self) -> tuple[bool, float, int, int]:
         segment = self.log.segments[self.index]
-        return (segment.mtime, self.order, segment.base_offset)
+        unarchived = self.archive.enabled and segment.archived_at is None
+        return (unarchived, segment.mtime, self.order, segment.base_offset)
 
     def decide_next(self, projected_ratio: float) -> SegmentDecision:
         segment = self.log.segments[self.index]
@@ -209,6 +218,10 @@ class _LogWalk:
         if age < policy.reserve:
             (overridden if overridden_by else reasons).append(RESERVED)
             details[RESERVED] = (_reserved_detail, policy.reserve, age)
+
+        if self.archive.enabled and segment.archived_at is None:
+            (overridden if force_disk else reasons).append(NOT_ARCHIVED)
+            details[NOT_ARCHIVED] = (_not_archived_detail, self.archive.url)
 
         ranges = tuple(_unconsumed_range(group, segment) for group in self.groups_by_name)
         ranges = tuple(found for found in ranges if found is not None)
@@ -258,6 +271,10 @@ class _LogWalk:
             if over_cap:
                 details[SIZE_CAP] = (_size_cap_detail, left_bytes, policy.retention_bytes)
                 shown.add(SIZE_CAP)
+            if segment.archived_at is not None and self.archive.enabled:
+                because = (*because, ARCHIVED)
+                shown.add(ARCHIVED)
+                details[ARCHIVED] = (_archived_detail, segment.archived_at, self.archive.url)
             details[TIME_WINDOW] = (_window_detail, policy, self.at)
             details[DISK_CLEAN] = (_clean_detail, self.log.disk.used_ratio, policy.disk.clean_ratio)
             details[MANUAL] = (_manual_detail, self.manual.remaining, self.manual.forcing)
@@ -367,6 +384,15 @@ def _clean_detail(used_ratio: float, clean_ratio: float) -> str:
 def _manual_detail(remaining: int, forcing: bool) -> str:
     return f"an operator's request, {remaining} pass{'es' if remaining != 1 else ''} of it left" + \
         (", forcing" if forcing else "")
+
+
+def _not_archived_detail(url: str) -> str:
+    return f"not in the archive {url} yet"
+
+
+def _archived_detail(archived_at: float, url: str) -> str:
+    at = datetime.fromtimestamp(archived_at, timezone.utc).isoformat(timespec="seconds")
+    return f"in the archive {url} since {at}"
 
 
 def _size_cap_detail(log_bytes: int, retention_bytes: int) -> str:

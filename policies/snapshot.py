@@ -51,6 +51,9 @@ class SegmentSnapshot:
     sealed: bool = False
     """True when no writer appends to it again although it is the log's last segment (a time-based
     roll sealed it before the next segment existed): the last segment is kept unless sealed."""
+    archived_at: float | None = None
+    """Epoch seconds since which the log's archive tier holds the whole segment (its manifest lists
+    it); None when it does not, or the log has no archive."""
 
     def __post_init__(self) -> None:
         if self.end_offset < self.base_offset:

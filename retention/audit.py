@@ -7,13 +7,14 @@ Lines (each one `write()` of one line with O_APPEND under an exclusive flock, so
 writers never interleave and a torn line left by a killed writer is told from one being written):
 
 - `{"event": "intent", "id", "action": "delete", "time", "log", "path", "segment", "base_offset",
-  "end_offset", "bytes", "triggers", "forced", "overridden_by", "unconsumed", "pinned_by", "pid",
-  "pid_start"}`: fsynced before the removal starts (`pid`, `pid_start` name the process, so a
+  "end_offset", "bytes", "triggers", "forced", "overridden_by", "unconsumed", "pinned_by", "archived",
+  "pid", "pid_start"}`: fsynced before the removal starts (`pid`, `pid_start` name the process, so a
   reader can tell a live intent from one its process died with). `action` leaves room for other
   kinds of work (a compaction output) audited the same way.
 - `{"event": "deleted", "id", ...}`: the deletion, with every key a deletion line always had
   (`time, log, path, segment, base_offset, end_offset, bytes, triggers, forced, overridden_by,
-  unconsumed, pinned_by`); `unconsumed` names, per consumer group, the offsets it had not consumed.
+  unconsumed, pinned_by, archived`); `unconsumed` names, per consumer group, the offsets it had not
+  consumed; `archived` is true for an eviction, a segment the log's archive tier holds (no data lost).
   `"recovered": true` when written for a dead process's intent whose segment had left the log: a
   duplicate is possible (the original line was lost with the machine) and is marked this way.
 - `{"event": "aborted", "id", "time", "log", "path", "segment", "base_offset", "end_offset",
@@ -281,8 +282,9 @@ def _peek(raw: bytes) -> tuple[str | None, str | None]:
 def deletion_entry(*, at: float, log: str, path: str, segment: str, base_offset: int,
                    end_offset: int, bytes: int, triggers: list[str], forced: bool,
                    overridden_by: str | None, unconsumed: list[tuple[str, int, int]],
-                   pinned_by: list[dict] | None = None) -> dict:
-    """The audit line of one deletion; `unconsumed` holds (group, first, end-exclusive) ranges."""
+                   pinned_by: list[dict] | None = None, archived: bool = False) -> dict:
+    """The audit line of one deletion; `unconsumed` holds (group, first, end-exclusive) ranges;
+    `archived`: the log's archive tier holds the segment (an eviction, nothing lost)."""
     return {
         "time": audit_time(at),
         "log": log,
@@ -297,6 +299,7 @@ def deletion_entry(*, at: float, log: str, path: str, segment: str, base_offset:
         "unconsumed": [{"group": g, "first_offset": first, "end_offset": end}
                        for g, first, end in unconsumed],
         "pinned_by": pinned_by or [],
+        "archived": archived,
     }
 
 
@@ -309,7 +312,7 @@ def aborted_entry(intent: dict, *, at: float, reason: str) -> dict:
 def recovered_deletion(intent: dict, *, at: float) -> dict:
     """The deletion line written for a dead process's intent whose segment left the log."""
     entry = {k: intent[k] for k in ("log", "path", "segment", "base_offset", "end_offset", "bytes",
-                                    "triggers", "forced", "overridden_by", "unconsumed", "pinned_by")
+                                    "triggers", "forced", "overridden_by", "unconsumed", "pinned_by", "archived")
              if k in intent}
     return {"time": audit_time(at), **entry, "intent_time": intent.get("time")}
 

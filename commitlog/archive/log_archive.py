@@ -39,18 +39,16 @@ class LogArchive:
         key = self.key(MANIFEST_KEY)
         data = self.tier.read(key)
         if data is None:
-            return Manifest(self.name)
-        manifest = Manifest.from_json(data, self.tier.url, key)
+            manifest = Manifest(self.name)
+            data = manifest.to_json()     # none on the tier: the local copy must not say otherwise
+        else:
+            manifest = Manifest.from_json(data, self.tier.url, key)
         self._write_cache(data)
         return manifest
 
     def cached_manifest(self) -> Manifest | None:
         """The manifest as last read or written here, without asking the tier."""
-        try:
-            with open(self._cache, "rb") as f:
-                return Manifest.from_json(f.read(), self._cache, MANIFEST_KEY)
-        except (FileNotFoundError, ArchiveCorruptError):
-            return None
+        return cached_manifest(self.log_dir, self.name)
 
     def write_manifest(self, manifest: Manifest) -> None:
         data = manifest.to_json()
@@ -80,7 +78,7 @@ class LogArchive:
             index_bytes = os.fstat(index.fileno()).st_size
             stored = self.tier.put(self.key(segment_name(info.base_offset)), pace(data),
                                    info.used_bytes)
-            stored_index = self.tier.put(self.key(_index_name(info.base_offset)), pace(index),
+            stored_index = self.tier.put(self.key(index_name(info.base_offset)), pace(index),
                                          index_bytes)
         return ArchivedSegment(info.base_offset, info.end_offset, info.used_bytes, stored.sha256,
                                index_bytes, stored_index.sha256, info.last_timestamp_ms, now_ms)
@@ -90,7 +88,7 @@ class LogArchive:
         checksum (the tier's stored checksum, or the object hashed when it keeps none)."""
         problems = []
         for name, size, sha in ((segment_name(segment.base_offset), segment.bytes, segment.sha256),
-                                (_index_name(segment.base_offset), segment.index_bytes,
+                                (index_name(segment.base_offset), segment.index_bytes,
                                  segment.index_sha256)):
             key = self.key(name)
             found = self.tier.head(key)
@@ -103,5 +101,17 @@ class LogArchive:
         return problems
 
 
-def _index_name(base_offset: int) -> str:
+def cached_manifest(log_dir: str, name: str) -> Manifest | None:
+    """The manifest of log `name` as last read from or written to its tier by this host (the copy
+    in `log_dir`); None when there is none, it is unreadable, or it is another log's."""
+    path = archive_manifest_path(log_dir)
+    try:
+        with open(path, "rb") as f:
+            manifest = Manifest.from_json(f.read(), path, MANIFEST_KEY)
+    except (FileNotFoundError, ArchiveCorruptError):
+        return None
+    return manifest if manifest.log == name else None
+
+
+def index_name(base_offset: int) -> str:
     return os.path.basename(index_path(segment_name(base_offset)))

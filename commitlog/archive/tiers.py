@@ -181,6 +181,7 @@ class S3Tier:
         from botocore.config import Config
 
         self.url = url
+        self.endpoint, self.region = endpoint, region
         self.bucket = bucket
         self.prefix = f"{prefix}/" if prefix else ""
         self._client = boto3.session.Session().client(

@@ -27,7 +27,7 @@ from ..layout import TMP_SUFFIX, index_path
 from .reserve import allocate_file
 
 __all__ = ["INDEX_INTERVAL", "IndexWriter", "SegmentSummary", "index_file_size", "index_path",
-           "read_checkpoints", "read_sealed", "write_sealed"]
+           "parse_sealed", "read_checkpoints", "read_sealed", "write_sealed"]
 
 INDEX_INTERVAL = 4096
 HEADER = struct.Struct("<4sHHQQqqqII")
@@ -116,6 +116,11 @@ def read_sealed(path: str) -> SegmentSummary | None:
             data = f.read()
     except FileNotFoundError:
         return None
+    return parse_sealed(data)
+
+
+def parse_sealed(data: bytes) -> SegmentSummary | None:
+    """The sealed index whose bytes are `data` (an archived copy, say); None when unsealed or damaged."""
     if len(data) < HEADER_SIZE:
         return None
     magic, version, flags, used, count, first_ts, last_ts, last_ns, n, crc = HEADER.unpack_from(data, 0)

@@ -154,7 +154,7 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
             if ready:
                 while True:
                     first = current
-                    records, pos, current = _read_records(mm, pos, limit, current, stop, zero_copy)
+                    records, pos, current = read_records(mm, pos, limit, current, stop, zero_copy)
                     if records and marks.starts and marks.any_in(first, current):
                         records = [r for r in records if not marks.is_marked(r.offset)]
                     if records:
@@ -195,7 +195,7 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
         offset = max(offset, nxt)
 
 
-def _read_records(mm, pos: int, limit: int, current: int, stop: int, zero_copy: bool):
+def read_records(mm, pos: int, limit: int, current: int, stop: int, zero_copy: bool):
     """Verified records from `pos` until `stop`, about SCAN_CHUNK bytes, or the first position
     without one; returns (records, position, offset) where it stopped. The hot loop of scan."""
     unpack = _HEADER_UNPACK_FROM
@@ -262,6 +262,11 @@ class Scan:
 
     def __iter__(self) -> Iterator[Record]:
         return self._records
+
+    @property
+    def chunks(self) -> Iterator[list[Record]]:
+        """The lists of records it yields from, for a caller chaining scans (a tiered log's)."""
+        return self._chunks
 
     def __next__(self) -> Record:
         return next(self._records)

@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 
 from commitlog import CommitLog, SegmentInfo
+from commitlog.archive import Manifest
 from commitlog.record import DELTA_SIZE, encoded_size, removed_run_bytes
 from policies import SUPERSEDED, TOMBSTONE, CompactionSegment, LivenessRule
 
@@ -36,12 +37,14 @@ def _with_runs(live: int, used: int, spanned: int) -> int:
 
 
 def compaction_segments(infos: Sequence[SegmentInfo], live: dict[int, int] | None = None,
-                        runs: dict[int, int] | None = None) -> list[CompactionSegment]:
+                        runs: dict[int, int] | None = None,
+                        archived: Manifest | None = None) -> list[CompactionSegment]:
     """`CommitLog.segments()` as the planner sees them, oldest first, the active one last;
     `live`: base offset -> the bytes an output of the segment holds, where counted (`keyed_live`);
     `runs`: base offset -> bytes the runs of dropped offsets in the segment cost, where known
-    (`marked_runs`). `live_bytes` is what an output of the segment would hold: live records and
-    what its runs cost (estimated for a segment whose runs are not known)."""
+    (`marked_runs`); `archived`: the log's archive manifest, whose segments are left alone.
+    `live_bytes` is what an output of the segment would hold: live records and what its runs cost
+    (estimated for a segment whose runs are not known)."""
     out = []
     for s in infos:
         counted = None if live is None or s.active else live.get(s.base_offset, 0)
@@ -55,7 +58,8 @@ def compaction_segments(infos: Sequence[SegmentInfo], live: dict[int, int] | Non
             else:
                 size = _with_runs(size, s.used_bytes, s.record_count)
         out.append(CompactionSegment(s.base_offset, s.end_offset, s.size, s.used_bytes, size,
-                                     s.first_timestamp_ms, s.last_timestamp_ms, s.active))
+                                     s.first_timestamp_ms, s.last_timestamp_ms, s.active,
+                                     archived is not None and archived.find(s.base_offset) is not None))
     return out
 
 

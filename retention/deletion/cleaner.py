@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from loguru import logger
 
 from commitlog import CommitLogError
-from policies import (DELETE, DELETED, FAILED, HUNG, NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig,
+from policies import (ARCHIVED, DELETE, DELETED, FAILED, HUNG, NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig,
                       SegmentDecision, active_triggers, humanize_duration, plan)
 
 from ..audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_time, deletion_entry,
@@ -56,7 +56,8 @@ class Cleaner:
         self.config = config
         self._clock = clock
         self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
-        self.logs = {name: WatchedLog(name, cfg) for name, cfg in config.logs.items()}
+        self.logs = {name: WatchedLog(name, cfg, archiving=config.policy_for(name).archive.enabled)
+                     for name, cfg in config.logs.items()}
         self.manual: dict[str, ManualTrigger] = {}
         self._pass_lock = threading.Lock()
         self._manual_lock = threading.Lock()
@@ -240,7 +241,8 @@ class Cleaner:
             base_offset=decision.base_offset, end_offset=decision.end_offset, bytes=decision.bytes,
             triggers=list(r.plan.triggers), forced=decision.forced,
             overridden_by=decision.overridden_by,
-            unconsumed=[(u.group, u.first_offset, u.end_offset) for u in decision.unconsumed])
+            unconsumed=[(u.group, u.first_offset, u.end_offset) for u in decision.unconsumed],
+            archived=ARCHIVED in decision.because)
         ident = self._write_intent(r, decision, planned)
         if ident is None:
             return False

@@ -10,7 +10,8 @@ import os
 import time
 
 from commitlog import ROLLED, CommitLog, SegmentInfo, disk_usage, is_log_directory, list_segments, roll_idle
-from commitlog.layout import index_path
+from commitlog.archive import Manifest, cached_manifest
+from commitlog.layout import archive_manifest_path, index_path
 from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
 
 from . import owner
@@ -22,6 +23,13 @@ def disk_snapshot(path: str, *, forcing: bool = False) -> DiskSnapshot:
     the writers' disk guard uses); `forcing`: a disk force is under way there."""
     usage = disk_usage(path)
     return DiskSnapshot(usage.filesystem_id, usage.total_bytes, usage.used_bytes, usage.free_bytes, forcing)
+
+
+def _archived_at(manifest: Manifest | None, base: int, end: int) -> float | None:
+    """Epoch seconds since which `manifest` lists the segment of these offsets whole, or None."""
+    if manifest is None or not manifest.covers(base, end):
+        return None
+    return manifest.find(base).archived_at_ms / 1000
 
 
 def _allocated(path: str) -> int:
@@ -36,9 +44,10 @@ class WatchedLog:
     """A configured log as the cleaner sees it: opened read-only on first use (the sidecar is never
     the writer), with its hung-segment registry. Not thread-safe: one pass uses it at a time."""
 
-    def __init__(self, name: str, config: LogConfig) -> None:
+    def __init__(self, name: str, config: LogConfig, *, archiving: bool = False) -> None:
         self.name = name
         self.config = config
+        self.archiving = archiving             # the policy in force has an archive tier
         self.path = str(config.path)
         self._log: CommitLog | None = None
         self._hung: HungRegistry | None = None
@@ -47,6 +56,7 @@ class WatchedLog:
         self._claim: str | None = None         # this process's retention ownership (retention.deletion.owner)
         self.left_out_bytes = 0                # bytes of the segments the last snapshot did not examine
         self._left_out_seen: tuple | None = None   # ((directory mtime_ns, listed, examined), their bytes)
+        self._manifest_seen: tuple[tuple, Manifest | None] | None = None  # ((inode, mtime_ns) of the copy, it)
 
     def claim(self) -> None:
         """Become (or stay) the log's retention owner, until `close`; OwnedElsewhere when another
@@ -97,6 +107,7 @@ class WatchedLog:
         self.left_out_bytes = self._bytes_of_unexamined(listing, chosen) if left_out else 0
         segments = []
         self.last_seen = None
+        manifest = self.archived() if self.archiving else None
         last = len(chosen) - 1
         covered = -1  # the end of the segment before: a base below it is a swap's leftover
         for i, seg in enumerate(chosen):
@@ -114,7 +125,8 @@ class WatchedLog:
                                             info.mtime, is_last and info.active, info.used_bytes,
                                             info.live_bytes,
                                             _allocated(index_path(seg.path)) if not info.active else 0,
-                                            sealed=is_last and not info.active))
+                                            sealed=is_last and not info.active,
+                                            archived_at=_archived_at(manifest, seg.base_offset, info.end_offset)))
             covered = info.end_offset
         times = log.commit_times()
         groups = tuple(GroupSnapshot(g, off, times.get(g, 0.0)) for g, off in log.committed().items())
@@ -124,6 +136,18 @@ class WatchedLog:
         snap = LogSnapshot(self.name, self.path, self.config.policy, tuple(segments), groups,
                            disk or disk_snapshot(self.path), hung.snapshot())
         return snap, left_out
+
+    def archived(self) -> Manifest | None:
+        """The log's archive manifest as this host last saw it (its uploads refresh the copy), read
+        again only when the copy changed."""
+        try:
+            st = os.stat(archive_manifest_path(self.path))
+            changed = (st.st_ino, st.st_mtime_ns)
+        except FileNotFoundError:
+            return None
+        if self._manifest_seen is None or self._manifest_seen[0] != changed:
+            self._manifest_seen = (changed, cached_manifest(self.path, self.name))
+        return self._manifest_seen[1]
 
     def _bytes_of_unexamined(self, listing, chosen) -> int:
         """The bytes of the segments a pass leaves out, which may be short (compacted or time-rolled),

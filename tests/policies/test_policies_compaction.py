@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from policies import (
     ACTIVE,
+    ARCHIVED_SEGMENT,
     COMPACTION_REASONS,
     DISABLED,
     LIVE_RATIO,
@@ -102,6 +104,14 @@ def test_the_active_segment_is_never_compacted_flagged_or_last():
     unflagged = run([segment(0, 0), segment(1, 0)])  # the writer may be in another process
     assert inputs(unflagged) == [(0,)]
     assert unflagged.reasons(100) == (ACTIVE,)
+
+
+def test_an_archived_segment_is_never_rewritten_nor_merged_with_its_neighbours():
+    segments = log(100, 100, 100)
+    segments[1] = replace(segments[1], archived=True)
+    the_plan = run(segments)
+    assert inputs(the_plan) == [(0,), (200,)]
+    assert the_plan.reasons(100) == (ARCHIVED_SEGMENT,)
 
 
 @pytest.mark.parametrize(("age", "young"), [(3600.0, False), (3599.999, True), (7200.0, False), (0.0, True)])
@@ -338,7 +348,7 @@ def test_a_pass_starts_no_output_once_its_time_budget_is_spent(elapsed, more):
 
 
 def test_reason_vocabulary_is_defined_once_with_explanations():
-    assert set(COMPACTION_REASONS) == {DISABLED, ACTIVE, YOUNG, LIVE_RATIO, NO_ROOM}
+    assert set(COMPACTION_REASONS) == {DISABLED, ACTIVE, YOUNG, LIVE_RATIO, NO_ROOM, ARCHIVED_SEGMENT}
     assert all(COMPACTION_REASONS.values())
     with pytest.raises(TypeError):
         COMPACTION_REASONS["x"] = "y"  # type: ignore[index]

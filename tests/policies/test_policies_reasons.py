@@ -8,6 +8,7 @@ from policies import (
     ACTIVE,
     BATCH_LIMIT,
     HELD,
+    NOT_ARCHIVED,
     NOT_ATTEMPTED,
     NO_TRIGGER,
     PREFIX,
@@ -48,7 +49,7 @@ def test_explains_which_group_needs_a_segment():
 
 def test_every_documented_code_is_listed():
     assert set(REASONS) == {ACTIVE, RESERVED, NO_TRIGGER, "unconsumed:GROUP", PREFIX, BATCH_LIMIT, HELD,
-                            NOT_ATTEMPTED}
+                            NOT_ATTEMPTED, NOT_ARCHIVED}
     assert NOT_ATTEMPTED == "not-attempted"
 
 

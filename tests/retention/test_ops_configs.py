@@ -57,10 +57,14 @@ def exposition(tmp_path_factory) -> str:
     set_age(tmp / "staging", bases[:3], 7200)
     with CommitLog.open(tmp / "staging") as log:
         log.commit("etl", bases[4])
+    make_log(tmp / "archived", 1)
     config_path, _ = write_config(tmp, config_text(
         tmp, sidecar=True, policy={"delete_at_hours": ";".join(f"{hour:02d}" for hour in range(24)),
-                                   "retention_bytes": "1GiB",   # a cap, so its gauge is exported
-                                   "archive": {"url": f"file://{tmp}/archive"}}))   # and a tier, so its lag
+                                   "retention_bytes": "1GiB"},  # a cap, so its gauge is exported
+        logs={"staging": {"path": str(tmp / "staging"), "segment_size": "4KiB"},
+              # and a log with an archive tier, so its lag is
+              "archived": {"path": str(tmp / "archived"), "segment_size": "4KiB",
+                           "overrides": {"archive": {"url": f"file://{tmp}/archive"}}}}))
     with Sidecar(config_path, cwd=tmp) as sidecar:
         sidecar.wait_ready()
 

@@ -1,0 +1,224 @@
+"""Reading across both tiers: a log opened with `CommitLog.open(path, archive=URL)`, and a log read
+from its archive alone with `open_archive(URL, name)` (no local directory).
+
+`TieredLog` is a `CommitLog` whose start is the archive's when the archive holds records the local
+disk no longer does: `read`, `scan` and `offset_for_time` below the local start go to the
+archive (`commitlog.archive.remote`), the rest to the local segments, with the same records, the
+same errors (an offset removed from both tiers is `OffsetOutOfRangeError` naming the first offset
+either holds) and the same API. Writing, segments, consumer offsets and removal stay local.
+`ArchivedLog` is the read side alone, for a host that has only the URL.
+
+Thread-safe as `CommitLog` is; the archive reader's cache is shared by the handle's readers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..errors import InvalidArgumentError, OffsetOutOfRangeError, OffsetRemovedError
+from ..log import CommitLog
+from ..record import Record
+from ..segments import reading
+from ..arguments import check_offset, check_scan_range, check_timestamp
+from .log_archive import LogArchive
+from .remote import DEFAULT_CACHE_BYTES, ArchiveReader
+from .tiers import Tier, open_tier
+
+__all__ = ["ArchivedLog", "TieredLog", "archive_reader", "open_archive"]
+
+
+def archive_reader(archive: str | Tier, log_dir: str | None, name: str | None = None, *,
+                   cache_bytes: int = DEFAULT_CACHE_BYTES) -> ArchiveReader:
+    """A reader of log `name` (default: `log_dir`'s name) on `archive`, a URL or an open tier."""
+    tier = open_tier(archive) if isinstance(archive, str) else archive
+    if not hasattr(tier, "read_range"):
+        raise InvalidArgumentError(f"archive must be a URL or a tier (open_tier), got {archive!r}")
+    if log_dir is None and not name:
+        raise InvalidArgumentError("an archived log is named: give its name in the archive")
+    return ArchiveReader(LogArchive(tier, log_dir or f"/{name}", name), cache_bytes=cache_bytes)
+
+
+class _ArchiveReads:
+    """`start_offset`, `read`, `scan` and `offset_for_time` over an archive and what follows it
+    (`_local_start()`: the first offset the local disk holds; `_local_*`: the local reads)."""
+
+    _archive: ArchiveReader
+
+    def _tiered_start(self) -> int:
+        local = self._local_start()
+        archived = self._archive.start_offset
+        return archived if archived < local and self._archive.end_offset > archived else local
+
+    def _tiered_read(self, offset: int) -> Record:
+        if isinstance(offset, int) and offset < 0:      # as CommitLog.read says it
+            raise OffsetOutOfRangeError(offset, self._tiered_start(), self._local_end())
+        check_offset("offset", offset)
+        local = self._local_start()
+        if offset < local:
+            start = self._tiered_start()
+            if offset < start:
+                raise OffsetOutOfRangeError(offset, start, self._local_end())
+            for records in self._chunks(offset, offset + 1, False):
+                if records:
+                    return records[0]
+            following = next(iter(self._chunks(offset + 1, None, False)), [])
+            end = self._local_end()
+            why = "was marked dead" if self._is_marked(offset) else \
+                "holds no live record (written dead, or removed by a compaction before it was archived)"
+            raise OffsetRemovedError(offset, following[0].offset if following else end, start, end, why)
+        return self._local_read(offset)
+
+    def _tiered_scan(self, start: int | None, end: int | None, zero_copy: bool) -> reading.Scan:
+        check_scan_range(start, end)
+        first = self._tiered_start()
+        offset = first if start is None else start
+        if offset < first:
+            raise OffsetOutOfRangeError(offset, first, self._local_end())
+        return reading.Scan(self._chunks(offset, end, zero_copy))
+
+    def _chunks(self, offset: int, end: int | None, zero_copy: bool) -> Iterator[list[Record]]:
+        local = self._local_start()
+        if offset < local:
+            for records in self._archive.scan(offset, local if end is None else min(end, local)):
+                records = self._live(records)
+                if records:
+                    yield records
+            offset = local
+        if end is None or offset < end:
+            yield from self._local_chunks(offset, end, zero_copy)
+
+    def _live(self, records: list[Record]) -> list[Record]:
+        """`records` read from the archive less those marked dead since (only a local log knows)."""
+        return records
+
+    def _is_marked(self, offset: int) -> bool:
+        return False
+
+    def _tiered_offset_for_time(self, timestamp_ms: int) -> int | None:
+        check_timestamp("timestamp_ms", timestamp_ms)
+        local = self._local_start()
+        for segment in self._archive.manifest().segments:
+            if segment.base_offset >= local:
+                break
+            if segment.last_timestamp_ms is not None and segment.last_timestamp_ms >= timestamp_ms:
+                for records in self._chunks(segment.base_offset, min(segment.end_offset, local), False):
+                    hit = next((r.offset for r in records if r.timestamp_ms >= timestamp_ms), None)
+                    if hit is not None:
+                        return hit
+        return self._local_offset_for_time(timestamp_ms)
+
+
+class TieredLog(_ArchiveReads, CommitLog):
+    """A `CommitLog` that reads below its local start from its archive (see the module docstring)."""
+
+    _archive: ArchiveReader
+
+    def _attach(self, reader: ArchiveReader) -> None:
+        self._archive = reader
+
+    @property
+    def archive(self) -> ArchiveReader:
+        return self._archive
+
+    @property
+    def start_offset(self) -> int:
+        """The first offset kept on either tier."""
+        return self._tiered_start()
+
+    def read(self, offset: int) -> Record:
+        return self._tiered_read(offset)
+
+    def scan(self, start: int | None = None, end: int | None = None, *, zero_copy: bool = False) -> reading.Scan:
+        return self._tiered_scan(start, end, zero_copy)
+
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
+        return self._tiered_offset_for_time(timestamp_ms)
+
+    def _local_start(self) -> int:
+        return CommitLog.start_offset.fget(self)
+
+    def _live(self, records: list[Record]) -> list[Record]:
+        marks = self._segs.marks
+        marks.refresh()
+        if records and marks.starts and marks.any_in(records[0].offset, records[-1].offset + 1):
+            return [r for r in records if not marks.is_marked(r.offset)]
+        return records
+
+    def _is_marked(self, offset: int) -> bool:
+        return self._segs.marks.is_marked(offset)
+
+    def _local_end(self) -> int:
+        return self.end_offset
+
+    def _local_read(self, offset: int) -> Record:
+        return CommitLog.read(self, offset)
+
+    def _local_chunks(self, offset: int, end: int | None, zero_copy: bool) -> Iterator[list[Record]]:
+        return CommitLog.scan(self, offset, end, zero_copy=zero_copy).chunks
+
+    def _local_offset_for_time(self, timestamp_ms: int) -> int | None:
+        return CommitLog.offset_for_time(self, timestamp_ms)
+
+
+class ArchivedLog(_ArchiveReads):
+    """A log read from its archive alone: `start_offset`, `end_offset`, `read`, `scan`,
+    `offset_for_time`, as `CommitLog`'s. Its manifest is read once; `refresh()` reads it again."""
+
+    def __init__(self, reader: ArchiveReader) -> None:
+        self._archive = reader
+        self.name = reader.archive.name
+
+    @property
+    def archive(self) -> ArchiveReader:
+        return self._archive
+
+    def refresh(self) -> None:
+        self._archive.manifest(refresh=True)
+
+    @property
+    def start_offset(self) -> int:
+        return self._archive.start_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self._archive.end_offset
+
+    def read(self, offset: int) -> Record:
+        return self._tiered_read(offset)
+
+    def scan(self, start: int | None = None, end: int | None = None, *, zero_copy: bool = False) -> reading.Scan:
+        return self._tiered_scan(start, end, zero_copy)
+
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
+        return self._tiered_offset_for_time(timestamp_ms)
+
+    def _local_start(self) -> int:
+        return self._archive.end_offset          # nothing is local: the archive is the whole log
+
+    def _local_end(self) -> int:
+        return self._archive.end_offset
+
+    def _local_read(self, offset: int) -> Record:
+        raise OffsetOutOfRangeError(offset, self.start_offset, self.end_offset)
+
+    def _local_chunks(self, offset: int, end: int | None, zero_copy: bool) -> Iterator[list[Record]]:
+        return iter(())
+
+    def _local_offset_for_time(self, timestamp_ms: int) -> int | None:
+        return None
+
+    def close(self) -> None:
+        """Nothing is held open; for symmetry with `CommitLog`."""
+
+    def __enter__(self) -> ArchivedLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_archive(url: str, name: str, *, endpoint: str | None = None, region: str | None = None,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES) -> ArchivedLog:
+    """The log `name` on the archive at `url`, read-only, with no local directory."""
+    return ArchivedLog(archive_reader(open_tier(url, endpoint=endpoint, region=region), None, name,
+                                      cache_bytes=cache_bytes))

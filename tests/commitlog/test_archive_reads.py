@@ -1,0 +1,148 @@
+"""Reading across tiers: `CommitLog.open(path, archive=...)` reads and scans below the local start
+from the archive, a log is read from its archive alone (`open_archive`), by byte ranges through a
+bounded cache, with the store's records and errors, on a directory tier and a real S3 API."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from commitlog import ArchiveCorruptError, CommitLog, OffsetOutOfRangeError, OffsetRemovedError
+from commitlog.archive import LogArchive, open_archive, upload_sealed
+from commitlog.archive.remote import CHUNK
+from commitlog.layout import segment_name
+
+SEG = 64 << 10
+
+
+def _written(path: str, n: int, *, segment_size: int = SEG, max_len: int = 3000, seed: int = 7) -> list:
+    """A log of `n` records of random sizes, keys on every third, rising timestamps; returns them."""
+    rnd = random.Random(seed)
+    with CommitLog.open(path, segment_size=segment_size, flush="none") as log:
+        for i in range(n):
+            log.append(rnd.randbytes(rnd.randint(0, max_len)), key=b"k%d" % i if i % 3 == 0 else None,
+                       timestamp_ms=1_700_000_000_000 + i * 10)
+        return [tuple(r) for r in log.scan()]
+
+
+def _archive_and_evict(path: str, tier, *, archive: int, evict: int) -> LogArchive:
+    """Upload the `archive` oldest sealed segments, then remove the `evict` oldest locally."""
+    archived = LogArchive(tier, path)
+    with CommitLog.open(path, readonly=True) as log:
+        upload_sealed(archived, log.segments()[:archive], now_ms=int(time.time() * 1000))
+        for _ in range(evict):
+            log.remove_head()
+    return archived
+
+
+def test_a_tiered_log_reads_and_scans_what_was_written_across_both_tiers(tmp_path, tier):
+    path = str(tmp_path / "log")
+    written = _written(path, 400)
+    _archive_and_evict(path, tier, archive=4, evict=3)
+    with CommitLog.open(path, readonly=True, archive=tier) as log:
+        local_start = CommitLog.start_offset.fget(log)
+        assert local_start > 0 and log.start_offset == 0
+        assert [tuple(r) for r in log.scan()] == written
+        assert [tuple(r) for r in log.scan(5, local_start + 3)] == written[5:local_start + 3]
+        for offset in (0, local_start - 1, local_start, len(written) - 1):
+            assert tuple(log.read(offset)) == written[offset]
+        assert log.offset_for_time(1_700_000_000_000 + 25) == 3        # in the archive
+        assert log.offset_for_time(1_700_000_000_000 + 10 * local_start) == local_start
+
+
+def test_an_offset_removed_from_both_tiers_names_the_first_offset_either_holds(tmp_path, tier):
+    path = str(tmp_path / "log")
+    _written(path, 400)
+    archived = _archive_and_evict(path, tier, archive=3, evict=3)
+    manifest = archived.manifest()
+    second = manifest.segments[1].base_offset
+    archived.write_manifest(manifest.without_before(second))     # the archive's total retention
+    with CommitLog.open(path, readonly=True, archive=tier) as log:
+        assert log.start_offset == second
+        with pytest.raises(OffsetOutOfRangeError, match=f"removed by retention; the log now starts at offset {second}"):
+            log.read(second - 1)
+        with pytest.raises(OffsetOutOfRangeError, match=f"starts at offset {second}"):
+            list(log.scan(0))
+        with pytest.raises(OffsetOutOfRangeError, match="negative"):
+            log.read(-1)
+
+
+def test_a_log_is_read_from_its_archive_alone_with_no_local_directory(tmp_path, tier):
+    path = str(tmp_path / "log")
+    written = _written(path, 400)
+    archived = _archive_and_evict(path, tier, archive=5, evict=0)
+    end = archived.manifest().end_offset
+    with open_archive(tier.url, "log", endpoint=getattr(tier, "endpoint", None), region="us-east-1") as log:
+        assert (log.start_offset, log.end_offset) == (0, end)
+        assert [tuple(r) for r in log.scan()] == written[:end]
+        assert tuple(log.read(end - 1)) == written[end - 1]
+        with pytest.raises(OffsetOutOfRangeError, match="not written yet"):
+            log.read(end)
+
+
+def test_reads_fetch_ranges_not_segments_and_the_cache_stays_within_its_bound(tmp_path):
+    from commitlog.archive import open_tier
+    from commitlog.archive.tiered import ArchivedLog, archive_reader
+    tier = open_tier(f"file://{tmp_path}/archive")
+    path = str(tmp_path / "log")
+    written = _written(path, 1200, segment_size=4 << 20, max_len=20_000)   # records cross chunk ends
+    _archive_and_evict(path, tier, archive=1, evict=0)
+    log = ArchivedLog(archive_reader(tier, path, cache_bytes=2 * CHUNK))
+    assert tuple(log.read(3)) == written[3]
+    assert log.archive.cache.fetches == 1 and log.archive.cache.size <= CHUNK
+    end = log.end_offset
+    assert [tuple(r) for r in log.scan()] == written[:end]
+    assert log.archive.cache.size <= 2 * CHUNK < os.path.getsize(os.path.join(path, segment_name(0)))
+    fetched = log.archive.cache.fetches
+    assert tuple(log.read(end - 1)) == written[end - 1] and log.archive.cache.fetches == fetched  # cached
+
+
+def test_a_compacted_segment_reads_from_the_archive_with_its_gaps(tmp_path, tier):
+    path = str(tmp_path / "log")
+    _written(path, 400)
+    with CommitLog.open(path) as log:
+        first = log.segments()[0]
+        log.mark_dead([o for o in range(0, first.end_offset) if o % 4])
+        log.compact([[first.base_offset]], lambda offset, key, tombstone, marked: "dead" if marked else None)
+        expected = [tuple(r) for r in log.scan()]
+    _archive_and_evict(path, tier, archive=2, evict=2)
+    with CommitLog.open(path, readonly=True, archive=tier) as log:
+        assert [tuple(r) for r in log.scan()] == expected
+        with pytest.raises(OffsetRemovedError, match="offset 1 .*; the next offset that still exists is 4"):
+            log.read(1)
+
+
+def test_a_record_marked_dead_after_it_was_archived_is_not_read_back_through_the_local_log(tmp_path, tier):
+    path = str(tmp_path / "log")
+    written = _written(path, 400)
+    _archive_and_evict(path, tier, archive=2, evict=2)
+    with CommitLog.open(path, readonly=True, archive=tier) as log:
+        assert log.mark_dead([5, 6]) == 0      # below the local start: not the local store's to mark
+    with CommitLog.open(path, readonly=True) as log:
+        local_start = log.start_offset
+        log.mark_dead([local_start + 1])
+    with CommitLog.open(path, readonly=True, archive=tier) as log:
+        assert [r.offset for r in log.scan(0, local_start + 3)] == [o for o in range(local_start + 3)
+                                                                    if o != local_start + 1]
+        assert tuple(log.read(5)) == written[5]
+
+
+@pytest.mark.parametrize("damaged", ["data", "index"])
+def test_a_damaged_object_is_refused_naming_it(tmp_path, damaged):
+    from commitlog.archive import open_tier
+    root = tmp_path / "archive"
+    tier = open_tier(f"file://{root}")
+    path = str(tmp_path / "log")
+    _written(path, 400)
+    _archive_and_evict(path, tier, archive=2, evict=2)
+    name = segment_name(0) if damaged == "data" else segment_name(0).replace(".log", ".index")
+    victim = root / "log" / name
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    with CommitLog.open(path, readonly=True, archive=tier) as log:
+        with pytest.raises(ArchiveCorruptError, match=f"object log/{name}: "):
+            list(log.scan())

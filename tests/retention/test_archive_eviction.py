@@ -1,0 +1,79 @@
+"""Eviction of archived segments by real passes: local retention deletes what the archive's
+manifest lists (audited `archived: true`, nothing lost), keeps the rest as `not-archived`,
+and trusts only this log's manifest."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+
+from retention_helpers import config_text, make_log, segment_bases, set_age, write_config
+
+from commitlog import CommitLog
+from commitlog.archive import LogArchive, Manifest, open_tier, upload_sealed
+from commitlog.layout import archive_manifest_path
+from retention import Cleaner
+from retention.audit import read_events
+
+
+def _archive(tmp_path, url: str, count: int) -> None:
+    """Upload the `count` oldest sealed segments of log `staging` to `url` (its copy refreshed)."""
+    log_dir = tmp_path / "staging"
+    with CommitLog.open(log_dir, readonly=True) as log:
+        upload_sealed(LogArchive(open_tier(url), str(log_dir), "staging"), log.segments()[:count],
+                      now_ms=int(time.time() * 1000))
+
+
+def _cleaner(tmp_path, url: str) -> Cleaner:
+    _, config = write_config(tmp_path, config_text(tmp_path, policy={"archive": {"url": url}}))
+    return Cleaner(config)
+
+
+def test_a_pass_evicts_archived_segments_and_keeps_the_unarchived_ones(tmp_path):
+    log_dir = tmp_path / "staging"
+    bases = make_log(log_dir, 4)
+    set_age(log_dir, bases[:4], 3 * 3600)
+    url = f"file://{tmp_path}/archive"
+    _archive(tmp_path, url, 2)
+    cleaner = _cleaner(tmp_path, url)
+    try:
+        cleaner.trigger_manual()
+        result = cleaner.run_pass()
+        [log_result] = result.logs
+    finally:
+        cleaner.close()
+    assert result.deleted == 2 and segment_bases(log_dir) == bases[2:]
+    kept = log_result.plan.decisions[2]
+    assert "not-archived" in kept.reasons and f"not in the archive {url} yet" in kept.explain()
+    deleted = [e for e in read_events(str(tmp_path / "audit.jsonl")) if e["event"] == "deleted"]
+    assert [(e["base_offset"], e["archived"]) for e in deleted] == [(bases[0], True), (bases[1], True)]
+
+
+def test_a_manifest_copy_of_another_log_or_a_stale_segment_end_evicts_nothing(tmp_path):
+    log_dir = tmp_path / "staging"
+    bases = make_log(log_dir, 3)
+    set_age(log_dir, bases[:3], 3 * 3600)
+    url = f"file://{tmp_path}/archive"
+    _archive(tmp_path, url, 2)
+    copy = archive_manifest_path(str(log_dir))
+    listed = json.loads(open(copy).read())
+    # Another log's manifest copy left in this directory: not this log's truth.
+    open(copy, "w").write(json.dumps({**listed, "log": "clicks"}))
+    cleaner = _cleaner(tmp_path, url)
+    try:
+        cleaner.trigger_manual()
+        assert cleaner.run_pass().deleted == 0
+    finally:
+        cleaner.close()
+    # A listing that ends before the local segment does (a compaction merged it after the upload).
+    short = Manifest.from_json(json.dumps(listed).encode(), copy, "m")
+    first = short.segments[0]
+    open(copy, "wb").write(replace(short, segments=(replace(first, end_offset=first.end_offset - 1),)).to_json())
+    cleaner = _cleaner(tmp_path, url)
+    try:
+        cleaner.trigger_manual()
+        assert cleaner.run_pass().deleted == 0
+    finally:
+        cleaner.close()
+    assert segment_bases(log_dir) == bases

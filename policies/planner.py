@@ -24,7 +24,9 @@ Rules, per log (``plan`` applies them; every input is plain data and nothing is 
   tier does not hold whole yet is kept (``not-archived``) unless the disk forces. The walk of a
   filesystem takes the archived segments at the logs' heads before any unarchived one, so a force
   evicts what the archive holds first and loses data only when that is not enough. An archived
-  segment's deletion says so (``archived`` in ``because``).
+  segment's deletion says so (``archived`` in ``because``). A consumer group's unconsumed records do
+  not keep an archived segment: they stay readable through the archive, whose total retention
+  protects them (``commitlog.archive``; ``policies.archive_expiry``).
 - Logs on one filesystem (the same ``filesystem_id``) are walked together in global age order, oldest
   last write first, each from its own head. A log's disk force lasts while the projected used ratio,
   the used bytes less those planned for deletion so far over used plus free, is above its
@@ -225,7 +227,9 @@ class _LogWalk:
 
         ranges = tuple(_unconsumed_range(group, segment) for group in self.groups_by_name)
         ranges = tuple(found for found in ranges if found is not None)
-        protected = {group.name for group in self.protecting}
+        # An archived segment stays readable from the archive: a group's protection is the archive's.
+        protected = () if self.archive.enabled and segment.archived_at is not None else \
+            {group.name for group in self.protecting}
         for found in ranges:
             if found.group in protected:
                 code = unconsumed(found.group)

@@ -62,10 +62,12 @@ class _Paced:
 def due(segments: list[SegmentInfo], manifest: Manifest, *, now_ms: int,
         upload_after_s: float = 0.0) -> list[SegmentInfo]:
     """The sealed segments of `segments` the manifest does not cover, oldest first, up to the
-    first one sealed for less than `upload_after_s` at `now_ms` (uploads go in offset order)."""
+    first one sealed for less than `upload_after_s` at `now_ms` (uploads go in offset order).
+    None the archive's total retention already let go (ending at or before its start)."""
     out = []
     for info in segments:
-        if info.active or manifest.covers(info.base_offset, info.end_offset):
+        if info.active or info.end_offset <= manifest.start_offset \
+                or manifest.covers(info.base_offset, info.end_offset):
             continue
         if now_ms / 1000 - info.mtime < upload_after_s:
             break

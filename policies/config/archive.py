@@ -98,6 +98,18 @@ class ArchiveConfig(_Strict):
         "Positive; default 1h.",
     )
 
+    reserve: PositiveDuration | None = Field(
+        default=None,
+        description="Total retention by time: seconds after its last record that an archived segment is deleted "
+        "from the archive (Kafka retention.ms; the policy's reserve is the local one, local.retention.ms). At "
+        "least the policy's reserve. Null (the default) keeps archived segments until retention_bytes, if set.",
+    )
+    retention_bytes: ByteSize | None = Field(
+        default=None,
+        description="Total retention by size: most bytes of a log's segments the archive keeps (Kafka "
+        "retention.bytes); the oldest go first. An integer or '500GiB'; null (the default) caps nothing.",
+    )
+
     @field_validator("url", mode="plain")
     @classmethod
     def _check_url(cls, value: object) -> str | None:

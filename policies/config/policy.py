@@ -217,6 +217,14 @@ class PolicyConfig(_Strict):
         default_factory=ArchiveConfig, description="Uploading sealed segments to an archive tier (object storage)."
     )
 
+    @model_validator(mode="after")
+    def _check_archive_reserve(self) -> PolicyConfig:
+        # Local retention is a cache of the archive: the archive may not forget what the disk keeps.
+        if self.archive.reserve is not None and self.archive.reserve < self.reserve:
+            raise _config_problem(f"must be at least the policy's reserve ({self.reserve:g}s), got "
+                                  f"{self.archive.reserve:g}s", "archive", "reserve")
+        return self
+
     @property
     def zone(self) -> ZoneInfo | None:
         """The time zone of ``delete_at_hours``, or None for the machine's local time."""

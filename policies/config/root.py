@@ -133,6 +133,18 @@ class RetentionConfig(_Strict):
             seen[real] = name
             if log.overrides:
                 self._effective[name] = _overridden(self.policies[log.policy], log.overrides, name)
+        archived: dict[tuple[str, str], str] = {}
+        for name, log in self.logs.items():
+            url = (self._effective.get(name) or self.policies[log.policy]).archive.url
+            if url is None:
+                continue
+            # A log's objects sit under its directory's name, where a reader with its path finds them.
+            key = (url.rstrip("/"), log.path.name)
+            if key in archived:
+                raise _config_problem(f"archives to {url} under the name {log.path.name!r}, as log "
+                                      f"{archived[key]!r} does: give one another directory name or archive url",
+                                      "logs", name, "path")
+            archived[key] = name
         return self
 
     @property

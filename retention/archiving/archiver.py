@@ -50,8 +50,8 @@ class Archiver:
     def sync(self, config: RetentionConfig, audit: AuditTrail) -> dict[str, float]:
         """Make the uploaders those `config` asks for; returns each log's job id -> interval (s).
         A tier that cannot be opened (boto3 missing, say) fails that log's runs, not the sync."""
-        wanted = {name: config.policy_for(name).archive for name in config.logs}
-        wanted = {name: archive for name, archive in wanted.items() if archive.enabled}
+        wanted = {name: config.policy_for(name) for name in config.logs}
+        wanted = {name: policy for name, policy in wanted.items() if policy.archive.enabled}
         retired = []
         with self._lock:
             for name in list(self._uploaders):
@@ -61,16 +61,16 @@ class Archiver:
                     del self._settings[name]
                     if name not in wanted:
                         self.metrics.forget(name)
-            for name, archive in wanted.items():
+            for name, policy in wanted.items():
                 if name in self._uploaders:
                     continue
-                tier = self._tier(archive)
-                self._uploaders[name] = LogUploader(name, config.logs[name], archive, tier, audit,
+                tier = self._tier(policy.archive)
+                self._uploaders[name] = LogUploader(name, config.logs[name], policy, tier, audit,
                                                     clock=self._clock, stopping=self._stopping)
-                self._settings[name] = (config.logs[name], archive, audit.path)
+                self._settings[name] = (config.logs[name], policy, audit.path)
         for uploader in retired:
             uploader.close()
-        return {ARCHIVE_PREFIX + name: archive.interval for name, archive in wanted.items()}
+        return {ARCHIVE_PREFIX + name: policy.archive.interval for name, policy in wanted.items()}
 
     def _tier(self, archive) -> Tier:
         key = (archive.url, archive.endpoint, archive.region)

@@ -1,5 +1,6 @@
 """One log's uploads to its archive tier: every sealed segment, once sealed for `upload_after`,
-goes to the tier (data and index, each verified) and into the log's manifest there, oldest first.
+goes to the tier (data and index, each verified) and into the log's manifest there, oldest first;
+then the archive's total retention runs (`retention.archiving.expiry`).
 
 Audited as deletions are: an `archive` intent (fsynced) before a segment is sent, then its
 outcome, `archived` once the manifest lists it or `aborted` (`error`) when the tier refused it. A
@@ -31,10 +32,11 @@ from commitlog import ArchiveError, CommitLog, CommitLogError, SegmentInfo, is_l
 from commitlog.archive import LogArchive, Manifest, Throttle, Tier
 from commitlog.archive.upload import archive_segment, due
 from commitlog.layout import segment_name
-from policies import ArchiveConfig, LogConfig
+from policies import LogConfig, PolicyConfig
 
 from ..audit import ABORTED, ARCHIVED, AuditTrail, aborted_entry, audit_time
 from ..deletion import owner
+from .expiry import expire, settle_deletes
 
 __all__ = ["LogUploader", "UploadState"]
 
@@ -64,13 +66,14 @@ class UploadState:
 class LogUploader:
     """The uploads of one log (see the module docstring)."""
 
-    def __init__(self, name: str, log: LogConfig, archive: ArchiveConfig, tier: Tier, audit: AuditTrail, *,
+    def __init__(self, name: str, log: LogConfig, policy: PolicyConfig, tier: Tier, audit: AuditTrail, *,
                  clock: Callable[[], float] = time.time, stopping: threading.Event | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.name = name
         self.path = str(log.path)
-        self.settings = archive
-        self.archive = LogArchive(tier, self.path, name)
+        self.policy = policy
+        self.settings = policy.archive
+        self.archive = LogArchive(tier, self.path)      # under the directory's name (docs/archive.md)
         self.audit = audit
         self._clock, self._sleep = clock, sleep
         self._stopping = stopping or threading.Event()
@@ -95,12 +98,16 @@ class LogUploader:
         try:
             self._manifest = manifest = self.archive.manifest()
             self._settle(manifest)
+            settle_deletes(self.archive, manifest, self.audit, self._clock)
             for info in due(self._listing(), manifest, now_ms=int(now * 1000),
                             upload_after_s=self.settings.upload_after):
                 if self._stopping.is_set():
                     break
                 if self._upload(info):
                     done.append(info)
+            if not self._stopping.is_set():
+                self._manifest = expire(self.archive, self._manifest, self._log, self.policy, self.audit,
+                                        now=self._clock(), clock=self._clock)
         except (ArchiveError, CommitLogError, OSError) as exc:
             self._failed(exc)
         else:

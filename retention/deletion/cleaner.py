@@ -270,7 +270,8 @@ class Cleaner:
                         removal.bytes, ",".join(r.plan.triggers),
                         ", forced while held by " + ",".join(str(h["pid"]) for h in holders)
                         if removal.forced else "",
-                        f", unconsumed by {lost}" if lost else "")
+                        (f", unconsumed by {lost}" + (" (readable from the archive)" if ARCHIVED in decision.because
+                                                      else "")) if lost else "")
             return True
         if removal.status == "held":
             self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=now, reason="held"))

@@ -25,6 +25,12 @@ def disk_snapshot(path: str, *, forcing: bool = False) -> DiskSnapshot:
     return DiskSnapshot(usage.filesystem_id, usage.total_bytes, usage.used_bytes, usage.free_bytes, forcing)
 
 
+def group_snapshots(log: CommitLog) -> tuple[GroupSnapshot, ...]:
+    """The consumer groups of `log` as the planners see them: committed offset, last commit time."""
+    times = log.commit_times()
+    return tuple(GroupSnapshot(g, off, times.get(g, 0.0)) for g, off in log.committed().items())
+
+
 def _archived_at(manifest: Manifest | None, base: int, end: int) -> float | None:
     """Epoch seconds since which `manifest` lists the segment of these offsets whole, or None."""
     if manifest is None or not manifest.covers(base, end):
@@ -128,8 +134,7 @@ class WatchedLog:
                                             sealed=is_last and not info.active,
                                             archived_at=_archived_at(manifest, seg.base_offset, info.end_offset)))
             covered = info.end_offset
-        times = log.commit_times()
-        groups = tuple(GroupSnapshot(g, off, times.get(g, 0.0)) for g, off in log.committed().items())
+        groups = group_snapshots(log)
         hung = self.hung
         hung.forget_below(start)
         self.start_seen = start

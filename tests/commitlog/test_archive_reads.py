@@ -11,8 +11,9 @@ import time
 import pytest
 
 from commitlog import ArchiveCorruptError, CommitLog, OffsetOutOfRangeError, OffsetRemovedError
-from commitlog.archive import LogArchive, open_archive, upload_sealed
+from commitlog.archive import LogArchive, open_archive, open_tier, upload_sealed
 from commitlog.archive.remote import CHUNK
+from commitlog.archive.tiered import ArchivedLog, archive_reader
 from commitlog.layout import segment_name
 
 SEG = 64 << 10
@@ -84,8 +85,6 @@ def test_a_log_is_read_from_its_archive_alone_with_no_local_directory(tmp_path, 
 
 
 def test_reads_fetch_ranges_not_segments_and_the_cache_stays_within_its_bound(tmp_path):
-    from commitlog.archive import open_tier
-    from commitlog.archive.tiered import ArchivedLog, archive_reader
     tier = open_tier(f"file://{tmp_path}/archive")
     path = str(tmp_path / "log")
     written = _written(path, 1200, segment_size=4 << 20, max_len=20_000)   # records cross chunk ends
@@ -132,7 +131,6 @@ def test_a_record_marked_dead_after_it_was_archived_is_not_read_back_through_the
 
 @pytest.mark.parametrize("damaged", ["data", "index"])
 def test_a_damaged_object_is_refused_naming_it(tmp_path, damaged):
-    from commitlog.archive import open_tier
     root = tmp_path / "archive"
     tier = open_tier(f"file://{root}")
     path = str(tmp_path / "log")

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 
 from commitlog import ArchiveCorruptError, ArchiveError, CommitLog
 from commitlog.archive import LogArchive, Manifest, Throttle, open_tier, upload_sealed
+from commitlog.archive.upload import due
 from commitlog.layout import archive_manifest_path
 
 from archive_helpers import BUCKET, S3Server
@@ -146,3 +148,19 @@ def test_the_throttle_keeps_the_average_under_its_cap():
 
 def test_an_empty_manifest_is_the_start():
     assert Manifest("log").end_offset == 0 and Manifest("log").holding(0) is None
+
+
+def test_due_skips_what_is_listed_whole_or_let_go_and_sends_again_a_segment_that_grew_by_a_merge(tmp_path):
+    segments = _log(str(tmp_path / "log"))
+    sealed = [s for s in segments if not s.active]
+    archive = LogArchive(open_tier(f"file://{tmp_path}/archive"), str(tmp_path / "log"))
+    upload_sealed(archive, segments[:2], now_ms=NOW_MS)
+    manifest = archive.manifest()
+    assert due(segments, manifest, now_ms=NOW_MS) == sealed[2:]
+    # A compaction merged the first two after the first was uploaded: its listing ends too early.
+    merged = replace(segments[0], record_count=segments[0].record_count + segments[1].record_count)
+    assert due([merged, *segments[2:]], manifest, now_ms=NOW_MS)[0] == merged
+    # Total retention let the first two go: never sent again, though still on the disk.
+    assert due(segments, manifest.without_before(sealed[2].end_offset), now_ms=NOW_MS) == sealed[3:]
+    # Sealed too recently: nothing from there on.
+    assert due(segments, manifest, now_ms=int(sealed[2].mtime * 1000), upload_after_s=60) == []

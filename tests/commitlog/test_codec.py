@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from commitlog import CommitLog, CorruptLogError
 from commitlog import record as rec
-from commitlog.segments.reading import _read_records
+from commitlog.segments.reading import read_records
 
 I64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 KEYS = st.one_of(st.none(), st.just(b""), st.binary(max_size=64))
@@ -40,7 +40,7 @@ def test_encode_decode_round_trips(value, key, ts, attrs, delta):
     # The scan hot loop agrees with decode_at, including empty key versus no key; a record
     # written dead or a gap is passed, never returned; a delta moves the offset on and is not
     # one of the record's attributes.
-    got, pos, current = _read_records(data, 0, len(data), 7, 1 << 65, False)
+    got, pos, current = read_records(data, 0, len(data), 7, 1 << 65, False)
     if attrs & rec.ATTR_DEAD:
         assert got == [] and (pos, current) == (len(data), 8 + delta)
     else:
@@ -67,7 +67,7 @@ def test_a_delta_record_too_short_for_its_delta_and_key_is_corrupt(klen, short):
     body = rec.BODY_HEAD.pack(rec.ATTR_DELTA, 0, klen) + bytes(rec.DELTA_SIZE + max(klen, 0) - short)
     data = rec.FRAME.pack(len(body), rec.crc32(body)) + body
     assert rec.decode_at(data, 0, len(data)).status == rec.BAD
-    assert _read_records(data, 0, len(data), 7, 1 << 62, False) == ([], 0, 7)
+    assert read_records(data, 0, len(data), 7, 1 << 62, False) == ([], 0, 7)
 
 
 @given(value=st.binary(max_size=40), key=KEYS)
@@ -76,13 +76,13 @@ def test_a_gap_not_shaped_as_compaction_writes_it_is_corrupt(value, key):
     data = rec.encode(value, key, 0, rec.ATTR_GAP)
     ok = key is None and len(value) == 8
     assert (rec.decode_at(data, 0, len(data)).status == rec.OK) == ok
-    got, pos, current = _read_records(data, 0, len(data), 7, 1 << 62, False)
+    got, pos, current = read_records(data, 0, len(data), 7, 1 << 62, False)
     assert got == [] and (pos, current) == ((len(data), 7 + rec.gap_span(data, 21)) if ok else (0, 7))
 
 
 def test_gap_records_advance_offsets_by_their_span():
     data = rec.encode(b"a", None, 5) + rec.encode_gap(1000) + rec.encode(b"b", b"k", 6)
-    got, pos, current = _read_records(data, 0, len(data), 10, 1 << 62, False)
+    got, pos, current = read_records(data, 0, len(data), 10, 1 << 62, False)
     assert [(r.offset, r.value) for r in got] == [(10, b"a"), (1011, b"b")]
     assert (pos, current) == (len(data), 1012)
 
@@ -115,7 +115,7 @@ def test_every_flipped_byte_is_detected(value, key, ts, attrs, mask, pad, delta)
         r = rec.decode_at(bad, 0, len(bad))
         assert r.status != rec.OK or (_decoded(bad, r), r.delta) == (original, delta), \
             f"byte {i} flip undetected"
-        for got in _read_records(bad, 0, len(bad), 0, 1 << 62, False)[0]:
+        for got in read_records(bad, 0, len(bad), 0, 1 << 62, False)[0]:
             assert got == (delta, ts, key, value, attrs), f"scan returned a record with byte {i} flipped"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from plan_builders import DAY, NOW, WINDOW_NOW, disk, log, policy
+from plan_builders import DAY, NOW, WINDOW_NOW, disk, group, log, policy
 
 from policies import ARCHIVED, DELETE, EXPIRED, KEEP, NOT_ARCHIVED, SIZE_CAP, plan
 
@@ -66,3 +66,11 @@ def test_a_disk_force_that_archived_segments_cannot_satisfy_forces_unarchived_on
     assert NOT_ARCHIVED in old_decided[0].overridden and old_decided[0].overridden_by == "disk-force"
     assert ARCHIVED not in old_decided[0].because
     assert [d.action for d in the_plan.log("new").decisions] == [DELETE, KEEP]   # taken first
+
+
+def test_a_groups_unconsumed_records_keep_an_unarchived_segment_but_not_an_archived_one():
+    snapshot = archived(log([100, 90, 80, 1], at=WINDOW_NOW, groups=[group("etl", 0)]), 0)
+    decided = plan([snapshot], {"default": policy(**ARCHIVING)}, WINDOW_NOW).log("staging").decisions
+    assert [d.action for d in decided] == [DELETE, KEEP, KEEP, KEEP]
+    assert decided[0].unconsumed[0].group == "etl" and "unconsumed:etl" not in decided[0].overridden
+    assert "unconsumed:etl" in decided[1].reasons and NOT_ARCHIVED in decided[1].reasons

@@ -182,3 +182,53 @@ def test_an_upload_its_process_died_in_is_settled_from_the_manifest_and_sent_aga
     resent = [e for e in events if e.get("event") == "archived" and e["id"] != "dead0001"]
     assert [e["base_offset"] for e in resent] == (bases[1:2] if listed else bases[:2])
     assert archived_bases(url, "staging") == bases[:2]
+
+
+def test_total_retention_deletes_from_the_archive_what_the_disk_let_go_except_what_a_group_needs(tmp_path):
+    bases = make_log(tmp_path / "staging", 4)
+    url = f"file://{tmp_path}/archive"
+    clock = Clock()
+    archiver = _archiver(tmp_path, clock, {"url": url, "reserve": "2h"})
+    try:
+        assert archiver.upload("staging") == 4
+        with CommitLog.open(tmp_path / "staging", readonly=True) as log:
+            for _ in range(3):
+                log.remove_head()                  # evicted locally
+            log.commit("etl", bases[1] + 1)        # etl still needs the second segment
+        archiver.upload("staging")                 # nothing is 2 hours old yet
+        assert archived_bases(url, "staging") == bases[:4]
+        clock.now += 3 * 3600
+        archiver.upload("staging")
+    finally:
+        archiver.close()
+    assert archived_bases(url, "staging") == bases[1:4]
+    assert not (tmp_path / "archive" / "staging" / f"{bases[0]:020d}.log").exists()
+    assert not (tmp_path / "archive" / "staging" / f"{bases[0]:020d}.index").exists()
+    events = read_events(str(tmp_path / "audit.jsonl"))
+    intents = [e for e in events if e.get("action") == "archive-delete"]
+    deleted = [e for e in events if e["event"] == "deleted"]
+    assert [(e["base_offset"], e["because"], e["archive"]) for e in deleted] == [(bases[0], "total-reserve", url)]
+    assert [e["id"] for e in intents] == [e["id"] for e in deleted]
+
+
+def test_an_archive_deletion_its_process_died_in_is_finished_from_the_manifest(tmp_path):
+    bases = make_log(tmp_path / "staging", 2)
+    url = f"file://{tmp_path}/archive"
+    archiver = _archiver(tmp_path, Clock(), {"url": url})
+    try:
+        archiver.upload("staging")
+        archive = archiver._uploaders["staging"].archive
+        archive.write_manifest(archive.manifest().without_before(bases[1]))   # killed right after this
+        segment = f"{bases[0]:020d}.log"
+        audit = AuditTrail(str(tmp_path / "audit.jsonl"))
+        audit.append({"event": "intent", "id": "dead0002", "action": "archive-delete", "time": "t",
+                      "log": "staging", "path": f"{url}/staging/{segment}", "segment": segment,
+                      "base_offset": bases[0], "end_offset": bases[1], "bytes": 1, "archive": url,
+                      "because": "total-reserve", "pid": _dead_pid(), "pid_start": 1.0}, sync=True)
+        archiver.upload("staging")
+    finally:
+        archiver.close()
+    assert not (tmp_path / "archive" / "staging" / segment).exists()
+    [settled] = [e for e in read_events(str(tmp_path / "audit.jsonl")) if e.get("id") == "dead0002"
+                 and e["event"] != "intent"]
+    assert (settled["event"], settled["recovered"], settled["because"]) == ("deleted", True, "total-reserve")

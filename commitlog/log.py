@@ -30,6 +30,8 @@ from .cleanup.deadrecords import DeadRecords
 from .cleanup.removal import RemovalResult
 from .segments.segment import SegmentInfo
 from .opening import LogParts, open_directory
+from .archive.remote import ArchiveReader
+from .archive.tiered import TieredReads, archive_reader
 from .state import on_readonly_filesystem
 
 __all__ = ["DEFAULT_SEGMENT_SIZE", "CommitLog", "RemovalResult"]
@@ -37,10 +39,12 @@ __all__ = ["DEFAULT_SEGMENT_SIZE", "CommitLog", "RemovalResult"]
 _time_ns = time.time_ns
 
 
-class CommitLog(DeadRecords):
+class CommitLog(TieredReads, DeadRecords):
     """A segmented, memory-mapped commit log; see the module docstring for the concurrency
     contract. Open it with `CommitLog.open(...)` and use it as a context manager. Marking records
-    dead and compaction: the methods of `DeadRecords` (commitlog.cleanup.deadrecords)."""
+    dead and compaction: the methods of `DeadRecords` (commitlog.cleanup.deadrecords). Opened with
+    an `archive`, reads below the local start go to the archive tier (`TieredReads`,
+    commitlog.archive.tiered)."""
 
     def __init__(self, *_: object, **__: object) -> None:
         raise TypeError("use CommitLog.open(path, ...)")
@@ -58,7 +62,7 @@ class CommitLog(DeadRecords):
 
         archive: the log's archive tier, a URL (`s3://bucket/prefix`, `file:///dir`) or an open
         tier (`commitlog.archive.open_tier`, for an endpoint or region): reads below the local
-        start go there (a `commitlog.archive.TieredLog`, see docs/archive.md).
+        start go there (see docs/archive.md).
 
         readonly: read, commit consumer offsets and remove head segments, but never append;
         several read-only opens may coexist with one writer in another process. NotALogError when
@@ -67,14 +71,10 @@ class CommitLog(DeadRecords):
                              resume_ratio, on_full, block_timeout, roll_after)
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidArgumentError(f"path must be a str or os.PathLike, got {path!r}")
-        if archive is not None:
-            from .archive.tiered import TieredLog, archive_reader   # the archive imports this module
-            reader = archive_reader(archive, os.path.abspath(os.fspath(path)))
-            cls = TieredLog
+        reader = None if archive is None else archive_reader(archive, os.path.abspath(os.fspath(path)))
         self = object.__new__(cls)
+        self._archive = reader
         self._init(os.fspath(path), options)
-        if archive is not None:
-            self._attach(reader)
         return self
 
     def _init(self, path: str, options: LogOptions) -> None:
@@ -105,9 +105,14 @@ class CommitLog(DeadRecords):
     # ------------------------------------------------------------------ offsets
     @property
     def start_offset(self) -> int:
-        """The first offset still kept."""
+        """The first offset still kept (on either tier, with an archive)."""
         self._check_open()
-        return self._segs.start()
+        return self._segs.start() if self._archive is None else self._tiered_start()
+
+    @property
+    def archive(self) -> ArchiveReader | None:
+        """The reader of the log's archive tier, when opened with one."""
+        return self._archive
 
     @property
     def end_offset(self) -> int:
@@ -211,6 +216,11 @@ class CommitLog(DeadRecords):
         or not yet written; OffsetRemovedError (naming the next offset that exists) if dead or
         removed by a compaction, the whole head segments before the first one included."""
         self._check_open()
+        if self._archive is not None:
+            return self._tiered_read(offset)
+        return self._local_read(offset)
+
+    def _local_read(self, offset: int) -> Record:
         check_offset("offset", offset, self._segs)
         return reading.read(self._segs, offset)
 
@@ -221,6 +231,11 @@ class CommitLog(DeadRecords):
         on or is closed. zero_copy=True yields memoryview values of the mapping (no copy); they
         stay valid as long as they are referenced."""
         self._check_open()
+        if self._archive is not None:
+            return self._tiered_scan(start, end, zero_copy)
+        return self._local_scan(start, end, zero_copy)
+
+    def _local_scan(self, start: int | None, end: int | None, zero_copy: bool) -> reading.Scan:
         check_scan_range(start, end)
         segs = self._segs
         offset = segs.start() if start is None else start
@@ -237,8 +252,33 @@ class CommitLog(DeadRecords):
         Exact while timestamps never decrease along the log, as the store's own stamps do (see
         commitlog.segments.timelookup); costs O(log segments) index reads and a short scan."""
         self._check_open()
+        if self._archive is not None:
+            return self._tiered_offset_for_time(timestamp_ms)
+        return self._local_offset_for_time(timestamp_ms)
+
+    def _local_offset_for_time(self, timestamp_ms: int) -> int | None:
         check_timestamp("timestamp_ms", timestamp_ms)
         return timelookup.offset_for_time(self._segs, timestamp_ms)
+
+    # The local tier's side of TieredReads (commitlog.archive.tiered).
+    def _local_start(self) -> int:
+        return self._segs.start()
+
+    def _local_end(self) -> int:
+        return self.end_offset
+
+    def _local_chunks(self, offset: int, end: int | None, zero_copy: bool):
+        return self._local_scan(offset, end, zero_copy).chunks
+
+    def _live(self, records: list[Record]) -> list[Record]:
+        marks = self._segs.marks
+        marks.refresh()
+        if records and marks.starts and marks.any_in(records[0].offset, records[-1].offset + 1):
+            return [r for r in records if not marks.is_marked(r.offset)]
+        return records
+
+    def _is_marked(self, offset: int) -> bool:
+        return self._segs.marks.is_marked(offset)
 
     # ------------------------------------------------------------------ segments
     def segments(self) -> list[SegmentInfo]:

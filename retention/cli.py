@@ -1,4 +1,4 @@
-"""The `retention` command: serve, plan, clean, compact, offsets, check, status.
+"""The `retention` command: serve, plan, clean, compact, offsets, archive, check, status.
 
 `plan`, `clean`, `compact` and `offsets` work on a configuration file (`--config`, or the embedded
 default) or ask a running sidecar (`--url`); either way `--json` prints the JSON the sidecar's HTTP
@@ -96,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the time (ISO 8601; naive: this machine's local time)")
     offsets.add_argument("--log", action="append", default=[], metavar="NAME",
                          help="only this configured log (repeatable; default: every log)")
+    archive = _command(sub, "archive", "the archive tier: status, upload, verify",
+                       "Work on the archive tier of every configured log that has one (archive.url): status "
+                       "prints what each manifest lists and the upload lag, upload runs one upload now (a log a "
+                       "running sidecar owns is left to it), verify checks every archived object's size and "
+                       "SHA-256 against the manifest (exit 1 on a problem).")
+    archive.add_argument("action", choices=("status", "upload", "verify"), help="what to do")
+    archive.add_argument("--log", action="append", default=[], metavar="NAME",
+                         help="only this configured log (repeatable; default: every log with an archive)")
     _command(sub, "check", "validate the configuration",
              "Validate the configuration and say what it looks after; a problem is one line naming the file, "
              "line, key and reason (exit 2).",
@@ -147,6 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         source = os.path.abspath(args.config) if args.config else EMBEDDED
         if args.command == "compact":
             return _compact(args, config, source)
+        if args.command == "archive":
+            from .archiving.commands import archive_command, render
+            result = archive_command(args.action, config, args.log)
+            _print(args, {"config": source, **result}, render)
+            return EXIT_FAILED if result["failed"] else EXIT_OK
         at = parse_time(args.at) if getattr(args, "at", None) else None
         if args.command == "offsets":
             return _print(args, {"config": source, **offsets_at(config, at, args.log)}, render_offsets)
@@ -155,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"retention: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ValueError as exc:
-        if str(exc).startswith(("--at", "--url")) or isinstance(exc, UnknownLogError):
+        if str(exc).startswith(("--at", "--url", "--log")) or isinstance(exc, UnknownLogError):
             print(f"retention: error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         raise

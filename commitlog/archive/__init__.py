@@ -5,7 +5,7 @@ local disk, listed by a per-log manifest that is the truth for readers.
     LogArchive(tier, log_dir)            one log's objects and manifest on a tier
     cached_manifest(log_dir, name)       the manifest as this host last saw it (no tier asked)
     upload_sealed(archive, segments, now_ms=, ...)   the upload pass; Throttle caps its bytes/s
-    CommitLog.open(path, archive=URL)    reads across both tiers (a TieredLog)
+    CommitLog.open(path, archive=URL)    reads across both tiers (commitlog.archive.tiered)
     open_archive(url, name)              a log read from its archive alone (an ArchivedLog)
 
 Errors: commitlog.errors.ArchiveError, ArchiveCorruptError.
@@ -14,10 +14,10 @@ Errors: commitlog.errors.ArchiveError, ArchiveCorruptError.
 from .log_archive import LogArchive, cached_manifest
 from .manifest import ArchivedSegment, Manifest
 from .remote import ArchiveReader
-from .tiered import ArchivedLog, TieredLog, open_archive
+from .tiered import ArchivedLog, open_archive
 from .tiers import ObjectInfo, Tier, open_tier
 from .upload import Throttle, upload_sealed
 
-__all__ = ["ArchiveReader", "ArchivedLog", "ArchivedSegment", "LogArchive", "TieredLog", "cached_manifest",
+__all__ = ["ArchiveReader", "ArchivedLog", "ArchivedSegment", "LogArchive", "cached_manifest",
            "open_archive", "Manifest", "ObjectInfo", "Throttle", "Tier",
            "open_tier", "upload_sealed"]

@@ -1,12 +1,13 @@
 """Reading across both tiers: a log opened with `CommitLog.open(path, archive=URL)`, and a log read
 from its archive alone with `open_archive(URL, name)` (no local directory).
 
-`TieredLog` is a `CommitLog` whose start is the archive's when the archive holds records the local
-disk no longer does: `read`, `scan` and `offset_for_time` below the local start go to the
-archive (`commitlog.archive.remote`), the rest to the local segments, with the same records, the
-same errors (an offset removed from both tiers is `OffsetOutOfRangeError` naming the first offset
-either holds) and the same API. Writing, segments, consumer offsets and removal stay local.
-`ArchivedLog` is the read side alone, for a host that has only the URL.
+`TieredReads` gives a `CommitLog` opened with an archive its start (the archive's, when the archive
+holds records the local disk no longer does) and sends `read`, `scan` and `offset_for_time` below
+the local start to the archive (`commitlog.archive.remote`), the rest to the local segments: the
+same records, the same errors (an offset removed from both tiers is `OffsetOutOfRangeError` naming
+the first offset either holds), the same API; local marks hide archived records too. Writing,
+segments, consumer offsets and removal stay local. `ArchivedLog` is the read side alone, for a
+host that has only the URL.
 
 Thread-safe as `CommitLog` is; the archive reader's cache is shared by the handle's readers.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..errors import InvalidArgumentError, OffsetOutOfRangeError, OffsetRemovedError
-from ..log import CommitLog
 from ..record import Record
 from ..segments import reading
 from ..arguments import check_offset, check_scan_range, check_timestamp
@@ -24,7 +24,7 @@ from .log_archive import LogArchive
 from .remote import DEFAULT_CACHE_BYTES, ArchiveReader
 from .tiers import Tier, open_tier
 
-__all__ = ["ArchivedLog", "TieredLog", "archive_reader", "open_archive"]
+__all__ = ["ArchivedLog", "TieredReads", "archive_reader", "open_archive"]
 
 
 def archive_reader(archive: str | Tier, log_dir: str | None, name: str | None = None, *,
@@ -38,9 +38,11 @@ def archive_reader(archive: str | Tier, log_dir: str | None, name: str | None = 
     return ArchiveReader(LogArchive(tier, log_dir or f"/{name}", name), cache_bytes=cache_bytes)
 
 
-class _ArchiveReads:
+class TieredReads:
     """`start_offset`, `read`, `scan` and `offset_for_time` over an archive and what follows it
-    (`_local_start()`: the first offset the local disk holds; `_local_*`: the local reads)."""
+    (`_local_start()`: the first offset the local disk holds; `_local_*`: the local reads; `_live`
+    and `_is_marked`: the local marks applied to archived records). `CommitLog` opened with an
+    archive reads through it; `ArchivedLog` is the archive alone."""
 
     _archive: ArchiveReader
 
@@ -87,13 +89,6 @@ class _ArchiveReads:
         if end is None or offset < end:
             yield from self._local_chunks(offset, end, zero_copy)
 
-    def _live(self, records: list[Record]) -> list[Record]:
-        """`records` read from the archive less those marked dead since (only a local log knows)."""
-        return records
-
-    def _is_marked(self, offset: int) -> bool:
-        return False
-
     def _tiered_offset_for_time(self, timestamp_ms: int) -> int | None:
         check_timestamp("timestamp_ms", timestamp_ms)
         local = self._local_start()
@@ -108,59 +103,7 @@ class _ArchiveReads:
         return self._local_offset_for_time(timestamp_ms)
 
 
-class TieredLog(_ArchiveReads, CommitLog):
-    """A `CommitLog` that reads below its local start from its archive (see the module docstring)."""
-
-    _archive: ArchiveReader
-
-    def _attach(self, reader: ArchiveReader) -> None:
-        self._archive = reader
-
-    @property
-    def archive(self) -> ArchiveReader:
-        return self._archive
-
-    @property
-    def start_offset(self) -> int:
-        """The first offset kept on either tier."""
-        return self._tiered_start()
-
-    def read(self, offset: int) -> Record:
-        return self._tiered_read(offset)
-
-    def scan(self, start: int | None = None, end: int | None = None, *, zero_copy: bool = False) -> reading.Scan:
-        return self._tiered_scan(start, end, zero_copy)
-
-    def offset_for_time(self, timestamp_ms: int) -> int | None:
-        return self._tiered_offset_for_time(timestamp_ms)
-
-    def _local_start(self) -> int:
-        return CommitLog.start_offset.fget(self)
-
-    def _live(self, records: list[Record]) -> list[Record]:
-        marks = self._segs.marks
-        marks.refresh()
-        if records and marks.starts and marks.any_in(records[0].offset, records[-1].offset + 1):
-            return [r for r in records if not marks.is_marked(r.offset)]
-        return records
-
-    def _is_marked(self, offset: int) -> bool:
-        return self._segs.marks.is_marked(offset)
-
-    def _local_end(self) -> int:
-        return self.end_offset
-
-    def _local_read(self, offset: int) -> Record:
-        return CommitLog.read(self, offset)
-
-    def _local_chunks(self, offset: int, end: int | None, zero_copy: bool) -> Iterator[list[Record]]:
-        return CommitLog.scan(self, offset, end, zero_copy=zero_copy).chunks
-
-    def _local_offset_for_time(self, timestamp_ms: int) -> int | None:
-        return CommitLog.offset_for_time(self, timestamp_ms)
-
-
-class ArchivedLog(_ArchiveReads):
+class ArchivedLog(TieredReads):
     """A log read from its archive alone: `start_offset`, `end_offset`, `read`, `scan`,
     `offset_for_time`, as `CommitLog`'s. Its manifest is read once; `refresh()` reads it again."""
 
@@ -206,6 +149,12 @@ class ArchivedLog(_ArchiveReads):
 
     def _local_offset_for_time(self, timestamp_ms: int) -> int | None:
         return None
+
+    def _live(self, records: list[Record]) -> list[Record]:
+        return records                 # marks stay on the host that made them
+
+    def _is_marked(self, offset: int) -> bool:
+        return False
 
     def close(self) -> None:
         """Nothing is held open; for symmetry with `CommitLog`."""

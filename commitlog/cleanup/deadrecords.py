@@ -103,7 +103,7 @@ class DeadRecords:
     def tombstones_first_seen(self) -> dict[int, float]:
         """Offset -> epoch seconds at which a compaction first kept the tombstone there."""
         self._check_open()
-        return TombstoneBook(tombstones_path(self.path)).first_seen(self.start_offset)
+        return TombstoneBook(tombstones_path(self.path)).first_seen(self._segs.start())
 
     def note_tombstones(self, seen: Mapping[int, float]) -> int:
         """Record when tombstones kept by a compaction were first seen (earliest time wins,

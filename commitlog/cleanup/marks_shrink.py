@@ -5,7 +5,8 @@ them), it is rewritten with the others (commitlog.marks, `MarkSet.rewrite`, cras
 An entry is forgotten only when no record it marks can exist: its range lies before the first
 segment or after a segment's end (a gap), or in a compacted segment whose index says it applied
 the entry (the entry's sequence number is below the one the compaction read) and kept no marked
-record (FLAG_KEPT_MARKED: a rule may protect a marked record, which must stay hidden). The last
+record (FLAG_KEPT_MARKED: a rule may protect a marked record, which must stay hidden). Before the
+first segment of a log with an archive tier, only an entry before the archive's start is forgotten. The last
 segment's entries always stay. Tried after a compaction (under its lock) and when `mark_dead`
 fills another reserved step of the file (if no compaction holds the lock then), so a pass over
 the entries is paid once per MARKS_STEP of growth. Functions over a SegmentList.
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 from collections.abc import Callable
 
 from ..errors import StoreFullError
+from ..archive.log_archive import cached_manifest
 from ..marks import ENTRY_SIZE, MARKS_STEP
 from ..segments.segment_list import SegmentList
 
@@ -26,13 +29,17 @@ STEP_ENTRIES = MARKS_STEP // ENTRY_SIZE    # 2,730: no rewrite below it, and tri
 
 
 def obsolete_entries(segs: SegmentList) -> Callable[[int, int, int], bool]:
-    """`(start, end, seq) -> True` for an entry no record can need any more (module docstring)."""
+    """`(start, end, seq) -> True` for an entry no record can need any more (module docstring).
+    Below the first segment, a log with an archive tier keeps the entries its archive may still
+    hold records of (from the archive's start on): a tiered read hides them there too."""
     bases = list(segs.bases)
+    archived = cached_manifest(segs.path, os.path.basename(segs.path))
+    kept_from = archived.start_offset if archived is not None else None
 
     def obsolete(start: int, end: int, seq: int) -> bool:
         i = bisect.bisect_right(bases, start) - 1
         if i < 0:
-            return True                          # before the first segment: removed
+            return kept_from is None or end <= kept_from   # removed, and not in the archive either
         if i == len(bases) - 1:
             return False                         # the last segment: maybe still written
         base = bases[i]

@@ -95,11 +95,10 @@ class Archiver:
                              uploader.settings.lag_unhealthy)
         return len(done)
 
-    def upload_all(self) -> dict[str, int]:
-        """One run of every log's uploads now, one after another (the CLI's `archive upload`)."""
+    def uploaders(self) -> dict[str, LogUploader]:
+        """By log name, sorted: the uploaders (the CLI's `archive` commands run them one by one)."""
         with self._lock:
-            names = sorted(self._uploaders)
-        return {name: self.upload(name) for name in names}
+            return dict(sorted(self._uploaders.items()))
 
     def problems(self) -> list[tuple[str, str]]:
         """(log, message) of every log whose upload lag is above its `archive.lag_unhealthy`."""

@@ -116,6 +116,11 @@ class LogUploader:
         self._measure(self._listing(), self._clock())
         return done
 
+    def look(self) -> None:
+        """Read the manifest on the tier and measure the lag, uploading nothing (`archive status`)."""
+        self._manifest = self.archive.manifest()
+        self._measure(self._listing(), self._clock())
+
     def _upload(self, info: SegmentInfo) -> bool:
         """Send one segment under an audit intent; True when archived, False when it left the log
         first. ArchiveError (after its `aborted` outcome) when the tier refused it."""

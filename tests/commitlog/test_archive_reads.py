@@ -44,7 +44,7 @@ def test_a_tiered_log_reads_and_scans_what_was_written_across_both_tiers(tmp_pat
     written = _written(path, 400)
     _archive_and_evict(path, tier, archive=4, evict=3)
     with CommitLog.open(path, readonly=True, archive=tier) as log:
-        local_start = CommitLog.start_offset.fget(log)
+        local_start = log.segments()[0].base_offset
         assert local_start > 0 and log.start_offset == 0
         assert [tuple(r) for r in log.scan()] == written
         assert [tuple(r) for r in log.scan(5, local_start + 3)] == written[5:local_start + 3]
@@ -144,3 +144,18 @@ def test_a_damaged_object_is_refused_naming_it(tmp_path, damaged):
     with CommitLog.open(path, readonly=True, archive=tier) as log:
         with pytest.raises(ArchiveCorruptError, match=f"object log/{name}: "):
             list(log.scan())
+
+
+def test_marks_of_evicted_segments_are_kept_while_the_archive_holds_their_records(tmp_path):
+    from commitlog.cleanup.marks_shrink import obsolete_entries
+    tier = open_tier(f"file://{tmp_path}/archive")
+    path = str(tmp_path / "log")
+    _written(path, 400)
+    with CommitLog.open(path, readonly=True) as log:
+        log.mark_dead([2])
+    archived = _archive_and_evict(path, tier, archive=2, evict=2)
+    with CommitLog.open(path, readonly=True) as log:
+        [entry] = log._segs.marks.entries()
+        assert obsolete_entries(log._segs)(*entry) is False        # the archive still holds offset 2
+        archived.write_manifest(archived.manifest().without_before(log.segments()[0].base_offset))
+        assert obsolete_entries(log._segs)(*entry) is True         # gone from both tiers

@@ -1,0 +1,103 @@
+"""`retention archive status|upload|verify`: the archive tier of every configured log that has one,
+from a configuration file, without a sidecar.
+
+- `status`: per log, its tier, what the manifest lists (segments, bytes, offsets), the upload lag.
+- `upload`: one upload run per log now (what the sidecar's job does; a log a running sidecar owns
+  is left to it, and said so).
+- `verify`: every archived object checked against the manifest: present, its size, its SHA-256
+  (the tier's stored checksum, or the object read and hashed); exit status 1 on any problem.
+
+Each returns the JSON object the command prints with `--json`; `render` makes the text.
+"""
+
+from __future__ import annotations
+
+import time
+
+from commitlog import ArchiveError, CommitLogError
+from policies import RetentionConfig, humanize_duration, humanize_size
+from prometheus_client import CollectorRegistry
+
+from ..audit import AuditTrail
+from .archive_metrics import ArchiveMetrics
+from .archiver import Archiver
+
+__all__ = ["archive_command", "render"]
+
+
+def archive_command(action: str, config: RetentionConfig, logs: list[str]) -> dict:
+    """Run `action` (status, upload, verify) over the configured logs with an archive (only `logs`
+    when given); the result's `failed` is true when any log failed."""
+    unknown = sorted(set(logs) - set(config.logs))
+    if unknown:
+        raise ValueError(f"--log: no configured log named {', '.join(unknown)}")
+    archiver = Archiver(ArchiveMetrics(CollectorRegistry()))
+    archiver.sync(config, AuditTrail(str(config.service.audit)))
+    try:
+        out = {}
+        for name, uploader in archiver.uploaders().items():
+            if logs and name not in logs:
+                continue
+            entry = {"url": uploader.archive.tier.url}
+            try:
+                if action == "upload":
+                    entry["uploaded"] = archiver.upload(name)
+                    entry.update(_state(uploader.state))
+                elif action == "verify":
+                    entry.update(_verify(uploader))
+                else:
+                    uploader.look()
+                    entry.update(_state(uploader.state))
+                manifest = uploader.archive.cached_manifest()
+                if manifest is not None:
+                    entry.update(start_offset=manifest.start_offset, end_offset=manifest.end_offset)
+            except (ArchiveError, CommitLogError, OSError) as exc:
+                entry["error"] = str(exc)
+            if uploader.state.owned_elsewhere:
+                entry["error"] = uploader.state.owned_elsewhere
+            out[name] = entry
+    finally:
+        archiver.close()
+    failed = any(e.get("error") or e.get("problems") for e in out.values())
+    return {"action": action, "logs": out, "failed": failed}
+
+
+def _state(state) -> dict:
+    return {"archived_segments": state.archived_segments, "archived_bytes": state.archived_bytes,
+            "lag_seconds": round(state.lag_seconds, 3), "lag_bytes": state.lag_bytes,
+            **({"error": state.last_error} if state.last_error else {})}
+
+
+def _verify(uploader) -> dict:
+    started = time.monotonic()
+    manifest = uploader.archive.manifest()
+    problems = [problem for segment in manifest.segments for problem in uploader.archive.verify(segment)]
+    return {"archived_segments": len(manifest.segments), "archived_bytes": sum(s.bytes for s in manifest.segments),
+            "problems": problems, "seconds": round(time.monotonic() - started, 3)}
+
+
+def render(data: dict) -> str:
+    """The text of an `archive` command's result."""
+    lines = []
+    if not data["logs"]:
+        lines.append("no configured log has an archive (archive.url)")
+    for name, entry in data["logs"].items():
+        head = f"{name}: {entry['url']}"
+        if "archived_segments" in entry:
+            head += f", {entry['archived_segments']} segments ({humanize_size(entry['archived_bytes'])}) archived"
+        if "start_offset" in entry:
+            head += f", offsets [{entry['start_offset']}, {entry['end_offset']})"
+        lines.append(head)
+        if "uploaded" in entry:
+            lines.append(f"  uploaded now: {entry['uploaded']}")
+        if "lag_seconds" in entry:
+            lines.append(f"  upload lag: {humanize_duration(entry['lag_seconds'])}, "
+                         f"{humanize_size(entry['lag_bytes'])} waiting")
+        if "problems" in entry:
+            lines.append(f"  verified in {entry['seconds']:.2f}s: "
+                         + ("every object matches the manifest" if not entry["problems"] else
+                            f"{len(entry['problems'])} problem(s)"))
+            lines.extend(f"  problem: {problem}" for problem in entry["problems"])
+        if entry.get("error"):
+            lines.append(f"  error: {entry['error']}")
+    return "\n".join(lines)

@@ -155,6 +155,7 @@ def test_marks_of_evicted_segments_are_kept_while_the_archive_holds_their_record
         log.mark_dead([2])
     archived = _archive_and_evict(path, tier, archive=2, evict=2)
     with CommitLog.open(path, readonly=True) as log:
+        log._segs.marks.refresh()
         [entry] = log._segs.marks.entries()
         assert obsolete_entries(log._segs)(*entry) is False        # the archive still holds offset 2
         archived.write_manifest(archived.manifest().without_before(log.segments()[0].base_offset))

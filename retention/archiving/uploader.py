@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from loguru import logger
 
-from commitlog import ArchiveError, CommitLog, CommitLogError, SegmentInfo, is_log_directory
+from commitlog import ArchiveError, CommitLog, CommitLogError, CorruptLogError, SegmentInfo, is_log_directory
 from commitlog.archive import LogArchive, Manifest, Throttle, Tier
 from commitlog.archive.upload import archive_segment, due
 from commitlog.layout import segment_name
@@ -121,9 +121,10 @@ class LogUploader:
         self._manifest = self.archive.manifest()
         self._measure(self._listing(), self._clock())
 
-    def _upload(self, info: SegmentInfo) -> bool:
+    def _upload(self, info: SegmentInfo, *, again: bool = False) -> bool:
         """Send one segment under an audit intent; True when archived, False when it left the log
-        first. ArchiveError (after its `aborted` outcome) when the tier refused it."""
+        first. ArchiveError (after its `aborted` outcome) when the tier refused it. A segment a
+        compaction's swap replaced since the listing is sent once more, as it is now."""
         key = self.archive.key(segment_name(info.base_offset))
         planned = {"time": audit_time(self._clock()), "log": self.name, "path": info.path,
                    "segment": os.path.basename(info.path), "base_offset": info.base_offset,
@@ -138,6 +139,15 @@ class LogUploader:
         except FileNotFoundError:
             self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason="not-archived"))
             return False
+        except CorruptLogError as exc:
+            now = self._fresh(info)
+            if again or now is None or (now.used_bytes, now.end_offset) == (info.used_bytes, info.end_offset):
+                self.audit.outcome_or_log(ident, ABORTED, {**aborted_entry(planned, at=self._clock(), reason="error"),
+                                                           "error": str(exc)})
+                raise
+            self.audit.outcome_or_log(ident, ABORTED, {**aborted_entry(planned, at=self._clock(), reason="not-archived"),
+                                                       "error": "replaced since it was listed (a compaction)"})
+            return self._upload(now, again=True)
         except (ArchiveError, CommitLogError, OSError) as exc:
             self.audit.outcome_or_log(ident, ABORTED, {**aborted_entry(planned, at=self._clock(), reason="error"),
                                                        "error": str(exc)})
@@ -151,6 +161,12 @@ class LogUploader:
         logger.info("{}: archived {} ({} bytes, {:.2f}s) to {}", self.name, planned["segment"], segment.bytes,
                     seconds, self.archive.tier.url)
         return True
+
+    def _fresh(self, info: SegmentInfo) -> SegmentInfo | None:
+        try:
+            return self._log.segment_info(info.base_offset)
+        except (FileNotFoundError, CommitLogError):
+            return None
 
     def _failed(self, exc: Exception) -> None:
         failures = self.state.failures + 1

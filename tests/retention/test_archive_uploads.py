@@ -232,3 +232,22 @@ def test_an_archive_deletion_its_process_died_in_is_finished_from_the_manifest(t
     [settled] = [e for e in read_events(str(tmp_path / "audit.jsonl")) if e.get("id") == "dead0002"
                  and e["event"] != "intent"]
     assert (settled["event"], settled["recovered"], settled["because"]) == ("deleted", True, "total-reserve")
+
+
+def test_a_segment_a_compaction_replaced_since_the_listing_is_sent_as_it_is_now(tmp_path):
+    make_log(tmp_path / "staging", 2)
+    archiver = _archiver(tmp_path, Clock(), {"url": f"file://{tmp_path}/archive"})
+    uploader = archiver._uploaders["staging"]
+    try:
+        stale = uploader._listing()[0]
+        with CommitLog.open(tmp_path / "staging") as log:
+            log.mark_dead(range(stale.base_offset, stale.base_offset + 20))
+            log.compact([[stale.base_offset]], lambda offset, key, tombstone, marked: "dead" if marked else None)
+        uploader._manifest = uploader.archive.manifest()
+        assert uploader._upload(stale) is True
+    finally:
+        archiver.close()
+    listed = uploader.archive.manifest().segments[0]
+    assert listed.bytes < stale.used_bytes and listed.end_offset == stale.end_offset
+    events = [e for e in read_events(str(tmp_path / "audit.jsonl")) if e["event"] != "intent"]
+    assert [(e["event"], e.get("reason")) for e in events] == [("aborted", "not-archived"), ("archived", None)]

@@ -69,8 +69,8 @@ def due(segments: list[SegmentInfo], manifest: Manifest, *, now_ms: int,
         if info.active or info.end_offset <= manifest.start_offset \
                 or manifest.covers(info.base_offset, info.end_offset):
             continue
-        if now_ms / 1000 - info.mtime < upload_after_s:
-            break
+        if upload_after_s and now_ms / 1000 - info.mtime < upload_after_s:
+            break      # (with none, a segment sealed within the millisecond of now_ms is due too)
         out.append(info)
     return out
 

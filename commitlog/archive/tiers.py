@@ -27,6 +27,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 from urllib.parse import urlparse
@@ -35,6 +36,7 @@ from ..errors import ArchiveCorruptError, ArchiveError, InvalidArgumentError
 from ..layout import fsync_directory
 
 CHUNK = 1 << 20                      # bytes read, hashed and sent at a time
+_HASHING = ThreadPoolExecutor(2, thread_name_prefix="archive-hash")   # a digest beside the reader
 _MD5 = re.compile(r"[0-9a-f]{32}")
 
 
@@ -86,16 +88,28 @@ def sha256_hex(data: bytes) -> str:
 
 
 def _copy(source: BinaryIO, size: int, write: Callable[[bytes], object], *digests) -> None:
-    """Copy `size` bytes of `source` through `write`, updating `digests` with them."""
+    """Copy `size` bytes of `source` through `write`, updating `digests` with them: the first in
+    another thread while this one updates the rest and writes (hashlib and file writes let go of
+    the GIL), so hashing with MD5 and SHA-256 costs the slower of the two, not their sum."""
     left = size
-    while left:
-        chunk = source.read(min(CHUNK, left))
-        if not chunk:
-            raise EOFError(f"the source ended {left} bytes early")
-        for digest in digests:
-            digest.update(chunk)
-        write(chunk)
-        left -= len(chunk)
+    pending = None
+    first, rest = (digests[0], digests[1:]) if digests else (None, ())
+    try:
+        while left:
+            chunk = source.read(min(CHUNK, left))
+            if not chunk:
+                raise EOFError(f"the source ended {left} bytes early")
+            if pending is not None:
+                pending.result()
+            if first is not None:
+                pending = _HASHING.submit(first.update, chunk)
+            for digest in rest:
+                digest.update(chunk)
+            write(chunk)
+            left -= len(chunk)
+    finally:
+        if pending is not None:
+            pending.result()
 
 
 class DirectoryTier:
@@ -187,7 +201,11 @@ class S3Tier:
         self._client = boto3.session.Session().client(
             "s3", endpoint_url=endpoint, region_name=region,
             config=Config(retries={"max_attempts": 3, "mode": "standard"},
-                          connect_timeout=5, read_timeout=30))
+                          connect_timeout=5, read_timeout=30,
+                          # Every put carries Content-MD5 and its SHA-256, which the server checks:
+                          # signing the body as well would hash it a third time (botocore skips it
+                          # on https; this does so on http too).
+                          s3={"payload_signing_enabled": False}))
 
     def _fail(self, key: str | None, exc: Exception) -> ArchiveError:
         return ArchiveError(self.url, key, f"{type(exc).__name__}: {exc}")

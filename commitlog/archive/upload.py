@@ -2,8 +2,9 @@
 recorded in the manifest once its objects are verified.
 
 Resumable by construction: objects are written under their final keys (whole, verified) and the
-manifest, rewritten after each segment, is the one record of what is archived. A pass killed
-anywhere leaves at most one segment's objects unlisted; the next pass writes them again.
+manifest, rewritten at most once a second during a pass and at its end (`ManifestWriter`), is the
+one record of what is archived. A pass killed anywhere leaves at most a second's segments
+unlisted; the next pass writes them again.
 
 Time and sleeping are passed in (`now_ms`, `Throttle`'s clock and sleep). One pass per log at a
 time; not thread-safe per log.
@@ -75,31 +76,54 @@ def due(segments: list[SegmentInfo], manifest: Manifest, *, now_ms: int,
     return out
 
 
-def archive_segment(archive: LogArchive, manifest: Manifest, info: SegmentInfo, *, now_ms: int,
-                    throttle: Throttle | None = None) -> tuple[Manifest, ArchivedSegment]:
-    """Upload segment `info` and rewrite the manifest with it; returns the new manifest and the
-    segment's entry. FileNotFoundError when it was removed locally first (nothing written)."""
-    segment = archive.put_segment(info, now_ms, throttle.pace if throttle is not None else (lambda f: f))
-    manifest = manifest.with_segment(segment)
-    archive.write_manifest(manifest)
-    return manifest, segment
+class ManifestWriter:
+    """Adds archived segments to a log's manifest and rewrites it on the tier at most once every
+    `every_s` seconds, and on `flush`: a pass over many segments rewrites it a few times, not once
+    a segment. `add` and `flush` return the tags of the segments the rewrite they did listed
+    (empty when none was due). Not thread-safe: one upload pass owns it."""
+
+    def __init__(self, archive: LogArchive, manifest: Manifest, *, every_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.archive, self.manifest = archive, manifest
+        self._every, self._clock = every_s, clock
+        self._written = clock()
+        self.unlisted: list = []          # the tags of the segments added since the last rewrite
+
+    def add(self, segment: ArchivedSegment, tag: object = None) -> list:
+        self.manifest = self.manifest.with_segment(segment)
+        self.unlisted.append(tag)
+        return self.flush() if self._clock() - self._written >= self._every else []
+
+    def flush(self) -> list:
+        if not self.unlisted:
+            return []
+        self.archive.write_manifest(self.manifest)
+        self._written = self._clock()
+        listed, self.unlisted = self.unlisted, []
+        return listed
 
 
 def upload_sealed(archive: LogArchive, segments: list[SegmentInfo], *, now_ms: int,
                   upload_after_s: float = 0.0, throttle: Throttle | None = None,
-                  limit: int | None = None) -> list[ArchivedSegment]:
+                  limit: int | None = None, manifest_every_s: float = 1.0) -> list[ArchivedSegment]:
     """Upload the sealed segments of `segments` (a `CommitLog.segments()` listing) not in the
     manifest and sealed for `upload_after_s` at least, oldest first, at most `limit` of them;
-    returns what was archived. An ArchiveError leaves the manifest as of the last segment
-    archived before it. A segment removed locally meanwhile is passed."""
-    manifest = archive.manifest()
+    returns what was archived. An ArchiveError leaves the manifest listing every segment
+    archived before it. A segment removed locally meanwhile is passed. `manifest_every_s`: how
+    often the manifest is rewritten during the pass (0: after every segment)."""
+    writer = ManifestWriter(archive, archive.manifest(), every_s=manifest_every_s)
+    pace = throttle.pace if throttle is not None else (lambda f: f)
     done: list[ArchivedSegment] = []
-    for info in due(segments, manifest, now_ms=now_ms, upload_after_s=upload_after_s):
-        if limit is not None and len(done) >= limit:
-            break
-        try:
-            manifest, segment = archive_segment(archive, manifest, info, now_ms=now_ms, throttle=throttle)
-        except FileNotFoundError:
-            continue   # removed by retention while we looked
-        done.append(segment)
+    try:
+        for info in due(segments, writer.manifest, now_ms=now_ms, upload_after_s=upload_after_s):
+            if limit is not None and len(done) >= limit:
+                break
+            try:
+                segment = archive.put_segment(info, now_ms, pace)
+            except FileNotFoundError:
+                continue   # removed by retention while we looked
+            writer.add(segment)
+            done.append(segment)
+    finally:
+        writer.flush()
     return done

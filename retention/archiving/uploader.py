@@ -30,7 +30,7 @@ from loguru import logger
 
 from commitlog import ArchiveError, CommitLog, CommitLogError, CorruptLogError, SegmentInfo, is_log_directory
 from commitlog.archive import LogArchive, Manifest, Throttle, Tier
-from commitlog.archive.upload import archive_segment, due
+from commitlog.archive.upload import ManifestWriter, due
 from commitlog.layout import segment_name
 from policies import LogConfig, PolicyConfig
 
@@ -99,12 +99,16 @@ class LogUploader:
             self._manifest = manifest = self.archive.manifest()
             self._settle(manifest)
             settle_deletes(self.archive, manifest, self.audit, self._clock)
-            for info in due(self._listing(), manifest, now_ms=int(now * 1000),
-                            upload_after_s=self.settings.upload_after):
-                if self._stopping.is_set():
-                    break
-                if self._upload(info):
-                    done.append(info)
+            writer = ManifestWriter(self.archive, manifest)
+            try:
+                for info in due(self._listing(), manifest, now_ms=int(now * 1000),
+                                upload_after_s=self.settings.upload_after):
+                    if self._stopping.is_set():
+                        break
+                    done.extend(self._listed(self._upload(info, writer)))
+            finally:
+                done.extend(self._listed(self._flush(writer)))
+                self._manifest = writer.manifest
             if not self._stopping.is_set():
                 self._manifest = expire(self.archive, self._manifest, self._log, self.policy, self.audit,
                                         now=self._clock(), clock=self._clock)
@@ -121,46 +125,59 @@ class LogUploader:
         self._manifest = self.archive.manifest()
         self._measure(self._listing(), self._clock())
 
-    def _upload(self, info: SegmentInfo, *, again: bool = False) -> bool:
-        """Send one segment under an audit intent; True when archived, False when it left the log
-        first. ArchiveError (after its `aborted` outcome) when the tier refused it. A segment a
-        compaction's swap replaced since the listing is sent once more, as it is now."""
-        key = self.archive.key(segment_name(info.base_offset))
+    def _upload(self, info: SegmentInfo, writer: ManifestWriter, *, again: bool = False) -> list:
+        """Send one segment's objects under an audit intent and add it to `writer`; returns what
+        the writer listed meanwhile (`_listed` audits them). ArchiveError (after its `aborted`
+        outcome) when the tier refused it. A segment a compaction's swap replaced since the
+        listing is sent once more, as it is now; one gone from the log is passed."""
         planned = {"time": audit_time(self._clock()), "log": self.name, "path": info.path,
                    "segment": os.path.basename(info.path), "base_offset": info.base_offset,
                    "end_offset": info.end_offset, "bytes": info.used_bytes, "url": self.archive.tier.url,
-                   "key": key}
+                   "key": self.archive.key(segment_name(info.base_offset))}
         ident = self.audit.intent(ARCHIVE, planned)
         started = time.monotonic()
         throttle = Throttle(self.settings.max_bytes_per_second, sleep=self._sleep)
         try:
-            self._manifest, segment = archive_segment(self.archive, self._manifest or Manifest(self.name), info,
-                                                      now_ms=int(self._clock() * 1000), throttle=throttle)
+            segment = self.archive.put_segment(info, int(self._clock() * 1000), throttle.pace)
         except FileNotFoundError:
-            self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason="not-archived"))
-            return False
+            self._abort(ident, planned, "not-archived")
+            return []
         except CorruptLogError as exc:
             now = self._fresh(info)
             if again or now is None or (now.used_bytes, now.end_offset) == (info.used_bytes, info.end_offset):
-                self.audit.outcome_or_log(ident, ABORTED, {**aborted_entry(planned, at=self._clock(), reason="error"),
-                                                           "error": str(exc)})
+                self._abort(ident, planned, "error", str(exc))
                 raise
-            self.audit.outcome_or_log(ident, ABORTED, {**aborted_entry(planned, at=self._clock(), reason="not-archived"),
-                                                       "error": "replaced since it was listed (a compaction)"})
-            return self._upload(now, again=True)
+            self._abort(ident, planned, "not-archived", "replaced since it was listed (a compaction)")
+            return self._upload(now, writer, again=True)
         except (ArchiveError, CommitLogError, OSError) as exc:
-            self.audit.outcome_or_log(ident, ABORTED, {**aborted_entry(planned, at=self._clock(), reason="error"),
-                                                       "error": str(exc)})
+            self._abort(ident, planned, "error", str(exc))
             raise
-        seconds = time.monotonic() - started
-        self.audit.outcome_or_log(ident, ARCHIVED, {
-            **{k: planned[k] for k in ("log", "path", "segment", "base_offset", "end_offset", "url", "key")},
-            "time": audit_time(self._clock()), "bytes": segment.bytes, "sha256": segment.sha256,
-            "index_bytes": segment.index_bytes, "index_sha256": segment.index_sha256,
-            "seconds": round(seconds, 3)})
-        logger.info("{}: archived {} ({} bytes, {:.2f}s) to {}", self.name, planned["segment"], segment.bytes,
-                    seconds, self.archive.tier.url)
-        return True
+        return writer.add(segment, (ident, planned, segment, time.monotonic() - started, info))
+
+    def _flush(self, writer: ManifestWriter) -> list:
+        """The manifest's last rewrite of a run; the segments it could not list are aborted."""
+        try:
+            return writer.flush()
+        except (ArchiveError, OSError) as exc:
+            for ident, planned, *_ in writer.unlisted:
+                self._abort(ident, planned, "error", f"the manifest could not be rewritten: {exc}")
+            raise
+
+    def _listed(self, tags: list) -> list[SegmentInfo]:
+        """Audit the segments a manifest rewrite listed; returns them."""
+        for ident, planned, segment, seconds, _ in tags:
+            self.audit.outcome_or_log(ident, ARCHIVED, {
+                **{k: planned[k] for k in ("log", "path", "segment", "base_offset", "end_offset", "url", "key")},
+                "time": audit_time(self._clock()), "bytes": segment.bytes, "sha256": segment.sha256,
+                "index_bytes": segment.index_bytes, "index_sha256": segment.index_sha256,
+                "seconds": round(seconds, 3)})
+            logger.info("{}: archived {} ({} bytes, {:.2f}s) to {}", self.name, planned["segment"], segment.bytes,
+                        seconds, self.archive.tier.url)
+        return [tag[4] for tag in tags]
+
+    def _abort(self, ident: str, planned: dict, reason: str, error: str | None = None) -> None:
+        entry = aborted_entry(planned, at=self._clock(), reason=reason)
+        self.audit.outcome_or_log(ident, ABORTED, entry if error is None else {**entry, "error": error})
 
     def _fresh(self, info: SegmentInfo) -> SegmentInfo | None:
         try:
@@ -183,7 +200,7 @@ class LogUploader:
         return self._log.segments()
 
     def _measure(self, segments: list[SegmentInfo], now: float) -> None:
-        manifest = self._manifest or self.archive.cached_manifest() or Manifest(self.name)
+        manifest = self._manifest or self.archive.cached_manifest() or Manifest(self.archive.name)
         waiting = due(segments, manifest, now_ms=int(now * 1000), upload_after_s=self.settings.upload_after)
         lag_seconds = max(0.0, now - waiting[0].mtime - self.settings.upload_after) if waiting else 0.0
         self.state = replace(self.state, lag_seconds=lag_seconds, lag_bytes=sum(s.used_bytes for s in waiting),

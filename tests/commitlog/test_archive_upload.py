@@ -84,7 +84,7 @@ def test_a_tier_down_mid_pass_keeps_the_manifest_and_the_next_pass_resumes(tmp_p
                 server.kill()
 
     with pytest.raises(ArchiveError, match=f"archive s3://{BUCKET}/p object log/0"):
-        upload_sealed(archive, segments, now_ms=NOW_MS, throttle=KillingThrottle(None))
+        upload_sealed(archive, segments, now_ms=NOW_MS, throttle=KillingThrottle(None), manifest_every_s=0)
     assert [s.base_offset for s in archive.cached_manifest().segments] == [0]
     # Back, empty (moto keeps nothing across a restart): the manifest on the tier is the truth,
     # so every sealed segment is archived again.

@@ -14,6 +14,7 @@ from archive_helpers import BUCKET, TcpProxy
 from retention_helpers import config_text, make_log, set_age, write_config
 
 from commitlog.archive import LogArchive, open_tier, upload_sealed
+from commitlog.archive.upload import ManifestWriter
 from commitlog import CommitLog
 from retention import RetentionScheduler
 from retention.archiving import Archiver
@@ -243,8 +244,9 @@ def test_a_segment_a_compaction_replaced_since_the_listing_is_sent_as_it_is_now(
         with CommitLog.open(tmp_path / "staging") as log:
             log.mark_dead(range(stale.base_offset, stale.base_offset + 20))
             log.compact([[stale.base_offset]], lambda offset, key, tombstone, marked: "dead" if marked else None)
-        uploader._manifest = uploader.archive.manifest()
-        assert uploader._upload(stale) is True
+        writer = ManifestWriter(uploader.archive, uploader.archive.manifest())
+        [sent] = uploader._listed(uploader._upload(stale, writer) + uploader._flush(writer))
+        assert sent.base_offset == stale.base_offset and sent.used_bytes < stale.used_bytes
     finally:
         archiver.close()
     listed = uploader.archive.manifest().segments[0]

@@ -3,9 +3,10 @@ ranges, never whole segments.
 
 The manifest lists the archived segments. A segment's index object (fetched whole, a few KiB per
 MiB of data, and verified against the SHA-256 the manifest records) says at which byte an offset's
-records start; data is fetched from there in aligned chunks of `CHUNK` bytes through a cache of a
-bounded size (least recently used chunks go first), so a consumer re-reading a range, or several
-scans of one range, ask the tier once. Every record is verified by its own CRC as the store's
+records start; data is fetched from there in aligned ranges, `CHUNK` bytes for a read of one
+offset and `SCAN_WINDOW` bytes for a scan (which fetches the next window while it decodes one),
+through a cache of a bounded size (least recently used ranges go first), so a consumer re-reading
+a range, or several scans of one range, ask the tier once. Every record is verified by its own CRC as the store's
 reader does; a record that does not verify is an `ArchiveCorruptError` naming the object and
 byte. Records marked dead after a segment was archived are read from the archive as they were
 written (marks stay on the host that made them).
@@ -18,6 +19,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterator
 
 from ..errors import ArchiveCorruptError
@@ -32,7 +34,9 @@ from .tiers import sha256_hex
 
 __all__ = ["CHUNK", "DEFAULT_CACHE_BYTES", "ArchiveReader"]
 
-CHUNK = 1 << 20                       # bytes fetched at a time, and the cache's unit
+CHUNK = 1 << 20                       # bytes a read of one offset fetches (and caches) at a time
+SCAN_WINDOW = 8 << 20                 # bytes a scan fetches (and caches) at a time, one window ahead
+_PREFETCH = ThreadPoolExecutor(4, thread_name_prefix="archive-prefetch")
 DEFAULT_CACHE_BYTES = 64 << 20
 _INDEXES_KEPT = 256                   # parsed index objects kept (each a few KiB per MiB of data)
 
@@ -47,23 +51,23 @@ def _whole_record_at(window: bytes, at: int) -> bool:
 
 
 class _Chunks:
-    """Fetched chunks by (key, number), least recently used out first beyond `limit` bytes."""
+    """Fetched byte ranges by (key, unit, number), least recently used out first beyond `limit` bytes."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.size = 0
         self._lock = threading.Lock()
-        self._chunks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._chunks: OrderedDict[tuple, bytes] = OrderedDict()
         self.fetches = 0
 
-    def get(self, key: tuple[str, int]) -> bytes | None:
+    def get(self, key: tuple) -> bytes | None:
         with self._lock:
             data = self._chunks.get(key)
             if data is not None:
                 self._chunks.move_to_end(key)
             return data
 
-    def put(self, key: tuple[str, int], data: bytes) -> None:
+    def put(self, key: tuple, data: bytes) -> None:
         with self._lock:
             self.fetches += 1
             if key in self._chunks or len(data) > self.limit:
@@ -85,6 +89,7 @@ class ArchiveReader:
         self._manifest: Manifest | None = None
         self._bases: list[int] = []
         self._indexes: OrderedDict[int, SegmentSummary] = OrderedDict()
+        self._fetching: dict[tuple, Future] = {}     # windows being fetched ahead of a scan
 
     # ------------------------------------------------------------------ the manifest
     def manifest(self, *, refresh: bool = False) -> Manifest:
@@ -133,33 +138,82 @@ class ArchiveReader:
         rel, pos = summary.floor(offset - segment.base_offset)
         current = segment.base_offset + rel
         key = self.archive.key(segment_name(segment.base_offset))
-        window, window_start = b"", 0
-        while current < stop and pos < segment.bytes:
-            at = pos - window_start
-            if not 0 <= at < len(window):
-                window, window_start, at = self._window(key, segment.bytes, pos), pos, 0
+        size = segment.bytes
+        # A scan fetches large windows ahead of itself; a read of one offset, one chunk.
+        unit = CHUNK if stop - offset <= 1 else SCAN_WINDOW
+        number = pos // unit
+        window = self._unit(key, size, number, unit, ahead=unit == SCAN_WINDOW)
+        at = pos - number * unit
+        while current < stop and pos < size:
+            if at >= len(window):
+                number += 1
+                window, at = self._unit(key, size, number, unit, ahead=unit == SCAN_WINDOW), 0
             records, end_at, current = read_records(window, at, len(window), current, stop, False)
             if end_at == at:
-                if _whole_record_at(window, at) or window_start + len(window) >= segment.bytes:
+                if _whole_record_at(window, at) or (number + 1) * unit >= size:
                     raise ArchiveCorruptError(self.archive.tier.url, key, f"no valid record at byte {pos}")
-                # The record crosses into the next chunk: read on with both.
-                window = window[at:] + self._window(key, segment.bytes, window_start + len(window))
-                window_start = pos
-                continue
-            pos = window_start + end_at
+                # One record crosses into the next window(s): decode it from its parts alone.
+                joined, number, window, at = self._crossing(key, size, unit, number, window[at:])
+                records, end_at, current = read_records(joined, 0, len(joined), current, stop, False)
+                if end_at != len(joined):
+                    raise ArchiveCorruptError(self.archive.tier.url, key, f"no valid record at byte {pos}")
+            else:
+                at = end_at
+            pos = number * unit + at
             wanted = [r for r in records if r.offset >= offset]
             if wanted:
                 yield wanted
 
-    def _window(self, key: str, size: int, pos: int) -> bytes:
-        """The bytes of object `key` (`size` long) from `pos` to the end of its chunk."""
-        number = pos // CHUNK
-        chunk = self.cache.get((key, number))
-        if chunk is None:
-            first = number * CHUNK
-            chunk = self.archive.tier.read_range(key, first, min(CHUNK, size - first))
-            self.cache.put((key, number), chunk)
-        return chunk[pos - number * CHUNK:]
+    def _unit(self, key: str, size: int, number: int, unit: int, *, ahead: bool = False) -> bytes:
+        """Bytes [number * unit, (number + 1) * unit) of object `key` (`size` long), from the cache
+        or the tier; `ahead`: the next unit is fetched meanwhile, in the background, into the cache."""
+        wanted = (key, unit, number)
+        data = self.cache.get(wanted)
+        if data is None:
+            with self._lock:
+                pending = self._fetching.get(wanted)
+            if pending is not None:
+                data = pending.result()
+            else:
+                data = self._fetch(key, size, number, unit)
+                self.cache.put(wanted, data)
+        if ahead and (number + 1) * unit < size:
+            following = (key, unit, number + 1)
+            with self._lock:
+                if following in self._fetching or self.cache.get(following) is not None:
+                    return data
+                pending = self._fetching[following] = _PREFETCH.submit(self._fetch, key, size, number + 1, unit)
+            pending.add_done_callback(lambda done: self._landed(following, done))
+        return data
+
+    def _crossing(self, key: str, size: int, unit: int, number: int, tail: bytes) -> tuple[bytes, int, bytes, int]:
+        """The record starting with `tail` (the end of window `number`), whole, joined from the
+        windows after it; with the window it ends in, that window's number, and where in it it ends."""
+        need = None
+        parts = [tail]
+        have = len(tail)
+        while True:
+            number += 1
+            window = self._unit(key, size, number, unit, ahead=True) if number * unit < size else b""
+            if need is None and have + len(window) >= rec.HEADER_SIZE:
+                head = b"".join(parts) + window[:rec.HEADER_SIZE]
+                need = rec.FRAME_SIZE + rec.HEADER.unpack_from(head, 0)[0]
+            if not window or (need is not None and have + len(window) >= need):
+                used = len(window) if need is None else need - have
+                return b"".join([*parts, window[:used]]), number, window, used
+            parts.append(window)
+            have += len(window)
+
+    def _landed(self, wanted: tuple, done: Future) -> None:
+        """A window fetched ahead went into the cache (or, failed, is fetched again when needed)."""
+        if done.exception() is None:
+            self.cache.put(wanted, done.result())
+        with self._lock:
+            self._fetching.pop(wanted, None)
+
+    def _fetch(self, key: str, size: int, number: int, unit: int) -> bytes:
+        first = number * unit
+        return self.archive.tier.read_range(key, first, min(unit, size - first))
 
     def _index(self, segment: ArchivedSegment) -> SegmentSummary:
         with self._lock:

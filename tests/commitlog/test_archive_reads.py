@@ -12,7 +12,7 @@ import pytest
 
 from commitlog import ArchiveCorruptError, CommitLog, OffsetOutOfRangeError, OffsetRemovedError
 from commitlog.archive import LogArchive, open_archive, open_tier, upload_sealed
-from commitlog.archive.remote import CHUNK
+from commitlog.archive.remote import CHUNK, SCAN_WINDOW
 from commitlog.archive.tiered import ArchivedLog, archive_reader
 from commitlog.layout import segment_name
 
@@ -87,14 +87,16 @@ def test_a_log_is_read_from_its_archive_alone_with_no_local_directory(tmp_path, 
 def test_reads_fetch_ranges_not_segments_and_the_cache_stays_within_its_bound(tmp_path):
     tier = open_tier(f"file://{tmp_path}/archive")
     path = str(tmp_path / "log")
-    written = _written(path, 1200, segment_size=4 << 20, max_len=20_000)   # records cross chunk ends
+    written = _written(path, 4000, segment_size=32 << 20, max_len=30_000)   # records cross window ends
     _archive_and_evict(path, tier, archive=1, evict=0)
-    log = ArchivedLog(archive_reader(tier, path, cache_bytes=2 * CHUNK))
+    log = ArchivedLog(archive_reader(tier, path, cache_bytes=3 * SCAN_WINDOW))
     assert tuple(log.read(3)) == written[3]
-    assert log.archive.cache.fetches == 1 and log.archive.cache.size <= CHUNK
+    assert log.archive.cache.fetches == 1 and log.archive.cache.size <= CHUNK     # one range, not the segment
     end = log.end_offset
-    assert [tuple(r) for r in log.scan()] == written[:end]
-    assert log.archive.cache.size <= 2 * CHUNK < os.path.getsize(os.path.join(path, segment_name(0)))
+    assert [tuple(r) for r in log.scan()] == written[:end]      # records crossing window ends included
+    size = os.path.getsize(os.path.join(path, segment_name(0)))
+    assert log.archive.cache.size <= 3 * SCAN_WINDOW < size
+    assert tuple(log.read(end - 1)) == written[end - 1]
     fetched = log.archive.cache.fetches
     assert tuple(log.read(end - 1)) == written[end - 1] and log.archive.cache.fetches == fetched  # cached
 
@@ -160,3 +162,18 @@ def test_marks_of_evicted_segments_are_kept_while_the_archive_holds_their_record
         assert obsolete_entries(log._segs)(*entry) is False        # the archive still holds offset 2
         archived.write_manifest(archived.manifest().without_before(log.segments()[0].base_offset))
         assert obsolete_entries(log._segs)(*entry) is True         # gone from both tiers
+
+
+def test_a_record_larger_than_a_scan_window_reads_back_whole(tmp_path):
+    tier = open_tier(f"file://{tmp_path}/archive")
+    path = str(tmp_path / "log")
+    big = os.urandom(SCAN_WINDOW + (3 << 20))
+    with CommitLog.open(path, segment_size=32 << 20, flush="none") as log:
+        log.append(b"x" * (SCAN_WINDOW - 1000))       # the big record starts just before a window's end
+        log.append(big)
+        log.append(b"after")
+        log.append(os.urandom(20 << 20))              # fills the segment: the first three are sealed
+    _archive_and_evict(path, tier, archive=1, evict=0)
+    with open_archive(tier.url, "log") as log:
+        assert [len(r.value) for r in log.scan(0, 3)] == [SCAN_WINDOW - 1000, len(big), 5]
+        assert log.read(1).value == big and log.read(2).value == b"after"

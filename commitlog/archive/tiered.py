@@ -46,8 +46,16 @@ class TieredReads:
 
     _archive: ArchiveReader
 
-    def _tiered_start(self) -> int:
+    def _local_start_seen(self) -> int:
+        """The local start, with the archive's manifest read again when it ends before it (the
+        disk evicted segments archived since the manifest was read)."""
         local = self._local_start()
+        if self._archive.end_offset < local:
+            self._archive.manifest(refresh=True)
+        return local
+
+    def _tiered_start(self) -> int:
+        local = self._local_start_seen()
         archived = self._archive.start_offset
         return archived if archived < local and self._archive.end_offset > archived else local
 
@@ -55,7 +63,7 @@ class TieredReads:
         if isinstance(offset, int) and offset < 0:      # as CommitLog.read says it
             raise OffsetOutOfRangeError(offset, self._tiered_start(), self._local_end())
         check_offset("offset", offset)
-        local = self._local_start()
+        local = self._local_start_seen()
         if offset < local:
             start = self._tiered_start()
             if offset < start:
@@ -79,7 +87,7 @@ class TieredReads:
         return reading.Scan(self._chunks(offset, end, zero_copy))
 
     def _chunks(self, offset: int, end: int | None, zero_copy: bool) -> Iterator[list[Record]]:
-        local = self._local_start()
+        local = self._local_start_seen()
         if offset < local:
             for records in self._archive.scan(offset, local if end is None else min(end, local)):
                 records = self._live(records)
@@ -91,7 +99,7 @@ class TieredReads:
 
     def _tiered_offset_for_time(self, timestamp_ms: int) -> int | None:
         check_timestamp("timestamp_ms", timestamp_ms)
-        local = self._local_start()
+        local = self._local_start_seen()
         for segment in self._archive.manifest().segments:
             if segment.base_offset >= local:
                 break

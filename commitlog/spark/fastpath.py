@@ -54,7 +54,8 @@ def read(spark, path: str, **options):
     `spark.read.format("commitlog").option("path", path)` with `options` would return them.
     Partitions are planned now, on the driver: however often the DataFrame is computed, it reads
     the records committed at this call (the data source plans at each action instead). The JVM
-    reader reads them when `register(spark)` installed it, else Python workers (`mapInArrow`)."""
+    reader reads them when `register(spark)` installed it, else Python workers (`mapInArrow`);
+    with `archive=URL` (docs/archive.md) Python workers, on any host for the archived part."""
     register(spark)
     opts = Options.parse(_options(path, options))
     struct = stored_schema(opts.path)
@@ -64,7 +65,8 @@ def read(spark, path: str, **options):
             f"(commitlog.spark.write(df, path))")
     schema = arrow_schema(struct)
     parts = CommitLogBatchReader(opts, schema).partitions()
-    if jvm.installed(spark):          # the JVM reader reads the partitions planned here
+    # The JVM reader reads the partitions planned here, from local segments (not an archive's).
+    if jvm.installed(spark) and opts.archive is None:
         return (spark.read.format("commitlog").schema(struct).option("path", opts.path)
                 .option("plan", json.dumps(plan_json(opts, parts))).load())
     if not parts:     # one empty partition, as Spark gives a source that plans none

@@ -26,6 +26,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from commitlog import ATTR_CONTROL, ATTR_DEAD, CommitLog, OffsetOutOfRangeError
+from commitlog.archive import ArchivedLog, open_archive, open_tier
 
 from .staging_errors import DataLossError, StagingError
 from .host import check_host, this_host
@@ -42,12 +43,29 @@ _SKIP = ATTR_DEAD | ATTR_CONTROL
 @dataclass(frozen=True)
 class LogPartition(InputPartition):
     """Runs [start, end) of consecutive visible offsets, read in this order by one task, on the
-    host that planned it."""
+    host that planned it; on any host (`host` None) when the log's archive holds them all."""
 
     runs: tuple[tuple[int, int], ...]
     rows: int
     bytes: int
-    host: str
+    host: str | None
+
+
+def open_log(options: Options) -> CommitLog:
+    """The log at `options.path`, read-only, across its archive tier when `archive` is given."""
+    return CommitLog.open(options.path, readonly=True, archive=_tier(options))
+
+
+def _tier(options: Options):
+    if options.archive is None:
+        return None
+    return open_tier(options.archive, endpoint=options.archive_endpoint, region=options.archive_region)
+
+
+def _open_archived(options: Options) -> ArchivedLog:
+    """The log's archived part alone, from any host (its folder is named after the directory)."""
+    return open_archive(options.archive, os.path.basename(options.path), endpoint=options.archive_endpoint,
+                        region=options.archive_region)
 
 
 def partition_target(total_bytes: int, explicit: int | None) -> int:
@@ -61,12 +79,18 @@ def partition_target(total_bytes: int, explicit: int | None) -> int:
                min(DEFAULT_MAX_PARTITION_BYTES, math.ceil(total_bytes / cores)))
 
 
-def plan_partitions(records: list[VisibleRecord], max_bytes: int | None) -> list[LogPartition]:
+def plan_partitions(records: list[VisibleRecord], max_bytes: int | None,
+                    archived_end: int = 0) -> list[LogPartition]:
     """Cut visible records (in offset order) into partitions of about `max_bytes`, evenly:
-    n partitions of total/n bytes each, so that the last is not a small straggler."""
+    n partitions of total/n bytes each, so that the last is not a small straggler. A partition
+    wholly below `archived_end` (what the log's archive holds) may run on any host."""
     if not records:
         return []
-    host = this_host()
+    here = this_host()
+
+    def where(runs: list[tuple[int, int]]) -> str | None:
+        return None if runs[-1][1] <= archived_end else here
+
     total = sum(r.bytes for r in records)
     count = max(1, round(total / partition_target(total, max_bytes)))
     share = total / count
@@ -75,7 +99,7 @@ def plan_partitions(records: list[VisibleRecord], max_bytes: int | None) -> list
     rows = size = done = 0
     for r in records:
         if runs and done + size + r.bytes / 2 > share * (len(parts) + 1):
-            parts.append(LogPartition(tuple(runs), rows, size, host))
+            parts.append(LogPartition(tuple(runs), rows, size, where(runs)))
             done += size
             runs, rows, size = [], 0, 0
         if runs and runs[-1][1] == r.offset:
@@ -84,7 +108,7 @@ def plan_partitions(records: list[VisibleRecord], max_bytes: int | None) -> list
             runs.append((r.offset, r.offset + 1))
         rows += r.rows
         size += r.bytes
-    parts.append(LogPartition(tuple(runs), rows, size, host))
+    parts.append(LogPartition(tuple(runs), rows, size, where(runs)))
     return parts
 
 
@@ -92,8 +116,11 @@ def read_partition(options: Options, schema: pa.Schema, partition: LogPartition,
                    group: str | None = None) -> Iterator[pa.RecordBatch]:
     """Yield the partition's batches, conformed to `schema`. A run removed by retention meanwhile
     fails (DataLossError naming the lost range) or, with failOnDataLoss=false, is skipped."""
-    check_host(partition.host, options.path, "read")
-    clog = CommitLog.open(options.path, readonly=True)
+    if partition.host is None:
+        clog = _open_archived(options)      # the archive holds every run: any host reads it
+    else:
+        check_host(partition.host, options.path, "read")
+        clog = open_log(options)
     try:
         for start, end in partition.runs:
             offset = start
@@ -151,7 +178,7 @@ class CommitLogBatchReader(DataSourceReader):
 
     def partitions(self) -> list[LogPartition]:
         opts = self.options
-        with CommitLog.open(opts.path, readonly=True) as clog, LedgerView(opts.path) as ledger:
+        with open_log(opts) as clog, LedgerView(opts.path) as ledger:
             end = clog.end_offset if opts.end_offset is None else opts.end_offset
             if opts.ending_timestamp is not None:
                 end = min(end, _offset_at(clog, opts.ending_timestamp))
@@ -161,7 +188,8 @@ class CommitLogBatchReader(DataSourceReader):
                 start = _offset_at(clog, opts.starting_timestamp)
             records = ledger.visible(start, end)
             mark_dead_records(opts.path, ledger, clog)   # the catch-up after a crash
-        return plan_partitions(records, opts.max_partition_bytes)
+            archived = clog.archive.end_offset if clog.archive is not None else 0
+        return plan_partitions(records, opts.max_partition_bytes, archived)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, LogPartition):

@@ -51,6 +51,10 @@ class Options:
     starting_offset: str = "group"           # startingOffset: group | earliest | latest | <int>
     max_rows_per_trigger: int | None = None  # maxRowsPerTrigger
     fail_on_data_loss: bool = True           # failOnDataLoss
+    # the archive tier (docs/archive.md): reads below the local start go there, on any host
+    archive: str | None = None               # archive: s3://bucket/prefix or file:///dir
+    archive_endpoint: str | None = None      # archiveEndpoint: an S3 API other than AWS's
+    archive_region: str | None = None        # archiveRegion
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> "Options":
@@ -98,6 +102,9 @@ class Options:
             starting_offset=starting,
             max_rows_per_trigger=_int(opts, max_rows_key, minimum=1),
             fail_on_data_loss=_bool(opts, "failondataloss", True),
+            archive=_archive_url(opts),
+            archive_endpoint=_text(opts, "archiveendpoint"),
+            archive_region=_text(opts, "archiveregion"),
         )
         for timestamp, offsets in (("startingtimestamp", ("startoffset", starting_key)),
                                    ("endingtimestamp", ("endoffset",))):
@@ -114,6 +121,22 @@ class Options:
             raise OptionError(f'option "endOffset" ({result.end_offset}) is below "startOffset" '
                               f'({result.start_offset})')
         return result
+
+
+def _archive_url(opts: dict) -> str | None:
+    url = _text(opts, "archive")
+    if url is not None and not url.startswith(("s3://", "file:///")):
+        raise OptionError(f'option "archive" must be an s3://bucket/prefix or file:///dir URL, got {url!r}')
+    return url
+
+
+def _text(opts: dict, key: str) -> str | None:
+    value = opts.get(key)
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise OptionError(f'option "{_name(key)}" must not be empty')
+    return str(value).strip()
 
 
 # Spark's Kafka source's names, taken in the same meaning: a Kafka record is one row here.
@@ -137,7 +160,8 @@ _NAMES = {"startingoffsets": "startingOffsets", "maxrecordspertrigger": "maxReco
           "startoffset": "startOffset", "endoffset": "endOffset",
           "maxpartitionbytes": "maxPartitionBytes", "maxrowspertrigger": "maxRowsPerTrigger",
           "failondataloss": "failOnDataLoss", "startingoffset": "startingOffset",
-          "startingtimestamp": "startingTimestamp", "endingtimestamp": "endingTimestamp"}
+          "startingtimestamp": "startingTimestamp", "endingtimestamp": "endingTimestamp",
+          "archive": "archive", "archiveendpoint": "archiveEndpoint", "archiveregion": "archiveRegion"}
 
 
 def _name(key: str) -> str:

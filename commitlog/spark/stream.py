@@ -39,7 +39,7 @@ from commitlog import CommitLog
 from .ledger_view import LedgerView
 from .marking import mark_dead_records
 from .source_options import Options
-from .reader import LogPartition, check_lost, plan_partitions, read_partition
+from .reader import LogPartition, check_lost, open_log, plan_partitions, read_partition
 
 log = logging.getLogger("commitlog.spark")
 
@@ -75,7 +75,7 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def _handles(self) -> tuple[CommitLog, LedgerView]:
         if self._clog is None:
-            self._clog = CommitLog.open(self.options.path, readonly=True)
+            self._clog = open_log(self.options)
             self._ledger = LedgerView(self.options.path)
             # The catch-up: dead records a crash left unmarked.
             mark_dead_records(self.options.path, self._ledger, self._clog)
@@ -147,7 +147,8 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return []
         clog, ledger = self._handles()
         first = check_lost(self.options, clog, first, self.options.group)
-        return plan_partitions(ledger.visible(first, last), self.options.max_partition_bytes)
+        archived = clog.archive.end_offset if clog.archive is not None else 0
+        return plan_partitions(ledger.visible(first, last), self.options.max_partition_bytes, archived)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, LogPartition):

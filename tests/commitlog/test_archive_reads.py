@@ -177,3 +177,15 @@ def test_a_record_larger_than_a_scan_window_reads_back_whole(tmp_path):
     with open_archive(tier.url, "log") as log:
         assert [len(r.value) for r in log.scan(0, 3)] == [SCAN_WINDOW - 1000, len(big), 5]
         assert log.read(1).value == big and log.read(2).value == b"after"
+
+
+def test_a_handle_open_before_more_segments_were_archived_and_evicted_reads_them(tmp_path):
+    tier = open_tier(f"file://{tmp_path}/archive")
+    path = str(tmp_path / "log")
+    written = _written(path, 400)
+    _archive_and_evict(path, tier, archive=1, evict=1)
+    with CommitLog.open(path, readonly=True, archive=tier) as log:
+        assert [tuple(r) for r in log.scan()] == written           # the manifest is read now
+        _archive_and_evict(path, tier, archive=4, evict=2)         # another process moves on
+        assert [tuple(r) for r in log.scan()] == written           # ... and it is read again
+        assert tuple(log.read(written[-1][0] - 1)) == written[-2]

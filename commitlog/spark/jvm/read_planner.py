@@ -20,6 +20,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from ..reader import CommitLogBatchReader, LogPartition
 from ..schema import arrow_schema, check_readable, required_schema, schema_from_json, stored_schema
 from ..source_options import Options
+from ..staging_errors import OptionError
 from ..stream import CommitLogStreamReader
 
 log = logging.getLogger("commitlog.spark")
@@ -68,6 +69,10 @@ class Planner:
     def _options(self, request: dict) -> Options:
         """The request's options; a user-given schema checked against the log's."""
         options = Options.parse(request["options"])
+        if options.archive is not None:
+            raise OptionError('option "archive": the JVM reader (format("commitlog")) reads the local '
+                              'segments only; read across the archive with format("commitlog_python") '
+                              'or commitlog.spark.read(spark, path, archive=...)')
         stored = stored_schema(options.path)
         if stored is not None:
             check_readable(stored, schema_from_json(request["schema"]), options.path)

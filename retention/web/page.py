@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from importlib import resources
 
 from policies import DELETED, PolicyConfig, SegmentDecision, format_hours, next_delete_window
-from policies.reasons import ACTIVE, HELD, NO_TRIGGER, PREFIX, RESERVED, BATCH_LIMIT
+from policies.reasons import ACTIVE, HELD, NOT_ARCHIVED, NO_TRIGGER, PREFIX, RESERVED, BATCH_LIMIT
 
 __all__ = ["PageBuilder", "build_page_data", "page_html", "segment_runs", "tail_audit", "TOTAL_RUNS", "MAX_RUNS"]
 
@@ -41,7 +41,8 @@ LIST_CAP = 50                # pinned files, hung segments, consumer groups per 
 
 # Kinds of bar, in the legend's order; the page colours them (status.html, `KINDS`).
 DELETE, ACTIVE_KIND, HUNG_KIND, MIXED = "delete", "active", "hung", "mixed"
-KEEP_KINDS = {NO_TRIGGER: "no-trigger", RESERVED: "reserved", PREFIX: "prefix", BATCH_LIMIT: "batch-limit"}
+KEEP_KINDS = {NO_TRIGGER: "no-trigger", RESERVED: "reserved", PREFIX: "prefix", BATCH_LIMIT: "batch-limit",
+              NOT_ARCHIVED: "not-archived"}
 
 
 def page_html() -> bytes:
@@ -235,6 +236,7 @@ def build_page_data(status: dict, result, policies: Mapping[str, PolicyConfig], 
     disks = {name: policy.disk for name, policy in policies.items()}
     next_runs = {job["id"]: job["next_run_time"] for job in status.get("jobs", [])}
     compactions = status.get("compaction", {}).get("logs", {})
+    archives = status.get("archive", {})
     at = datetime.fromtimestamp(now, timezone.utc)
     rules: dict[str, dict] = {}   # what the page shows of each policy in force, once for the logs sharing it
     budget = max(MIN_RUNS, min(MAX_RUNS, TOTAL_RUNS // max(1, len(status["logs"]))))
@@ -267,6 +269,7 @@ def build_page_data(status: dict, result, policies: Mapping[str, PolicyConfig], 
             "next_delete_window": None if window is None else window.isoformat(),
             "rules": _rules_key(log, rules, policy),
             "compaction": {"live_ratio": _live_ratio(decisions), "last": compactions.get(log["name"])},
+            "archive": archives.get(log["name"]),
             "segments": len(decisions) if lp is not None else log["segments"],
             "bytes": sum(d.bytes for d in decisions) if lp is not None else log["bytes"],
             "retention_bytes": log.get("retention_bytes"),

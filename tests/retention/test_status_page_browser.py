@@ -42,7 +42,8 @@ def sidecar(tmp_path):
         tmp_path, sidecar=True, policy={"files_per_pass": 100, "retention_bytes": "1MiB"},
         logs={"staging": {"path": str(tmp_path / "staging"), "segment_size": "4KiB"},
               "clicks": {"path": str(tmp_path / "clicks"), "segment_size": "4KiB",
-                         "overrides": {"retention_bytes": "2MiB", "reserve": "2h"}},
+                         "overrides": {"retention_bytes": "2MiB", "reserve": "2h",
+                                       "archive": {"url": f"file://{tmp_path}/archive"}}},
               "later": {"path": str(tmp_path / "later"), "segment_size": "4KiB"}}))
     scheduler = RetentionScheduler(config)
     scheduler.start()
@@ -106,7 +107,7 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
     clicks_size = browser.find_element("css selector", "[data-log=clicks] [data-role=size]").text
     assert clicks_size.endswith(" of 2.0 MiB cap"), clicks_size      # its own, by an override
     policy = browser.find_element("css selector", "[data-log=clicks] [data-role=policy]").text
-    assert policy.startswith("policy default (overridden: reserve, retention_bytes)"), policy
+    assert policy.startswith("policy default (overridden: archive, reserve, retention_bytes)"), policy
     policy = browser.find_element("css selector", "[data-log=staging] [data-role=policy]").text
     assert policy.startswith("policy default ·"), policy
     assert "no deletions in the audit trail" in body
@@ -118,6 +119,11 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
     assert schedule.startswith("no delete hours (disk and manual triggers only) · reserve 1h00m · next pass in 59m")
     compaction = _text(browser, "[data-log=clicks] [data-role=compaction]")
     assert compaction.startswith("compaction: live ") and "rewrites segments below 50.0 %" in compaction, compaction
+    # Its archive tier: what the manifest lists once the first upload run is done, nothing waiting.
+    archive = _wait(lambda: (_text(browser, "[data-log=clicks] [data-role=archive]") or "").endswith("nothing waiting")
+                    and _text(browser, "[data-log=clicks] [data-role=archive]"), "the archive line")
+    assert archive.startswith(f"archive file://") and ": 8 segments (" in archive, archive
+    assert _text(browser, "[data-log=staging] [data-role=archive]") is None      # no tier, no line
     note, boxes = browser.execute_script(
         "const l = document.querySelector('[data-log=later]');"
         "return [l.querySelector('[data-role=not-created]').textContent, l.querySelectorAll('.detail').length];")
@@ -125,7 +131,7 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
     # The legend: every colour distinct, each explained; the dead share explained too.
     colours = browser.execute_script(
         "return [...document.querySelectorAll('#legend [data-kind]')].map(e => e.dataset.color);")
-    assert len(colours) == len(set(colours)) == 10, colours
+    assert len(colours) == len(set(colours)) == 11, colours
     assert "dead share" in _text(browser, "#legend")
     # The disk chart: scaled to the history it has, its lines labelled (the force target is clean's).
     assert _text(browser, "[data-role=span]") == "1m00s ago"

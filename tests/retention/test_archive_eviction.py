@@ -8,12 +8,13 @@ import json
 import time
 from dataclasses import replace
 
+from archive_helpers import BUCKET, TcpProxy
 from retention_helpers import config_text, make_log, segment_bases, set_age, write_config
 
 from commitlog import CommitLog
 from commitlog.archive import LogArchive, Manifest, open_tier, upload_sealed
 from commitlog.layout import archive_manifest_path
-from retention import Cleaner
+from retention import Cleaner, RetentionScheduler
 from retention.audit import read_events
 
 
@@ -77,3 +78,30 @@ def test_a_manifest_copy_of_another_log_or_a_stale_segment_end_evicts_nothing(tm
     finally:
         cleaner.close()
     assert segment_bases(log_dir) == bases
+
+
+def test_with_the_tier_down_nothing_is_evicted_and_once_it_is_back_archived_segments_go(tmp_path, s3, s3_credentials):
+    bases = make_log(tmp_path / "staging", 4)
+    set_age(tmp_path / "staging", bases[:4], 3 * 3600)
+    proxy = TcpProxy(s3.port)
+    proxy.down()
+    _, config = write_config(tmp_path, config_text(tmp_path, policy={"archive": {
+        "url": f"s3://{BUCKET}/{tmp_path.name}", "endpoint": proxy.endpoint, "region": "us-east-1",
+        "interval": "1s", "retry_after": "1s", "max_retry_after": "1s"}}))
+    scheduler = RetentionScheduler(config)
+    scheduler.start()
+    try:
+        time.sleep(1.5)                                   # uploads tried and failed
+        assert scheduler.clean().deleted == 0 and segment_bases(tmp_path / "staging") == bases
+        proxy.up()
+        deadline = time.monotonic() + 30
+        while scheduler.status()["archive"]["staging"]["archived_segments"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert scheduler.clean().deleted == 4 and segment_bases(tmp_path / "staging") == bases[4:]
+    finally:
+        scheduler.stop()
+        proxy.close()
+    with CommitLog.open(tmp_path / "staging", readonly=True,
+                        archive=open_tier(f"s3://{BUCKET}/{tmp_path.name}", endpoint=s3.endpoint,
+                                          region="us-east-1")) as log:
+        assert log.start_offset == 0 and [r.offset for r in log.scan()] == list(range(log.end_offset))

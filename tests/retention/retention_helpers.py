@@ -37,6 +37,17 @@ def segment_bases(log_dir: Path) -> list[int]:
                   and not p.is_symlink())
 
 
+def wait_for(predicate, what: str = "condition", *, timeout: float = 30.0):
+    """`predicate()`'s first true value, polled every 50 ms; AssertionError naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def write_config(tmp: Path, body: str, name: str = "retention.yaml"):
     path = tmp / name
     path.write_text(textwrap.dedent(body))

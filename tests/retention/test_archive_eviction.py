@@ -9,7 +9,7 @@ import time
 from dataclasses import replace
 
 from archive_helpers import BUCKET, TcpProxy
-from retention_helpers import config_text, make_log, segment_bases, set_age, write_config
+from retention_helpers import config_text, make_log, segment_bases, set_age, wait_for, write_config
 
 from commitlog import CommitLog
 from commitlog.archive import LogArchive, Manifest, open_tier, upload_sealed
@@ -26,9 +26,15 @@ def _archive(tmp_path, url: str, count: int) -> None:
                       now_ms=int(time.time() * 1000))
 
 
-def _cleaner(tmp_path, url: str) -> Cleaner:
+def _manual_pass(tmp_path, url: str):
+    """One manual pass over log `staging` with an archive at `url`; its result."""
     _, config = write_config(tmp_path, config_text(tmp_path, policy={"archive": {"url": url}}))
-    return Cleaner(config)
+    cleaner = Cleaner(config)
+    try:
+        cleaner.trigger_manual()
+        return cleaner.run_pass()
+    finally:
+        cleaner.close()
 
 
 def test_a_pass_evicts_archived_segments_and_keeps_the_unarchived_ones(tmp_path):
@@ -37,13 +43,8 @@ def test_a_pass_evicts_archived_segments_and_keeps_the_unarchived_ones(tmp_path)
     set_age(log_dir, bases[:4], 3 * 3600)
     url = f"file://{tmp_path}/archive"
     _archive(tmp_path, url, 2)
-    cleaner = _cleaner(tmp_path, url)
-    try:
-        cleaner.trigger_manual()
-        result = cleaner.run_pass()
-        [log_result] = result.logs
-    finally:
-        cleaner.close()
+    result = _manual_pass(tmp_path, url)
+    [log_result] = result.logs
     assert result.deleted == 2 and segment_bases(log_dir) == bases[2:]
     kept = log_result.plan.decisions[2]
     assert "not-archived" in kept.reasons and f"not in the archive {url} yet" in kept.explain()
@@ -61,22 +62,12 @@ def test_a_manifest_copy_of_another_log_or_a_stale_segment_end_evicts_nothing(tm
     listed = json.loads(open(copy).read())
     # Another log's manifest copy left in this directory: not this log's truth.
     open(copy, "w").write(json.dumps({**listed, "log": "clicks"}))
-    cleaner = _cleaner(tmp_path, url)
-    try:
-        cleaner.trigger_manual()
-        assert cleaner.run_pass().deleted == 0
-    finally:
-        cleaner.close()
+    assert _manual_pass(tmp_path, url).deleted == 0
     # A listing that ends before the local segment does (a compaction merged it after the upload).
     short = Manifest.from_json(json.dumps(listed).encode(), copy, "m")
     first = short.segments[0]
     open(copy, "wb").write(replace(short, segments=(replace(first, end_offset=first.end_offset - 1),)).to_json())
-    cleaner = _cleaner(tmp_path, url)
-    try:
-        cleaner.trigger_manual()
-        assert cleaner.run_pass().deleted == 0
-    finally:
-        cleaner.close()
+    assert _manual_pass(tmp_path, url).deleted == 0
     assert segment_bases(log_dir) == bases
 
 
@@ -94,9 +85,7 @@ def test_with_the_tier_down_nothing_is_evicted_and_once_it_is_back_archived_segm
         time.sleep(1.5)                                   # uploads tried and failed
         assert scheduler.clean().deleted == 0 and segment_bases(tmp_path / "staging") == bases
         proxy.up()
-        deadline = time.monotonic() + 30
-        while scheduler.status()["archive"]["staging"]["archived_segments"] < 4 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: scheduler.status()["archive"]["staging"]["archived_segments"] == 4, "the uploads")
         assert scheduler.clean().deleted == 4 and segment_bases(tmp_path / "staging") == bases[4:]
     finally:
         scheduler.stop()

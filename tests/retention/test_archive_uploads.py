@@ -11,7 +11,7 @@ import time
 
 import pytest
 from archive_helpers import BUCKET, TcpProxy
-from retention_helpers import config_text, make_log, set_age, write_config
+from retention_helpers import config_text, make_log, set_age, wait_for, write_config
 
 from commitlog.archive import LogArchive, open_tier, upload_sealed
 from commitlog.archive.upload import ManifestWriter
@@ -21,16 +21,6 @@ from retention.archiving import Archiver
 from retention.archiving.archive_metrics import ArchiveMetrics
 from retention.audit import AuditTrail, read_events
 from prometheus_client import CollectorRegistry
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def archived_bases(url: str, log: str, **tier_args) -> list[int]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 import urllib.request
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from commitlog import CommitLog
 from retention import RetentionScheduler
 from retention.web.server import RetentionHTTPServer
 
-from retention_helpers import config_text, make_log, set_age, write_config
+from retention_helpers import config_text, make_log, set_age, wait_for, write_config
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -84,22 +83,12 @@ def _text(driver, selector: str) -> str:
                                  selector)
 
 
-def _wait(predicate, what: str, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_errors(sidecar, browser):
     server, counts, staging = sidecar
     browser.get(server.url + "/?refresh=500")
     assert browser.title == "retention status"
     for log, n in counts.items():
-        _wait(lambda: _segments_shown(browser, log) == f"{n} segments", f"{log}: {n} segments")
+        wait_for(lambda: _segments_shown(browser, log) == f"{n} segments", f"{log}: {n} segments")
     body = browser.find_element("tag name", "body").text
     assert "etl" in body                                # the consumer group table
     size = browser.find_element("css selector", "[data-log=staging] [data-role=size]").text
@@ -120,9 +109,9 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
     compaction = _text(browser, "[data-log=clicks] [data-role=compaction]")
     assert compaction.startswith("compaction: live ") and "rewrites segments below 50.0 %" in compaction, compaction
     # Its archive tier: what the manifest lists once the first upload run is done, nothing waiting.
-    archive = _wait(lambda: (_text(browser, "[data-log=clicks] [data-role=archive]") or "").endswith("nothing waiting")
+    archive = wait_for(lambda: (_text(browser, "[data-log=clicks] [data-role=archive]") or "").endswith("nothing waiting")
                     and _text(browser, "[data-log=clicks] [data-role=archive]"), "the archive line")
-    assert archive.startswith(f"archive file://") and ": 8 segments (" in archive, archive
+    assert archive.startswith("archive file://") and ": 8 segments (" in archive, archive
     assert _text(browser, "[data-log=staging] [data-role=archive]") is None      # no tier, no line
     note, boxes = browser.execute_script(
         "const l = document.querySelector('[data-log=later]');"
@@ -151,9 +140,9 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
         deleted = sum(log["deleted"] for log in json.loads(response.read())["logs"])
     assert deleted == 25
     left = counts["staging"] - deleted
-    _wait(lambda: _segments_shown(browser, "staging") == f"{left} segments", f"staging: {left} segments")
+    wait_for(lambda: _segments_shown(browser, "staging") == f"{left} segments", f"staging: {left} segments")
     newest = f"{staging[24]:020d}.log"                  # the table lists the last deletions, newest first
-    _wait(lambda: newest in browser.find_element("id", "deletions").text, "the last deletion in the table")
+    wait_for(lambda: newest in browser.find_element("id", "deletions").text, "the last deletion in the table")
     assert len(browser.find_elements("css selector", "#deletions tr")) == 1 + 20
     assert "manual" in browser.find_element("id", "passes").text
     # Passes that changed nothing are one row per stretch (the page's own function, in the browser).
@@ -187,7 +176,7 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
 def test_each_bar_shows_the_live_share_of_its_segments(sidecar, browser):
     server, counts, _ = sidecar
     browser.get(server.url + "/?refresh=500")
-    _wait(lambda: _segments_shown(browser, "clicks") == f"{counts['clicks']} segments", "clicks shown")
+    wait_for(lambda: _segments_shown(browser, "clicks") == f"{counts['clicks']} segments", "clicks shown")
     bars = browser.find_elements("css selector", "[data-log=clicks] .strip div")
     head = bars[0]
     dead = head.find_elements("css selector", "i.dead")
@@ -208,18 +197,18 @@ def test_each_bar_shows_the_live_share_of_its_segments(sidecar, browser):
 def test_a_health_problem_gets_a_row_on_the_page_until_it_clears(sidecar, browser):
     server, counts, _ = sidecar
     browser.get(server.url + "/?refresh=500")
-    _wait(lambda: _segments_shown(browser, "staging") == f"{counts['staging']} segments", "the page loaded")
+    wait_for(lambda: _segments_shown(browser, "staging") == f"{counts['staging']} segments", "the page loaded")
     assert not browser.find_element("id", "healthbox").is_displayed()
     server.scheduler.reload_failed("retention.yaml:7: policies.default.interval: must be positive")
-    _wait(lambda: browser.find_element("id", "healthbox").is_displayed(), "the health problems section")
+    wait_for(lambda: browser.find_element("id", "healthbox").is_displayed(), "the health problems section")
     row = browser.find_element("css selector", "#problems tr").text
     assert "reload-failed" in row and "policies.default.interval" in row
     assert browser.find_element("id", "health").text == "UNHEALTHY"
-    _wait(lambda: "last reload FAILED" in _text(browser, "#config"), "the failed reload said")
+    wait_for(lambda: "last reload FAILED" in _text(browser, "#config"), "the failed reload said")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(ARTIFACTS / "status-page-problem.png"))
     server.scheduler.reload(server.scheduler.config)          # a good reload clears it
-    _wait(lambda: not browser.find_element("id", "healthbox").is_displayed(), "the section hidden again")
+    wait_for(lambda: not browser.find_element("id", "healthbox").is_displayed(), "the section hidden again")
     assert browser.find_element("id", "health").text == "healthy"
     errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
     assert errors == [], errors

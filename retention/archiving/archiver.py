@@ -77,11 +77,11 @@ class Archiver:
         tier = self._tiers.get(key)
         if tier is None:
             try:
-                tier = self._open_tier(archive.url, endpoint=archive.endpoint, region=archive.region)
+                tier = self._tiers[key] = self._open_tier(archive.url, endpoint=archive.endpoint,
+                                                          region=archive.region)
             except Exception as exc:     # noqa: BLE001 - reported by the log's runs, not the reload
                 logger.error("archive {}: cannot be opened: {}", archive.url, exc)
-                tier = _Unopened(archive.url, exc)
-            self._tiers[key] = tier
+                tier = _Unopened(archive.url, exc)       # not kept: a reload opens it again
         return tier
 
     def upload(self, name: str) -> int:
@@ -136,13 +136,14 @@ def _state_json(state) -> dict:
 
 
 class _Unopened:
-    """A tier that could not be opened: every operation raises what opening it raised."""
+    """A tier that could not be opened (boto3 missing, say): every operation fails as opening it
+    did, so the log's runs report it (last_error, the lag, archive-lagging) until a reload."""
 
     def __init__(self, url: str, exc: Exception) -> None:
         self.url = url
         self._exc = exc
 
-    def __getattr__(self, name: str):
-        def fail(*args, **kwargs):
-            raise ArchiveError(self.url, None, f"cannot be opened: {self._exc}")
-        return fail
+    def _fail(self, *_: object, **__: object):
+        raise ArchiveError(self.url, None, f"cannot be opened: {self._exc}")
+
+    put = read_range = read = head = delete = keys = _fail

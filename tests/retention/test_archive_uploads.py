@@ -243,3 +243,21 @@ def test_a_segment_a_compaction_replaced_since_the_listing_is_sent_as_it_is_now(
     assert listed.bytes < stale.used_bytes and listed.end_offset == stale.end_offset
     events = [e for e in read_events(str(tmp_path / "audit.jsonl")) if e["event"] != "intent"]
     assert [(e["event"], e.get("reason")) for e in events] == [("aborted", "not-archived"), ("archived", None)]
+
+
+def test_a_tier_that_cannot_be_opened_is_each_runs_error_not_the_schedulers(tmp_path):
+    make_log(tmp_path / "staging", 1)
+    _, config = write_config(tmp_path, config_text(tmp_path, policy={"archive": {"url": "s3://bucket/p"}}))
+
+    def no_client(url, **_):
+        raise ImportError("No module named 'boto3'")
+    archiver = Archiver(ArchiveMetrics(CollectorRegistry()), tier_factory=no_client)
+    try:
+        assert archiver.sync(config, AuditTrail(str(tmp_path / "audit.jsonl"))) == {"archive:staging": 30.0}
+        assert archiver.upload("staging") == 0
+        state = archiver.status()["staging"]
+    finally:
+        archiver.close()
+    assert state["failures"] == 1 and state["last_error"] == \
+        "archive s3://bucket/p: cannot be opened: No module named 'boto3'"
+    assert state["lag_bytes"] > 0

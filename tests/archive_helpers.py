@@ -61,12 +61,15 @@ class S3Server:
 class TcpProxy:
     """A TCP proxy on loopback in front of `target_port`, to fail the network between a client
     and a real server: `down()` refuses new connections and cuts open ones, `hang()` accepts and
-    never answers (a stuck tier), `up()` forwards again. The server keeps its state throughout."""
+    never answers (a stuck tier), `cut_after(n)` cuts every connection once it has carried `n`
+    bytes towards the server (a request cut mid-body), `up()` forwards again. The server keeps
+    its state throughout."""
 
     def __init__(self, target_port: int) -> None:
         import threading
         self.target = ("127.0.0.1", target_port)
         self.mode = "up"
+        self.cut_at: int | None = None
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -93,18 +96,23 @@ class TcpProxy:
                 client.close()
                 continue
             self._track(upstream)
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            for a, b, limit in ((client, upstream, self.cut_at), (upstream, client, None)):
+                threading.Thread(target=self._pipe, args=(a, b, limit), daemon=True).start()
 
     def _track(self, sock: socket.socket) -> None:
         with self._lock:
             self._sockets.append(sock)
 
     @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(src: socket.socket, dst: socket.socket, limit: int | None) -> None:
+        carried = 0
         try:
             while data := src.recv(65536):
+                if limit is not None and carried + len(data) > limit:
+                    dst.sendall(data[:limit - carried])
+                    break                 # cut: both sides are shut down below
                 dst.sendall(data)
+                carried += len(data)
         except OSError:
             pass
         finally:
@@ -133,8 +141,11 @@ class TcpProxy:
         self._cut()
 
     def up(self) -> None:
-        self.mode = "up"
+        self.mode, self.cut_at = "up", None
         self._cut()     # hung connections end: their clients retry
+
+    def cut_after(self, nbytes: int) -> None:
+        self.mode, self.cut_at = "up", nbytes
 
     def close(self) -> None:
         self._listener.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from commitlog import ArchiveCorruptError, ArchiveError, InvalidArgumentError
 from commitlog.archive import open_tier
 
-from archive_helpers import BUCKET, S3Server
+from archive_helpers import BUCKET, S3Server, TcpProxy
 
 
 def _put(tier, key: str, data: bytes):
@@ -116,3 +117,19 @@ def test_bad_urls_are_refused_naming_them(url, message):
 
 def test_corrupt_error_is_an_archive_error():
     assert issubclass(ArchiveCorruptError, ArchiveError)
+
+
+def test_a_put_cut_mid_object_stores_nothing_and_succeeds_once_the_network_is_back(s3, s3_credentials):
+    proxy = TcpProxy(s3.port)
+    try:
+        tier = open_tier(f"s3://{BUCKET}/cut", endpoint=proxy.endpoint, region="us-east-1")
+        data = os.urandom(3 << 20)
+        proxy.cut_after(1 << 20)                  # a third of the body reaches the server
+        with pytest.raises(ArchiveError, match=rf"archive s3://{BUCKET}/cut object log/a.log: "):
+            _put(tier, "log/a.log", data)
+        proxy.up()
+        assert tier.head("log/a.log") is None    # nothing half-stored under the key
+        _put(tier, "log/a.log", data)
+        assert tier.read("log/a.log") == data
+    finally:
+        proxy.close()

@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Callable
 
-from ..errors import StoreFullError
+from ..errors import OffsetOutOfRangeError, StoreFullError
 from ..archive.log_archive import cached_manifest
 from ..marks import ENTRY_SIZE, MARKS_STEP
 from ..segments.segment_list import SegmentList
@@ -45,8 +45,8 @@ def obsolete_entries(segs: SegmentList) -> Callable[[int, int, int], bool]:
         base = bases[i]
         try:
             summary = segs.summary(base)
-        except FileNotFoundError:
-            return False                         # changed meanwhile: keep, decide next time
+        except (FileNotFoundError, OffsetOutOfRangeError):
+            return False                         # changed or removed meanwhile: keep, decide next time
         seg_end = summary.end_offset(base)
         if start >= seg_end:
             return True                          # in a gap: its records went with a compaction

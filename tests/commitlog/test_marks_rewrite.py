@@ -144,3 +144,23 @@ def test_a_marker_finishes_a_rewrite_killed_between_moved_and_the_rename(tmp_pat
         assert len(entries) < 600 and entries[-1][:2] == (end - 2, end - 1)
         assert not os.path.exists(os.path.join(path, "marks.tmp"))
     assert _offsets(path) == [o for o in expected if o != end - 2]
+
+
+def test_a_shrink_racing_a_head_removal_keeps_the_entry_instead_of_failing(tmp_path):
+    # mark_dead died with OffsetOutOfRangeError when another process removed a head segment
+    # between the shrink's listing and its look at that segment (seen in the kill-and-restart run).
+    from commitlog.cleanup.marks_shrink import obsolete_entries
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEGMENT, flush="none") as log:
+        while len(log.segments()) < 4:
+            log.append(b"x" * 100)
+        second = log.segments()[1]
+        log.mark_dead([second.base_offset + 1])
+    with CommitLog.open(path, readonly=True) as reader:
+        reader._segs.marks.refresh()
+        [entry] = reader._segs.marks.entries()
+        obsolete = obsolete_entries(reader._segs)           # the segments as listed now
+        with CommitLog.open(path, readonly=True) as other:
+            other.remove_head()
+            other.remove_head()                             # the marked record's segment goes
+        assert obsolete(*entry) is False                  # kept, decided again next time

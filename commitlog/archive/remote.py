@@ -30,6 +30,7 @@ from ..segments.index import SegmentSummary, parse_sealed
 from ..segments.reading import read_records
 from .log_archive import LogArchive, index_name
 from .manifest import ArchivedSegment, Manifest
+from .object_check import CheckedObjects
 from .tiers import sha256_hex
 
 __all__ = ["CHUNK", "DEFAULT_CACHE_BYTES", "ArchiveReader"]
@@ -90,6 +91,7 @@ class ArchiveReader:
         self._bases: list[int] = []
         self._indexes: OrderedDict[int, SegmentSummary] = OrderedDict()
         self._fetching: dict[tuple, Future] = {}     # windows being fetched ahead of a scan
+        self.checked = CheckedObjects(archive.tier.url)
 
     # ------------------------------------------------------------------ the manifest
     def manifest(self, *, refresh: bool = False) -> Manifest:
@@ -139,21 +141,22 @@ class ArchiveReader:
         current = segment.base_offset + rel
         key = self.archive.key(segment_name(segment.base_offset))
         size = segment.bytes
+        self._digests(key, segment)          # the object is the manifest's before a record is served
         # A scan fetches large windows ahead of itself; a read of one offset, one chunk.
         unit = CHUNK if stop - offset <= 1 else SCAN_WINDOW
         number = pos // unit
-        window = self._unit(key, size, number, unit, ahead=unit == SCAN_WINDOW)
+        window = self._unit(key, segment, number, unit, ahead=unit == SCAN_WINDOW)
         at = pos - number * unit
         while current < stop and pos < size:
             if at >= len(window):
                 number += 1
-                window, at = self._unit(key, size, number, unit, ahead=unit == SCAN_WINDOW), 0
+                window, at = self._unit(key, segment, number, unit, ahead=unit == SCAN_WINDOW), 0
             records, end_at, current = read_records(window, at, len(window), current, stop, False)
             if end_at == at:
                 if _whole_record_at(window, at) or (number + 1) * unit >= size:
                     raise ArchiveCorruptError(self.archive.tier.url, key, f"no valid record at byte {pos}")
                 # One record crosses into the next window(s): decode it from its parts alone.
-                joined, number, window, at = self._crossing(key, size, unit, number, window[at:])
+                joined, number, window, at = self._crossing(key, segment, unit, number, window[at:])
                 records, end_at, current = read_records(joined, 0, len(joined), current, stop, False)
                 if end_at != len(joined):
                     raise ArchiveCorruptError(self.archive.tier.url, key, f"no valid record at byte {pos}")
@@ -164,29 +167,37 @@ class ArchiveReader:
             if wanted:
                 yield wanted
 
-    def _unit(self, key: str, size: int, number: int, unit: int, *, ahead: bool = False) -> bytes:
-        """Bytes [number * unit, (number + 1) * unit) of object `key` (`size` long), from the cache
+    def _unit(self, key: str, segment: ArchivedSegment, number: int, unit: int, *,
+              ahead: bool = False) -> bytes:
+        """Bytes [number * unit, (number + 1) * unit) of object `key` (`segment`'s), from the cache
         or the tier; `ahead`: the next unit is fetched meanwhile, in the background, into the cache."""
+        size = segment.bytes
         wanted = (key, unit, number)
         data = self.cache.get(wanted)
+        if data is None and unit < SCAN_WINDOW:      # inside a window a scan or a check cached
+            within = self.cache.get((key, SCAN_WINDOW, number * unit // SCAN_WINDOW))
+            if within is not None:
+                first = number * unit % SCAN_WINDOW
+                data = within[first:first + unit]
         if data is None:
             with self._lock:
                 pending = self._fetching.get(wanted)
             if pending is not None:
                 data = pending.result()
             else:
-                data = self._fetch(key, size, number, unit)
+                data = self._fetch(key, segment, number, unit)
                 self.cache.put(wanted, data)
         if ahead and (number + 1) * unit < size:
             following = (key, unit, number + 1)
             with self._lock:
                 if following in self._fetching or self.cache.get(following) is not None:
                     return data
-                pending = self._fetching[following] = _PREFETCH.submit(self._fetch, key, size, number + 1, unit)
+                pending = self._fetching[following] = _PREFETCH.submit(self._fetch, key, segment, number + 1, unit)
             pending.add_done_callback(lambda done: self._landed(following, done))
         return data
 
-    def _crossing(self, key: str, size: int, unit: int, number: int, tail: bytes) -> tuple[bytes, int, bytes, int]:
+    def _crossing(self, key: str, segment: ArchivedSegment, unit: int, number: int,
+                  tail: bytes) -> tuple[bytes, int, bytes, int]:
         """The record starting with `tail` (the end of window `number`), whole, joined from the
         windows after it; with the window it ends in, that window's number, and where in it it ends."""
         need = None
@@ -194,7 +205,7 @@ class ArchiveReader:
         have = len(tail)
         while True:
             number += 1
-            window = self._unit(key, size, number, unit, ahead=True) if number * unit < size else b""
+            window = self._unit(key, segment, number, unit, ahead=True) if number * unit < segment.bytes else b""
             if need is None and have + len(window) >= rec.HEADER_SIZE:
                 head = b"".join(parts) + window[:rec.HEADER_SIZE]
                 need = rec.FRAME_SIZE + rec.HEADER.unpack_from(head, 0)[0]
@@ -211,9 +222,27 @@ class ArchiveReader:
         with self._lock:
             self._fetching.pop(wanted, None)
 
-    def _fetch(self, key: str, size: int, number: int, unit: int) -> bytes:
+    def _fetch(self, key: str, segment: ArchivedSegment, number: int, unit: int) -> bytes:
+        """Window `number` of `unit` bytes from the tier, compared with the object's check."""
+        digests = self._digests(key, segment)
         first = number * unit
-        return self.archive.tier.read_range(key, first, min(unit, size - first))
+        expected = min(unit, segment.bytes - first)
+        data = self.archive.tier.read_range(key, first, expected)
+        return self.checked.check_range(key, digests, first, data, expected)
+
+    def _digests(self, key: str, segment: ArchivedSegment) -> tuple[bytes, ...]:
+        """The piece digests of data object `key`, checked whole against `segment` first
+        (commitlog.archive.object_check); its windows go to the cache meanwhile."""
+        digests = self.checked.digests(key, segment)
+        if digests is None:
+            tier = self.archive.tier
+
+            def fetch(n: int) -> bytes:
+                return tier.read_range(key, n * SCAN_WINDOW, min(SCAN_WINDOW, segment.bytes - n * SCAN_WINDOW))
+
+            digests = self.checked.check_whole(key, segment, tier.size(key), SCAN_WINDOW, fetch,
+                                               lambda n, data: self.cache.put((key, SCAN_WINDOW, n), data))
+        return digests
 
     def _index(self, segment: ArchivedSegment) -> SegmentSummary:
         with self._lock:
@@ -230,6 +259,13 @@ class ArchiveReader:
         summary = parse_sealed(data)
         if summary is None:
             raise ArchiveCorruptError(self.archive.tier.url, key, "not a sealed index")
+        end = summary.end_offset(segment.base_offset)
+        if summary.used_bytes != segment.bytes or end != segment.end_offset:
+            field, says, found = ("bytes", segment.bytes, f"{summary.used_bytes} bytes of data") \
+                if summary.used_bytes != segment.bytes else \
+                ("end_offset", segment.end_offset, f"offsets [{segment.base_offset}, {end})")
+            raise ArchiveCorruptError(self.archive.tier.url, key, f"records {found}, the manifest's "
+                                      f"`{field}` says {says}")
         with self._lock:
             self._indexes[segment.base_offset] = summary
             while len(self._indexes) > _INDEXES_KEPT:

@@ -12,7 +12,7 @@ import pytest
 
 from commitlog import ArchiveCorruptError, CommitLog, OffsetOutOfRangeError, OffsetRemovedError
 from commitlog.archive import LogArchive, open_archive, open_tier, upload_sealed
-from commitlog.archive.remote import CHUNK, SCAN_WINDOW
+from commitlog.archive.remote import SCAN_WINDOW
 from commitlog.archive.tiered import ArchivedLog, archive_reader
 from commitlog.layout import segment_name
 

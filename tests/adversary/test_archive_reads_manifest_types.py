@@ -19,7 +19,7 @@ TOP = ["format", "log", "start_offset", "segments"]
 SEGMENT = ["base_offset", "end_offset", "bytes", "sha256", "index_bytes", "index_sha256",
            "last_timestamp_ms", "archived_at_ms"]
 # Values a field may legitimately hold: not hostile for it.
-ALLOWED = {("last_timestamp_ms", None), ("log", "5"), ("segments", [])}
+ALLOWED = [("last_timestamp_ms", None), ("log", "5"), ("segments", [])]
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ from ..segments.index import SegmentSummary, parse_sealed
 from ..segments.reading import read_records
 from .log_archive import LogArchive, index_name
 from .manifest import ArchivedSegment, Manifest
-from .object_check import CheckedObjects
+from .object_check import Chain, CheckedObjects
 from .tiers import sha256_hex
 
 __all__ = ["CHUNK", "DEFAULT_CACHE_BYTES", "ArchiveReader"]
@@ -38,6 +38,7 @@ __all__ = ["CHUNK", "DEFAULT_CACHE_BYTES", "ArchiveReader"]
 CHUNK = 1 << 20                       # bytes a read of one offset fetches (and caches) at a time
 SCAN_WINDOW = 8 << 20                 # bytes a scan fetches (and caches) at a time, one window ahead
 _PREFETCH = ThreadPoolExecutor(4, thread_name_prefix="archive-prefetch")
+_CHECKING = ThreadPoolExecutor(2, thread_name_prefix="archive-check-ahead")   # the next object of a scan
 DEFAULT_CACHE_BYTES = 64 << 20
 _INDEXES_KEPT = 256                   # parsed index objects kept (each a few KiB per MiB of data)
 
@@ -92,6 +93,7 @@ class ArchiveReader:
         self._indexes: OrderedDict[int, SegmentSummary] = OrderedDict()
         self._fetching: dict[tuple, Future] = {}     # windows being fetched ahead of a scan
         self.checked = CheckedObjects(archive.tier.url)
+        self._checking: dict[tuple, Future] = {}     # objects being checked ahead of a scan
 
     # ------------------------------------------------------------------ the manifest
     def manifest(self, *, refresh: bool = False) -> Manifest:
@@ -132,6 +134,9 @@ class ArchiveReader:
             if segment is None or segment.base_offset >= stop:
                 return
             offset = max(offset, segment.base_offset)
+            following = self.segment_at(segment.end_offset)
+            if following is not None and following.base_offset < stop and stop - offset > 1:
+                self._check_ahead(following)
             yield from self._scan_segment(segment, offset, stop)
             offset = max(offset, segment.end_offset)
 
@@ -141,7 +146,7 @@ class ArchiveReader:
         current = segment.base_offset + rel
         key = self.archive.key(segment_name(segment.base_offset))
         size = segment.bytes
-        self._digests(key, segment)          # the object is the manifest's before a record is served
+        self._chain(key, segment)            # the object is the manifest's before a record is served
         # A scan fetches large windows ahead of itself; a read of one offset, one chunk.
         unit = CHUNK if stop - offset <= 1 else SCAN_WINDOW
         number = pos // unit
@@ -224,25 +229,44 @@ class ArchiveReader:
 
     def _fetch(self, key: str, segment: ArchivedSegment, number: int, unit: int) -> bytes:
         """Window `number` of `unit` bytes from the tier, compared with the object's check."""
-        digests = self._digests(key, segment)
+        chain = self._chain(key, segment)
         first = number * unit
         expected = min(unit, segment.bytes - first)
         data = self.archive.tier.read_range(key, first, expected)
-        return self.checked.check_range(key, digests, first, data, expected)
+        return self.checked.check_range(key, chain, first, data, expected)
 
-    def _digests(self, key: str, segment: ArchivedSegment) -> tuple[bytes, ...]:
-        """The piece digests of data object `key`, checked whole against `segment` first
-        (commitlog.archive.object_check); its windows go to the cache meanwhile."""
-        digests = self.checked.digests(key, segment)
-        if digests is None:
-            tier = self.archive.tier
+    def _chain(self, key: str, segment: ArchivedSegment) -> Chain:
+        """Data object `key` checked whole against `segment` (commitlog.archive.object_check),
+        here or by a check started ahead of a scan; its windows go to the cache meanwhile."""
+        chain = self.checked.chain(key, segment)
+        if chain is not None:
+            return chain
+        with self._lock:
+            pending = self._checking.get((key, segment.sha256))
+        return pending.result() if pending is not None else self._check(key, segment)
 
-            def fetch(n: int) -> bytes:
-                return tier.read_range(key, n * SCAN_WINDOW, min(SCAN_WINDOW, segment.bytes - n * SCAN_WINDOW))
+    def _check(self, key: str, segment: ArchivedSegment) -> Chain:
+        tier = self.archive.tier
 
-            digests = self.checked.check_whole(key, segment, tier.size(key), SCAN_WINDOW, fetch,
-                                               lambda n, data: self.cache.put((key, SCAN_WINDOW, n), data))
-        return digests
+        def fetch(n: int) -> bytes:
+            return tier.read_range(key, n * SCAN_WINDOW, min(SCAN_WINDOW, segment.bytes - n * SCAN_WINDOW))
+
+        return self.checked.check_whole(key, segment, tier.size(key), SCAN_WINDOW, fetch,
+                                        lambda n, data: self.cache.put((key, SCAN_WINDOW, n), data))
+
+    def _check_ahead(self, segment: ArchivedSegment) -> None:
+        """Start checking `segment`'s data object in the background (a scan is about to need it)."""
+        key = self.archive.key(segment_name(segment.base_offset))
+        wanted = (key, segment.sha256)
+        with self._lock:
+            if wanted in self._checking or self.checked.chain(key, segment) is not None:
+                return
+            pending = self._checking[wanted] = _CHECKING.submit(self._check, key, segment)
+        pending.add_done_callback(lambda _: self._checked(wanted))
+
+    def _checked(self, wanted: tuple) -> None:
+        with self._lock:
+            self._checking.pop(wanted, None)
 
     def _index(self, segment: ArchivedSegment) -> SegmentSummary:
         with self._lock:

@@ -1,17 +1,20 @@
 """Reading a log's archived segments on the tier: a scan or a record by offset, fetched by byte
-ranges, never whole segments.
+ranges from objects checked against the manifest.
 
 The manifest lists the archived segments. A segment's index object (fetched whole, a few KiB per
-MiB of data, and verified against the SHA-256 the manifest records) says at which byte an offset's
-records start; data is fetched from there in aligned ranges, `CHUNK` bytes for a read of one
-offset and `SCAN_WINDOW` bytes for a scan (which fetches the next window while it decodes one),
-through a cache of a bounded size (least recently used ranges go first), so a consumer re-reading
-a range, or several scans of one range, ask the tier once. Every record is verified by its own CRC as the store's
-reader does; a record that does not verify is an `ArchiveCorruptError` naming the object and
-byte. Records marked dead after a segment was archived are read from the archive as they were
-written (marks stay on the host that made them).
+MiB of data, verified against the SHA-256 the manifest records, and what it records against the
+entry's `bytes` and offsets) says at which byte an offset's records start. Before the first record
+of a data object is served, the object is checked whole against its entry (size, SHA-256:
+commitlog.archive.object_check; a scan checks the next object while it decodes one). Data is then
+read in aligned ranges, `CHUNK` bytes for a read of one offset and `SCAN_WINDOW` bytes for a scan
+(which fetches the next window while it decodes one), through a cache of a bounded size (least
+recently used ranges go first), so a consumer re-reading a range, or several scans of one range,
+ask the tier once; a range fetched again is checked against the whole check's hash states. Every
+record is verified by its own CRC as the store's reader does; a record that does not verify is an
+`ArchiveCorruptError` naming the object and byte. Records marked dead after a segment was
+archived are read from the archive as they were written (marks stay on the host that made them).
 
-Thread-safe: the cache and the parsed indexes take a lock; a scan iterator has one consumer.
+Thread-safe: the cache, the parsed indexes and the checks take a lock; a scan iterator has one consumer.
 """
 
 from __future__ import annotations

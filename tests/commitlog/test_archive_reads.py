@@ -194,3 +194,21 @@ def test_a_handle_open_before_more_segments_were_archived_and_evicted_reads_them
         _archive_and_evict(path, tier, archive=4, evict=2)         # another process moves on
         assert [tuple(r) for r in log.scan()] == written           # ... and it is read again
         assert tuple(log.read(written[-1][0] - 1)) == written[-2]
+
+
+def test_readers_in_threads_sharing_one_archive_reader_check_each_object_and_read_the_same_records(tmp_path, tier):
+    from concurrent.futures import ThreadPoolExecutor
+    path = str(tmp_path / "log")
+    written = _written(path, 600)
+    _archive_and_evict(path, tier, archive=6, evict=0)
+    log = ArchivedLog(archive_reader(tier, path, cache_bytes=SEG))        # ranges are fetched again
+    end = log.end_offset
+
+    def scan(start: int) -> list:
+        return [tuple(r) for r in log.scan(start)]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(scan, [0, 0, end // 3, end // 2, 0, end - 1]))
+    assert results == [written[s:end] for s in (0, 0, end // 3, end // 2, 0, end - 1)]
+    assert all(log.archive.checked.chain(log.archive.archive.key(segment_name(s.base_offset)), s)
+               for s in log.archive.manifest().segments)

@@ -84,8 +84,8 @@ def _segment(entry: object, where: str, bad) -> dict:
         value = _field(entry, name, bad, where)
         if not isinstance(value, str) or not _SHA256.fullmatch(value):
             raise bad(f"{where}.{name}", f"{_shown(value)} is not a SHA-256 (64 hex digits)")
-    if _field(entry, "last_timestamp_ms", bad, where) is not None:
-        _int(entry, "last_timestamp_ms", bad, where)
+    if _field(entry, "last_timestamp_ms", bad, where) is not None:     # a record's time may be negative
+        _int(entry, "last_timestamp_ms", bad, where, low=-MAX_INT - 1)
     base, end = entry["base_offset"], entry["end_offset"]
     if end < base:
         raise bad(f"{where}.end_offset", f"{end} is before its base_offset {base}")
@@ -101,11 +101,11 @@ def _field(body: dict, name: str, bad, where: str) -> object:
     return body[name]
 
 
-def _int(body: dict, name: str, bad, where: str) -> int:
+def _int(body: dict, name: str, bad, where: str, low: int = 0) -> int:
     value = _field(body, name, bad, where)
-    if type(value) is not int or not 0 <= value <= MAX_INT:
+    if type(value) is not int or not low <= value <= MAX_INT:
         raise bad(f"{where}.{name}" if where else name,
-                  f"{_shown(value)} is not an integer in [0, 2**63)")
+                  f"{_shown(value)} is not an integer in [{'0' if low == 0 else '-2**63'}, 2**63)")
     return value
 
 

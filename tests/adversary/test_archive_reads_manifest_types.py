@@ -19,7 +19,7 @@ TOP = ["format", "log", "start_offset", "segments"]
 SEGMENT = ["base_offset", "end_offset", "bytes", "sha256", "index_bytes", "index_sha256",
            "last_timestamp_ms", "archived_at_ms"]
 # Values a field may legitimately hold: not hostile for it.
-ALLOWED = [("last_timestamp_ms", None), ("log", "5"), ("segments", [])]
+ALLOWED = [("last_timestamp_ms", None), ("last_timestamp_ms", -1), ("log", "5"), ("segments", [])]
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +81,18 @@ def test_a_string_base_offset_on_the_tier_fails_every_read_with_the_field_named(
         with pytest.raises(ArchiveCorruptError, match=r"ours/manifest.json: not a manifest: "
                                                       r"segments\[0\]\.base_offset: '0'"):
             read()
+
+
+def test_a_segment_of_records_timed_before_1970_is_archived_and_read(tmp_path):
+    from commitlog import CommitLog
+    from commitlog.archive import LogArchive, upload_sealed
+    tier = open_tier(f"file://{tmp_path}/archive")
+    path = str(tmp_path / "old")
+    with CommitLog.open(path, segment_size=64 << 10, flush="none") as log:
+        for i in range(100):
+            log.append(b"v" * 2000, timestamp_ms=-1_000_000 + i)
+        upload_sealed(LogArchive(tier, path), log.segments(), now_ms=0)
+        written = [tuple(r) for r in log.scan()]
+    reader = ArchivedLog(archive_reader(tier, None, "old"))
+    assert reader.archive.manifest().segments[0].last_timestamp_ms < 0
+    assert [tuple(r) for r in reader.scan()] == written[:reader.end_offset]

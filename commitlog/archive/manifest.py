@@ -16,7 +16,7 @@ Immutable values: thread- and process-safe.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
 from .validation import FORMAT, manifest_fields
 
@@ -33,6 +33,11 @@ class ArchivedSegment:
     index_sha256: str
     last_timestamp_ms: int | None
     archived_at_ms: int
+
+
+SEGMENT_FIELDS = frozenset(f.name for f in fields(ArchivedSegment))
+SEGMENT_REQUIRED = frozenset(f.name for f in fields(ArchivedSegment)
+                             if f.default is MISSING and f.default_factory is MISSING)
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,6 @@ class Manifest:
     def from_json(cls, data: bytes, url: str, key: str) -> "Manifest":
         """Parse a manifest; ArchiveCorruptError naming `url`, `key` and the field for anything
         else (commitlog.archive.validation)."""
-        body = manifest_fields(data, url, key)
+        body = manifest_fields(data, url, key, SEGMENT_FIELDS, SEGMENT_REQUIRED)
         return cls(body["log"], body["start_offset"],
                    tuple(ArchivedSegment(**s) for s in body["segments"]))

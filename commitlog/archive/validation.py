@@ -2,10 +2,12 @@
 
     log_name(name)                 a log's name on a tier: one safe key component, else
                                    InvalidArgumentError (it is joined into file paths and S3 keys)
-    manifest_fields(data, url, key)  a manifest's JSON, every field typed and in range, its
+    manifest_fields(data, url, key, fields, required)
+                                   a manifest's JSON, every field typed and in range, its
                                    segments in order and not overlapping; ArchiveCorruptError
                                    naming the field otherwise (never a TypeError, never a
-                                   record skipped on a manifest's word)
+                                   record skipped on a manifest's word). Unknown top-level keys
+                                   are kept out of the way, not refused (a newer format's).
 
 Holes between segments are allowed: a compaction may drop a segment before it was archived
 (reads say so). An entry whose offsets or sizes disagree with its objects is found by the reader
@@ -24,7 +26,6 @@ MAX_INT = (1 << 63) - 1              # offsets, sizes and times are int64 wherev
 MAX_NAME = 255                       # a file name's limit on every local filesystem we support
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SEGMENT_INTS = ("base_offset", "end_offset", "bytes", "index_bytes", "archived_at_ms")
-SEGMENT_FIELDS = frozenset((*_SEGMENT_INTS, "sha256", "index_sha256", "last_timestamp_ms"))
 
 
 def log_name(name: object) -> str:
@@ -39,9 +40,11 @@ def log_name(name: object) -> str:
     return name
 
 
-def manifest_fields(data: bytes, url: str, key: str) -> dict:
+def manifest_fields(data: bytes, url: str, key: str, fields: frozenset[str],
+                    required: frozenset[str]) -> dict:
     """The manifest `data` parsed and checked: {"log", "start_offset", "segments": [dict, ...]}
-    with every value of the type and range the manifest's format says."""
+    with every value of the type and range the manifest's format says; a segment's entry has the
+    `required` keys and no other than `fields` (manifest.ArchivedSegment's)."""
     def bad(where: str, why: str) -> ArchiveCorruptError:
         return ArchiveCorruptError(url, key, f"not a manifest: {where}: {why}")
 
@@ -62,7 +65,7 @@ def manifest_fields(data: bytes, url: str, key: str) -> dict:
     segments = _field(body, "segments", bad, "")
     if not isinstance(segments, list):
         raise bad("segments", f"a {type(segments).__name__}, not a list")
-    checked = [_segment(s, f"segments[{i}]", bad) for i, s in enumerate(segments)]
+    checked = [_segment(s, f"segments[{i}]", bad, fields, required) for i, s in enumerate(segments)]
     for i in range(1, len(checked)):
         before, entry = checked[i - 1], checked[i]
         if entry["base_offset"] < before["end_offset"]:
@@ -72,12 +75,14 @@ def manifest_fields(data: bytes, url: str, key: str) -> dict:
     return {"log": name, "start_offset": start, "segments": checked}
 
 
-def _segment(entry: object, where: str, bad) -> dict:
+def _segment(entry: object, where: str, bad, fields: frozenset[str], required: frozenset[str]) -> dict:
     if not isinstance(entry, dict):
         raise bad(where, f"a JSON {type(entry).__name__}, not an object")
-    unknown = sorted(set(entry) - SEGMENT_FIELDS, key=str)
+    unknown = sorted(set(entry) - fields, key=str)
     if unknown:
         raise bad(f"{where}.{_shown(unknown[0])}", "not a field of an archived segment")
+    for name in sorted(required):
+        _field(entry, name, bad, where)
     for name in _SEGMENT_INTS:
         _int(entry, name, bad, where)
     for name in ("sha256", "index_sha256"):

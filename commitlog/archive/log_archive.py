@@ -21,14 +21,17 @@ from ..layout import TMP_SUFFIX, archive_manifest_path, index_path, segment_name
 from ..segments.segment import SegmentInfo
 from .manifest import MANIFEST_KEY, ArchivedSegment, Manifest
 from .tiers import Tier
+from .validation import log_name
 
 
 class LogArchive:
-    def __init__(self, tier: Tier, log_dir: str, name: str | None = None) -> None:
+    def __init__(self, tier: Tier, log_dir: str | None, name: str | None = None) -> None:
+        """`log_dir` None: a reader with no local directory (no manifest cached); the name must be
+        one safe key component (validation.log_name), else InvalidArgumentError."""
         self.tier = tier
         self.log_dir = log_dir
-        self.name = name or os.path.basename(os.path.normpath(log_dir))
-        self._cache = archive_manifest_path(log_dir)
+        self.name = log_name(name or os.path.basename(os.path.normpath(log_dir or "")))
+        self._cache = None if log_dir is None else archive_manifest_path(log_dir)
 
     def key(self, file_name: str) -> str:
         return f"{self.name}/{file_name}"
@@ -48,7 +51,7 @@ class LogArchive:
 
     def cached_manifest(self) -> Manifest | None:
         """The manifest as last read or written here, without asking the tier."""
-        return cached_manifest(self.log_dir, self.name)
+        return None if self.log_dir is None else cached_manifest(self.log_dir, self.name)
 
     def write_manifest(self, manifest: Manifest) -> None:
         data = manifest.to_json()
@@ -56,6 +59,8 @@ class LogArchive:
         self._write_cache(data)
 
     def _write_cache(self, data: bytes) -> None:
+        if self._cache is None:
+            return
         tmp = self._cache + TMP_SUFFIX
         try:
             with open(tmp, "wb") as f:

@@ -16,12 +16,11 @@ Immutable values: thread- and process-safe.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
-from ..errors import ArchiveCorruptError
+from .validation import FORMAT, manifest_fields
 
 MANIFEST_KEY = "manifest.json"
-FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -34,6 +33,11 @@ class ArchivedSegment:
     index_sha256: str
     last_timestamp_ms: int | None
     archived_at_ms: int
+
+
+SEGMENT_FIELDS = frozenset(f.name for f in fields(ArchivedSegment))
+SEGMENT_REQUIRED = frozenset(f.name for f in fields(ArchivedSegment)
+                             if f.default is MISSING and f.default_factory is MISSING)
 
 
 @dataclass(frozen=True)
@@ -77,16 +81,8 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: bytes, url: str, key: str) -> "Manifest":
-        """Parse a manifest; ArchiveCorruptError naming `url` and `key` for anything else."""
-        try:
-            body = json.loads(data)
-            if body.get("format") != FORMAT:
-                raise ValueError(f"format {body.get('format')!r}, expected {FORMAT}")
-            segments = tuple(ArchivedSegment(**s) for s in body["segments"])
-            manifest = cls(str(body["log"]), int(body["start_offset"]), segments)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise ArchiveCorruptError(url, key, f"not a manifest: {exc}") from None
-        ends = [s.base_offset for s in segments]
-        if ends != sorted(ends) or any(s.end_offset < s.base_offset for s in segments):
-            raise ArchiveCorruptError(url, key, "not a manifest: segments out of order")
-        return manifest
+        """Parse a manifest; ArchiveCorruptError naming `url`, `key` and the field for anything
+        else (commitlog.archive.validation)."""
+        body = manifest_fields(data, url, key, SEGMENT_FIELDS, SEGMENT_REQUIRED)
+        return cls(body["log"], body["start_offset"],
+                   tuple(ArchivedSegment(**s) for s in body["segments"]))

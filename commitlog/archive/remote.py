@@ -1,17 +1,20 @@
 """Reading a log's archived segments on the tier: a scan or a record by offset, fetched by byte
-ranges, never whole segments.
+ranges from objects checked against the manifest.
 
 The manifest lists the archived segments. A segment's index object (fetched whole, a few KiB per
-MiB of data, and verified against the SHA-256 the manifest records) says at which byte an offset's
-records start; data is fetched from there in aligned ranges, `CHUNK` bytes for a read of one
-offset and `SCAN_WINDOW` bytes for a scan (which fetches the next window while it decodes one),
-through a cache of a bounded size (least recently used ranges go first), so a consumer re-reading
-a range, or several scans of one range, ask the tier once. Every record is verified by its own CRC as the store's
-reader does; a record that does not verify is an `ArchiveCorruptError` naming the object and
-byte. Records marked dead after a segment was archived are read from the archive as they were
-written (marks stay on the host that made them).
+MiB of data, verified against the SHA-256 the manifest records, and what it records against the
+entry's `bytes` and offsets) says at which byte an offset's records start. Before the first record
+of a data object is served, the object is checked whole against its entry (size, SHA-256:
+commitlog.archive.object_check; a scan checks the next object while it decodes one). Data is then
+read in aligned ranges, `CHUNK` bytes for a read of one offset and `SCAN_WINDOW` bytes for a scan
+(which fetches the next window while it decodes one), through a cache of a bounded size (least
+recently used ranges go first), so a consumer re-reading a range, or several scans of one range,
+ask the tier once; a range fetched again is checked against the whole check's hash states. Every
+record is verified by its own CRC as the store's reader does; a record that does not verify is an
+`ArchiveCorruptError` naming the object and byte. Records marked dead after a segment was
+archived are read from the archive as they were written (marks stay on the host that made them).
 
-Thread-safe: the cache and the parsed indexes take a lock; a scan iterator has one consumer.
+Thread-safe: the cache, the parsed indexes and the checks take a lock; a scan iterator has one consumer.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ..segments.index import SegmentSummary, parse_sealed
 from ..segments.reading import read_records
 from .log_archive import LogArchive, index_name
 from .manifest import ArchivedSegment, Manifest
+from .object_check import Chain, CheckedObjects
 from .tiers import sha256_hex
 
 __all__ = ["CHUNK", "DEFAULT_CACHE_BYTES", "ArchiveReader"]
@@ -37,6 +41,7 @@ __all__ = ["CHUNK", "DEFAULT_CACHE_BYTES", "ArchiveReader"]
 CHUNK = 1 << 20                       # bytes a read of one offset fetches (and caches) at a time
 SCAN_WINDOW = 8 << 20                 # bytes a scan fetches (and caches) at a time, one window ahead
 _PREFETCH = ThreadPoolExecutor(4, thread_name_prefix="archive-prefetch")
+_CHECKING = ThreadPoolExecutor(2, thread_name_prefix="archive-check-ahead")   # the next object of a scan
 DEFAULT_CACHE_BYTES = 64 << 20
 _INDEXES_KEPT = 256                   # parsed index objects kept (each a few KiB per MiB of data)
 
@@ -90,6 +95,8 @@ class ArchiveReader:
         self._bases: list[int] = []
         self._indexes: OrderedDict[int, SegmentSummary] = OrderedDict()
         self._fetching: dict[tuple, Future] = {}     # windows being fetched ahead of a scan
+        self.checked = CheckedObjects(archive.tier.url)
+        self._checking: dict[tuple, Future] = {}     # objects being checked ahead of a scan
 
     # ------------------------------------------------------------------ the manifest
     def manifest(self, *, refresh: bool = False) -> Manifest:
@@ -130,6 +137,9 @@ class ArchiveReader:
             if segment is None or segment.base_offset >= stop:
                 return
             offset = max(offset, segment.base_offset)
+            following = self.segment_at(segment.end_offset)
+            if following is not None and following.base_offset < stop and stop - offset > 1:
+                self._check_ahead(following)
             yield from self._scan_segment(segment, offset, stop)
             offset = max(offset, segment.end_offset)
 
@@ -139,21 +149,22 @@ class ArchiveReader:
         current = segment.base_offset + rel
         key = self.archive.key(segment_name(segment.base_offset))
         size = segment.bytes
+        self._chain(key, segment)            # the object is the manifest's before a record is served
         # A scan fetches large windows ahead of itself; a read of one offset, one chunk.
         unit = CHUNK if stop - offset <= 1 else SCAN_WINDOW
         number = pos // unit
-        window = self._unit(key, size, number, unit, ahead=unit == SCAN_WINDOW)
+        window = self._unit(key, segment, number, unit, ahead=unit == SCAN_WINDOW)
         at = pos - number * unit
         while current < stop and pos < size:
             if at >= len(window):
                 number += 1
-                window, at = self._unit(key, size, number, unit, ahead=unit == SCAN_WINDOW), 0
+                window, at = self._unit(key, segment, number, unit, ahead=unit == SCAN_WINDOW), 0
             records, end_at, current = read_records(window, at, len(window), current, stop, False)
             if end_at == at:
                 if _whole_record_at(window, at) or (number + 1) * unit >= size:
                     raise ArchiveCorruptError(self.archive.tier.url, key, f"no valid record at byte {pos}")
                 # One record crosses into the next window(s): decode it from its parts alone.
-                joined, number, window, at = self._crossing(key, size, unit, number, window[at:])
+                joined, number, window, at = self._crossing(key, segment, unit, number, window[at:])
                 records, end_at, current = read_records(joined, 0, len(joined), current, stop, False)
                 if end_at != len(joined):
                     raise ArchiveCorruptError(self.archive.tier.url, key, f"no valid record at byte {pos}")
@@ -164,29 +175,37 @@ class ArchiveReader:
             if wanted:
                 yield wanted
 
-    def _unit(self, key: str, size: int, number: int, unit: int, *, ahead: bool = False) -> bytes:
-        """Bytes [number * unit, (number + 1) * unit) of object `key` (`size` long), from the cache
+    def _unit(self, key: str, segment: ArchivedSegment, number: int, unit: int, *,
+              ahead: bool = False) -> bytes:
+        """Bytes [number * unit, (number + 1) * unit) of object `key` (`segment`'s), from the cache
         or the tier; `ahead`: the next unit is fetched meanwhile, in the background, into the cache."""
+        size = segment.bytes
         wanted = (key, unit, number)
         data = self.cache.get(wanted)
+        if data is None and unit < SCAN_WINDOW:      # inside a window a scan or a check cached
+            within = self.cache.get((key, SCAN_WINDOW, number * unit // SCAN_WINDOW))
+            if within is not None:
+                first = number * unit % SCAN_WINDOW
+                data = within[first:first + unit]
         if data is None:
             with self._lock:
                 pending = self._fetching.get(wanted)
             if pending is not None:
                 data = pending.result()
             else:
-                data = self._fetch(key, size, number, unit)
+                data = self._fetch(key, segment, number, unit)
                 self.cache.put(wanted, data)
         if ahead and (number + 1) * unit < size:
             following = (key, unit, number + 1)
             with self._lock:
                 if following in self._fetching or self.cache.get(following) is not None:
                     return data
-                pending = self._fetching[following] = _PREFETCH.submit(self._fetch, key, size, number + 1, unit)
+                pending = self._fetching[following] = _PREFETCH.submit(self._fetch, key, segment, number + 1, unit)
             pending.add_done_callback(lambda done: self._landed(following, done))
         return data
 
-    def _crossing(self, key: str, size: int, unit: int, number: int, tail: bytes) -> tuple[bytes, int, bytes, int]:
+    def _crossing(self, key: str, segment: ArchivedSegment, unit: int, number: int,
+                  tail: bytes) -> tuple[bytes, int, bytes, int]:
         """The record starting with `tail` (the end of window `number`), whole, joined from the
         windows after it; with the window it ends in, that window's number, and where in it it ends."""
         need = None
@@ -194,7 +213,7 @@ class ArchiveReader:
         have = len(tail)
         while True:
             number += 1
-            window = self._unit(key, size, number, unit, ahead=True) if number * unit < size else b""
+            window = self._unit(key, segment, number, unit, ahead=True) if number * unit < segment.bytes else b""
             if need is None and have + len(window) >= rec.HEADER_SIZE:
                 head = b"".join(parts) + window[:rec.HEADER_SIZE]
                 need = rec.FRAME_SIZE + rec.HEADER.unpack_from(head, 0)[0]
@@ -211,9 +230,46 @@ class ArchiveReader:
         with self._lock:
             self._fetching.pop(wanted, None)
 
-    def _fetch(self, key: str, size: int, number: int, unit: int) -> bytes:
+    def _fetch(self, key: str, segment: ArchivedSegment, number: int, unit: int) -> bytes:
+        """Window `number` of `unit` bytes from the tier, compared with the object's check."""
+        chain = self._chain(key, segment)
         first = number * unit
-        return self.archive.tier.read_range(key, first, min(unit, size - first))
+        expected = min(unit, segment.bytes - first)
+        data = self.archive.tier.read_range(key, first, expected)
+        return self.checked.check_range(key, chain, first, data, expected)
+
+    def _chain(self, key: str, segment: ArchivedSegment) -> Chain:
+        """Data object `key` checked whole against `segment` (commitlog.archive.object_check),
+        here or by a check started ahead of a scan; its windows go to the cache meanwhile."""
+        chain = self.checked.chain(key, segment)
+        if chain is not None:
+            return chain
+        with self._lock:
+            pending = self._checking.get((key, segment.sha256))
+        return pending.result() if pending is not None else self._check(key, segment)
+
+    def _check(self, key: str, segment: ArchivedSegment) -> Chain:
+        tier = self.archive.tier
+
+        def fetch(n: int) -> bytes:
+            return tier.read_range(key, n * SCAN_WINDOW, min(SCAN_WINDOW, segment.bytes - n * SCAN_WINDOW))
+
+        return self.checked.check_whole(key, segment, tier.size(key), SCAN_WINDOW, fetch,
+                                        lambda n, data: self.cache.put((key, SCAN_WINDOW, n), data))
+
+    def _check_ahead(self, segment: ArchivedSegment) -> None:
+        """Start checking `segment`'s data object in the background (a scan is about to need it)."""
+        key = self.archive.key(segment_name(segment.base_offset))
+        wanted = (key, segment.sha256)
+        with self._lock:
+            if wanted in self._checking or self.checked.chain(key, segment) is not None:
+                return
+            pending = self._checking[wanted] = _CHECKING.submit(self._check, key, segment)
+        pending.add_done_callback(lambda _: self._checked(wanted))
+
+    def _checked(self, wanted: tuple) -> None:
+        with self._lock:
+            self._checking.pop(wanted, None)
 
     def _index(self, segment: ArchivedSegment) -> SegmentSummary:
         with self._lock:
@@ -230,6 +286,13 @@ class ArchiveReader:
         summary = parse_sealed(data)
         if summary is None:
             raise ArchiveCorruptError(self.archive.tier.url, key, "not a sealed index")
+        end = summary.end_offset(segment.base_offset)
+        if summary.used_bytes != segment.bytes or end != segment.end_offset:
+            field, says, found = ("bytes", segment.bytes, f"{summary.used_bytes} bytes of data") \
+                if summary.used_bytes != segment.bytes else \
+                ("end_offset", segment.end_offset, f"offsets [{segment.base_offset}, {end})")
+            raise ArchiveCorruptError(self.archive.tier.url, key, f"records {found}, the manifest's "
+                                      f"`{field}` says {says}")
         with self._lock:
             self._indexes[segment.base_offset] = summary
             while len(self._indexes) > _INDEXES_KEPT:

@@ -33,9 +33,7 @@ def archive_reader(archive: str | Tier, log_dir: str | None, name: str | None = 
     tier = open_tier(archive) if isinstance(archive, str) else archive
     if not hasattr(tier, "read_range"):
         raise InvalidArgumentError(f"archive must be a URL or a tier (open_tier), got {archive!r}")
-    if log_dir is None and not name:
-        raise InvalidArgumentError("an archived log is named: give its name in the archive")
-    return ArchiveReader(LogArchive(tier, log_dir or f"/{name}", name), cache_bytes=cache_bytes)
+    return ArchiveReader(LogArchive(tier, log_dir, name), cache_bytes=cache_bytes)
 
 
 class TieredReads:

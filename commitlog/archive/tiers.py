@@ -62,6 +62,9 @@ class Tier(Protocol):
 
     def head(self, key: str) -> ObjectInfo | None: ...
 
+    def size(self, key: str) -> int | None:
+        """The object's size in bytes (None: no such object), without reading or hashing it."""
+
     def delete(self, key: str) -> None: ...
 
     def keys(self, prefix: str = "") -> Iterator[str]: ...
@@ -120,7 +123,10 @@ class DirectoryTier:
         self.root = root
 
     def _path(self, key: str) -> str:
-        return os.path.join(self.root, *key.split("/"))
+        parts = key.split("/")
+        if any(p in ("", ".", "..") or "\0" in p for p in parts):    # never a path outside root
+            raise ArchiveError(self.url, key, "not a key: an empty, '.' or '..' part, or a NUL")
+        return os.path.join(self.root, *parts)
 
     def _fail(self, key: str | None, exc: Exception) -> ArchiveError:
         return ArchiveError(self.url, key, getattr(exc, "strerror", None) or str(exc))
@@ -169,6 +175,14 @@ class DirectoryTier:
         data = self.read(key)    # a directory stores no checksum: the object is hashed
         return None if data is None else ObjectInfo(key, len(data), sha256_hex(data))
 
+    def size(self, key: str) -> int | None:
+        try:
+            return os.stat(self._path(key)).st_size
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._fail(key, exc) from exc
+
     def delete(self, key: str) -> None:
         try:
             os.unlink(self._path(key))
@@ -178,7 +192,7 @@ class DirectoryTier:
             raise self._fail(key, exc) from exc
 
     def keys(self, prefix: str = "") -> Iterator[str]:
-        top = self._path(prefix) if prefix else self.root
+        top = self._path(prefix.rstrip("/")) if prefix.rstrip("/") else self.root
         for folder, _, files in os.walk(top):
             rel = os.path.relpath(folder, self.root)
             for name in sorted(files):
@@ -269,6 +283,14 @@ class S3Tier:
         stored = answer.get("ChecksumSHA256")
         return ObjectInfo(key, answer["ContentLength"],
                           None if stored is None else base64.b64decode(stored).hex())
+
+    def size(self, key: str) -> int | None:
+        try:
+            return self._client.head_object(Bucket=self.bucket, Key=self.prefix + key)["ContentLength"]
+        except self._errors() as exc:
+            if _missing(exc):
+                return None
+            raise self._fail(key, exc) from exc
 
     def delete(self, key: str) -> None:
         try:

@@ -1,5 +1,6 @@
 """Logging for the retention commands and the sidecar: loguru to stderr, text or JSON, with the
-standard library's records (the store's, APScheduler's) routed through it."""
+standard library's records (the store's, APScheduler's) routed through it; no credential at any
+level (redaction)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import logging
 import sys
 
 from loguru import logger
+
+from .redaction import patch_record, quiet_libraries
 
 _TEXT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {message}"
 
@@ -24,6 +27,7 @@ class _InterceptHandler(logging.Handler):
 def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
     """(Re)configure logging; safe to call again on reload."""
     logger.remove()
+    logger.configure(patcher=patch_record)
     logger.add(sys.stderr, level=level.upper(), format=_TEXT, serialize=log_format == "json",
                backtrace=False, diagnose=False, colorize=False)
     std_level = logging.DEBUG if level.upper() in ("TRACE", "DEBUG") else logging.INFO
@@ -34,3 +38,4 @@ def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
     # scheduler stay at warnings (missed and skipped runs, job errors).
     logging.getLogger("apscheduler.executors").setLevel(logging.WARNING)
     logging.getLogger("apscheduler.scheduler").setLevel(logging.WARNING)
+    quiet_libraries()

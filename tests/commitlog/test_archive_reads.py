@@ -12,7 +12,7 @@ import pytest
 
 from commitlog import ArchiveCorruptError, CommitLog, OffsetOutOfRangeError, OffsetRemovedError
 from commitlog.archive import LogArchive, open_archive, open_tier, upload_sealed
-from commitlog.archive.remote import CHUNK, SCAN_WINDOW
+from commitlog.archive.remote import SCAN_WINDOW
 from commitlog.archive.tiered import ArchivedLog, archive_reader
 from commitlog.layout import segment_name
 
@@ -84,14 +84,19 @@ def test_a_log_is_read_from_its_archive_alone_with_no_local_directory(tmp_path, 
             log.read(end)
 
 
-def test_reads_fetch_ranges_not_segments_and_the_cache_stays_within_its_bound(tmp_path):
+def test_reads_check_an_object_whole_once_then_fetch_ranges_and_the_cache_stays_within_its_bound(tmp_path):
     tier = open_tier(f"file://{tmp_path}/archive")
     path = str(tmp_path / "log")
     written = _written(path, 4000, segment_size=32 << 20, max_len=30_000)   # records cross window ends
-    _archive_and_evict(path, tier, archive=1, evict=0)
+    archived = _archive_and_evict(path, tier, archive=1, evict=0)
+    windows = -(-archived.manifest().segments[0].bytes // SCAN_WINDOW)
     log = ArchivedLog(archive_reader(tier, path, cache_bytes=3 * SCAN_WINDOW))
     assert tuple(log.read(3)) == written[3]
-    assert log.archive.cache.fetches == 1 and log.archive.cache.size <= CHUNK     # one range, not the segment
+    # The object checked whole against its SHA-256 (in windows, the cache keeping the last three),
+    # then the first window's chunk fetched again, compared with the check's digests.
+    assert log.archive.cache.fetches == windows + 1 and log.archive.cache.size <= 3 * SCAN_WINDOW
+    fetched = log.archive.cache.fetches
+    assert tuple(log.read(4)) == written[4] and log.archive.cache.fetches == fetched
     end = log.end_offset
     assert [tuple(r) for r in log.scan()] == written[:end]      # records crossing window ends included
     size = os.path.getsize(os.path.join(path, segment_name(0)))
@@ -189,3 +194,21 @@ def test_a_handle_open_before_more_segments_were_archived_and_evicted_reads_them
         _archive_and_evict(path, tier, archive=4, evict=2)         # another process moves on
         assert [tuple(r) for r in log.scan()] == written           # ... and it is read again
         assert tuple(log.read(written[-1][0] - 1)) == written[-2]
+
+
+def test_readers_in_threads_sharing_one_archive_reader_check_each_object_and_read_the_same_records(tmp_path, tier):
+    from concurrent.futures import ThreadPoolExecutor
+    path = str(tmp_path / "log")
+    written = _written(path, 600)
+    _archive_and_evict(path, tier, archive=6, evict=0)
+    log = ArchivedLog(archive_reader(tier, path, cache_bytes=SEG))        # ranges are fetched again
+    end = log.end_offset
+
+    def scan(start: int) -> list:
+        return [tuple(r) for r in log.scan(start)]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(scan, [0, 0, end // 3, end // 2, 0, end - 1]))
+    assert results == [written[s:end] for s in (0, 0, end // 3, end // 2, 0, end - 1)]
+    assert all(log.archive.checked.chain(log.archive.archive.key(segment_name(s.base_offset)), s)
+               for s in log.archive.manifest().segments)

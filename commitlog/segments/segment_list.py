@@ -31,6 +31,7 @@ from .index import SegmentSummary, read_checkpoints, read_sealed
 from ..layout import SegmentListing, index_path, list_segments, marks_path, segment_path
 from ..locks import SegmentHolds
 from ..marks import MarkSet
+from ..safeopen import no_follow
 from .sealed import live_summary
 from .summaries import SegmentSummaries
 from ..state import LogState
@@ -116,7 +117,7 @@ class SegmentList:
         what a listing saw, superseded by the open file's."""
         path = self.segment_path(base)
         try:
-            f = open(path, "rb")
+            f = open(path, "rb", opener=no_follow)
         except FileNotFoundError:
             return SegmentSummary(0, 0, 0, 0, 0)  # removed since the listing: nothing to judge
         with f:

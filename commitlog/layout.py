@@ -28,10 +28,10 @@
         archive-manifest.json           the archive tier's manifest of this log, as last seen (commitlog.archive)
         archive-manifest.json.tmp       that copy being replaced
 
-Anything else in the directory is the user's and never touched. The store opens every name above
+Anything else in the directory is the user's and never touched. Every name above is opened
 through commitlog.safeopen: a symbolic link there is refused, never followed (`layout_names()`
-lists the names, one example of each pattern, for the tests that plant links). Pure names and listings: this
-module opens nothing but the directory it lists. Thread- and process-safe (no state).
+lists the names, an example of each pattern, for the tests that plant links). Pure names and
+listings: this module opens nothing but the directory it lists. Thread- and process-safe (no state).
 """
 
 from __future__ import annotations

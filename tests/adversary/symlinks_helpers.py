@@ -107,3 +107,45 @@ def plant_and_run(tmp_path: Path, name: str, *, populated: bool) -> bool:
         assert refused.path == str(link) and str(link) in str(refused), refused
         return True
     return not (link.is_symlink() and os.readlink(link) == str(victim))
+
+
+def make_log(log_dir: Path, segments: int) -> list[int]:
+    """A log of `segments` segments (the last active); their base offsets."""
+    with CommitLog.open(log_dir, segment_size=SEGMENT, flush="none") as log:
+        while len(log.segments()) < segments:
+            log.append_batch([RECORD] * 16)
+        return [s.base_offset for s in log.segments()]
+
+
+def expire(log_dir: Path, bases) -> None:
+    """Make segments look last written 30 days ago."""
+    old = time.time() - 30 * 86400
+    for base in bases:
+        os.utime(log_dir / f"{base:020d}.log", (old, old))
+
+
+def cleaner_config(tmp_path: Path, log_dir: Path, policy: str = ""):
+    """A retention configuration of the one log `staging` at `log_dir` (reserve 1h, no delete
+    hours: a manual pass deletes what expired)."""
+    from policies import load_config
+    path = tmp_path / "retention.yaml"
+    path.write_text(f"service: {{audit: {tmp_path / 'audit.jsonl'}}}\n"
+                    f"logs: {{staging: {{path: {log_dir}, segment_size: 4KiB}}}}\n"
+                    f"policies: {{default: {{delete_at_hours: [], reserve: 1h, files_per_pass: 10, "
+                    f"pause_between_files: 0ms{policy}}}}}\n")
+    return load_config(path, base_dir=tmp_path)
+
+
+def plant_victim(tmp_path: Path, link: Path) -> Path:
+    """`link -> <tmp_path>/victim` (whatever was at `link` removed); returns the victim."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(VICTIM)
+    os.utime(victim, ns=(VICTIM_MTIME_NS, VICTIM_MTIME_NS))
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(victim, link)
+    return victim
+
+
+def untouched(victim: Path) -> bool:
+    return victim.read_bytes() == VICTIM and victim.stat().st_mtime_ns == VICTIM_MTIME_NS

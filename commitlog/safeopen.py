@@ -7,8 +7,8 @@ UnsafeLogFileError (naming the file) instead of reading, writing or truncating i
     open_file(path, flags)      os.open with O_NOFOLLOW | O_CLOEXEC: a link at `path` is refused
     no_follow                   the same as an `opener` for open(): open(path, "rb", opener=no_follow)
     temporary(path, flags)      also an opener: a temporary whose name is ours (`*.tmp`, `*.cleaned`):
-                                created with O_EXCL; a regular file left there (a crash's) is
-                                unlinked first, a link there is refused (and left for the operator)
+                                created with O_EXCL; a regular file left there is truncated (one
+                                with other hard links unlinked first), a link refused and left
     connect_sqlite(path, ...)   sqlite3.connect, refusing a link at the database or its -wal/-shm
 
 The log directory's own path may be a link (an operator's choice): only the last component is
@@ -17,6 +17,7 @@ checked. rename() and unlink() never follow a link, so they need nothing from he
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
@@ -45,24 +46,31 @@ def no_follow(path: str, flags: int) -> int:
 
 
 def temporary(path: str, flags: int) -> int:
-    """An `opener` for open() (mode "w"/"wb"): create the temporary `path` exclusively. A regular
-    file already there is a crashed writer's and is unlinked; a symbolic link (or anything
-    else not a regular file) is refused with UnsafeLogFileError and left in place."""
-    flags = (flags & ~os.O_TRUNC) | os.O_CREAT | os.O_EXCL
+    """An `opener` for open() (mode "w"/"wb"): the temporary `path`, empty. Created exclusively;
+    a regular file already there (a crash's leftover, or a concurrent writer's of the same bytes,
+    as before) is truncated and reused, unless it has other hard links: that name is unlinked and
+    the file created anew. A symbolic link, a directory or anything else is refused with
+    UnsafeLogFileError and left in place."""
+    flags &= ~(os.O_CREAT | os.O_EXCL | os.O_TRUNC)
     for _ in range(3):
         try:
-            return open_file(path, flags)
+            return open_file(path, flags | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                continue
+            pass
+        try:
+            st = os.lstat(path)
             if not stat.S_ISREG(st.st_mode):
-                raise UnsafeLogFileError(path, _kind(st.st_mode)) from None
-            try:
-                os.unlink(path)  # a leftover: unlink removes the name, never a link's target
-            except FileNotFoundError:
-                pass
+                raise UnsafeLogFileError(path, _kind(st.st_mode))
+            fd = open_file(path, flags)
+        except FileNotFoundError:
+            continue
+        found = os.fstat(fd)
+        if found.st_ino == st.st_ino and found.st_nlink == 1:
+            os.ftruncate(fd, 0)
+            return fd
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)   # another name for someone's file: never written into
     raise UnsafeLogFileError(path, "recreated by someone else each time it was removed")
 
 

@@ -30,7 +30,15 @@ def test_a_link_is_refused_naming_the_file_and_a_missing_file_is_not_found(tmp_p
     assert victim.read_bytes() == b"victim"
 
 
-def test_a_temporary_replaces_a_leftover_without_writing_into_it(tmp_path, victim):
+def test_a_temporary_reuses_a_crashed_writers_leftover_emptied(tmp_path):
+    tmp = tmp_path / "meta.json.tmp"
+    tmp.write_bytes(b"half a file from before the crash, longer than what follows")
+    with open(tmp, "w", opener=temporary) as f:
+        f.write("{}")
+    assert tmp.read_text() == "{}"
+
+
+def test_a_temporary_never_writes_into_a_file_with_another_hard_link(tmp_path, victim):
     tmp = tmp_path / "meta.json.tmp"
     os.link(victim, tmp)                 # a crash's leftover, or a hard link planted there
     with open(tmp, "w", opener=temporary) as f:

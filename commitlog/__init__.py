@@ -24,7 +24,7 @@ from .errors import (ArchiveCorruptError, ArchiveError, CommitLogError, CorruptL
                      LogClosedError, LogLockedError, LogNotWritableError, NotALogError, OffsetOutOfRangeError,
                      OffsetRemovedError,
                      ReadOnlyLogError, RecordTooLargeError, SegmentSizeMismatchError,
-                     StoreFullError)
+                     StoreFullError, UnsafeLogFileError)
 from .layout import (DELETED_SUFFIX, META_FILE, SegmentFile, SegmentListing, is_log_directory,
                      list_segments, parse_segment_name, segment_name)
 from .log import CommitLog
@@ -45,6 +45,6 @@ __all__ = [
     "InvalidCommitError", "LogClosedError", "LogLockedError", "LogNotWritableError", "LogOptions", "NotALogError",
     "OffsetOutOfRangeError", "OffsetRemovedError", "ReadOnlyLogError", "Record", "RecordTooLargeError",
     "RemovalResult", "SegmentFile", "SegmentInfo", "SegmentListing", "SegmentSizeMismatchError",
-    "StoreFullError", "disk_usage", "is_log_directory", "list_segments", "parse_segment_name",
+    "StoreFullError", "UnsafeLogFileError", "disk_usage", "is_log_directory", "list_segments", "parse_segment_name",
     "segment_name", "roll_idle", "ROLLED", "NOT_DUE", "WRITER_OPEN",
 ]

@@ -18,6 +18,8 @@
     │   │                               a directory this process may not write, EACCES); names the path.
     │   │                               A readonly=True open still reads such a log (a snapshot, a backup)
     │   ├── LogClosedError              an operation on a closed log
+    │   ├── UnsafeLogFileError          a symbolic link (or another non-file) where the store keeps one
+    │   │                               of its files; refused, never followed; names the file
     │   ├── ArchiveError                commitlog.archive: the archive tier failed an operation (down,
     │   │   │                           refused, missing object); names the tier's URL, the key, the cause
     │   │   └── ArchiveCorruptError     an object on the tier whose checksum is not the one recorded
@@ -101,6 +103,16 @@ class CorruptLogError(CommitLogError):
         self.path = path
         self.position = position
         self.reason = reason
+
+
+class UnsafeLogFileError(CommitLogError):
+    """A name of the log directory's layout holds a symbolic link (or something else than the
+    regular file the store keeps there): never followed, read, written or deleted through."""
+
+    def __init__(self, path: str, what: str = "a symbolic link") -> None:
+        super().__init__(f"unsafe log file {path}: it is {what}, which the store never follows; "
+                         f"remove it (and find out who planted it)")
+        self.path = path
 
 
 class LogLockedError(CommitLogError):

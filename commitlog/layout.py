@@ -7,11 +7,13 @@
         state.db (-wal, -shm)           consumer commits; a log's start offset before start.offset
         .lock                           the writer's flock, naming its pid (commitlog.locks)
         marks                           offset ranges marked dead (commitlog.marks)
+        marks.tmp                       marks being replaced
         tombstones                      when a compaction first saw each tombstone it kept
         .remove.lock                    serialises head removers of any process
         .compact.lock                   serialises compactions of any process
         .retention.lock                 the retention owner's flock, naming its pid (retention.deletion.owner)
         .retention-hung.json            segments held by readers, since when (retention.deletion.hung)
+        .retention-hung.json.tmp        that file being replaced
         spark.db (-wal, -shm)           the Spark integration's ledger (commitlog.spark.ledger)
         .spark-append.lock              the Spark append turn, a flock (commitlog.spark.turns)
         00000000000000000000.log        a segment, named by the 20-digit offset of its first record
@@ -26,13 +28,16 @@
         archive-manifest.json           the archive tier's manifest of this log, as last seen (commitlog.archive)
         archive-manifest.json.tmp       that copy being replaced
 
-Anything else in the directory is the user's and never touched. Pure names and listings: this
-module opens nothing but the directory it lists. Thread- and process-safe (no state).
+Anything else in the directory is the user's and never touched. Every name above is opened
+through commitlog.safeopen: a symbolic link there is refused, never followed (`layout_names()`
+lists the names, an example of each pattern, for the tests that plant links). Pure names and
+listings: this module opens nothing but the directory it lists. Thread- and process-safe (no state).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import itemgetter
@@ -60,6 +65,30 @@ TOMBSTONES_FILE = "tombstones"
 CLEANED_SUFFIX = ".cleaned"
 ARCHIVE_MANIFEST_FILE = "archive-manifest.json"
 _NAME_DIGITS = 20
+
+
+def layout_names() -> tuple[str, ...]:
+    """Every name of the module docstring's table, in its order, a pattern given by one example
+    (base offset 0, prepared slot 0): read from the table, so a row added there is listed."""
+    rows = __doc__.split("<log>/\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    names: list[str] = []
+    for row in rows:
+        column = re.split(r"\s{2,}", row.strip())[0]
+        side = re.fullmatch(r"(\S+) \((.+)\)", column)   # state.db (-wal, -shm)
+        found = [side[1]] + [side[1] + s.strip() for s in side[2].split(",")] if side else [column]
+        for pattern, examples in (("<segment or index>", (segment_name(0), _index_name(0))),
+                                  ("<segment>", (segment_name(0)[:-len(SEGMENT_SUFFIX)],)),
+                                  ("-N", ("-0",)), (".*.", (SEGMENT_SUFFIX + ".", INDEX_SUFFIX + "."))):
+            found = [n for f in found for n in ([f.replace(pattern, e, 1) for e in examples]
+                                                if pattern in f else [f])]
+        for name in found:   # .prepared-segment-0.log/.index
+            first, *others = name.split("/")
+            names += [first] + [first[:first.rindex(".")] + other for other in others]
+    return tuple(names)
+
+
+def _index_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{INDEX_SUFFIX}"
 
 
 def segment_name(base_offset: int) -> str:

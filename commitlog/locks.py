@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from .errors import LogLockedError, LogNotWritableError
 from .layout import lock_path
+from .safeopen import open_file
 
 
 ROLLING = "rolling"          # the note of a holder that only seals an idle log's segment
@@ -57,7 +58,7 @@ def try_pid_lock(path: str, note: str = "") -> tuple[int | None, tuple[int | Non
     pid (and `note`) in it: `(fd, None)`; `(None, (holder's pid or None, its note))` when another
     open file holds it. The lock lasts until `fd` is closed (or the process dies). OSError when
     `path` cannot be opened."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = open_file(path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -115,7 +116,7 @@ class SegmentHolds:
             if hold is not None:
                 hold.refs += 1
                 return hold.fd, hold.mm
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_file(path, os.O_RDONLY)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
             # The remover may have renamed the file between our open and our lock.

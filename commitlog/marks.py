@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable
 
 from .errors import StoreFullError
 from .layout import TMP_SUFFIX, fsync_directory
+from .safeopen import open_file, temporary
 
 ENTRY = struct.Struct("<QQII")
 ENTRY_SIZE = ENTRY.size
@@ -102,8 +103,7 @@ class MarkSet:
     def _open(self, *, create: bool) -> bool:
         if self._fd < 0:
             try:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0),
-                                   0o644)
+                self._fd = open_file(self.path, os.O_RDWR | (os.O_CREAT if create else 0))
             except FileNotFoundError:
                 return False
         return True
@@ -305,7 +305,7 @@ class MarkSet:
         this file's count on), MOVED here, the rename; the cache then follows the new file."""
         tmp = self.path + TMP_SUFFIX
         data = _pack(_SPECIAL, self.count, _FIRST) + b"".join(_pack(*e) for e in kept)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        fd = temporary(tmp, os.O_WRONLY)
         try:
             size = -(-len(data) // MARKS_STEP) * MARKS_STEP
             os.posix_fallocate(fd, 0, size)

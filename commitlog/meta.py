@@ -16,6 +16,7 @@ import os
 from .errors import CorruptLogError, NotALogError, SegmentSizeMismatchError
 from .layout import META_FILE, TMP_SUFFIX, fsync_directory, meta_path
 from .options import DEFAULT_SEGMENT_SIZE
+from .safeopen import no_follow, temporary
 
 FORMAT_VERSION = 2
 FORMATS_READ = (1, 2)
@@ -53,7 +54,7 @@ def upgrade_format(directory: str) -> None:
 def _read(directory: str, *, missing_ok: bool) -> dict | None:
     path = meta_path(directory)
     try:
-        with open(path) as f:
+        with open(path, opener=no_follow) as f:
             meta = json.load(f)
         meta["segment_size"] = int(meta["segment_size"])
         meta["format"] = int(meta.get("format", 1))
@@ -73,7 +74,7 @@ def _read(directory: str, *, missing_ok: bool) -> dict | None:
 def _write(directory: str, meta: dict) -> None:
     path = meta_path(directory)
     tmp = path + TMP_SUFFIX
-    with open(tmp, "w") as f:
+    with open(tmp, "w", opener=temporary) as f:
         json.dump(meta, f)
         f.flush()
         os.fsync(f.fileno())

@@ -53,7 +53,7 @@ class LogParts:
             active.close()
             ns = active.last_write_ns
             with contextlib.suppress(OSError):
-                os.utime(active.path, ns=(ns, ns))
+                os.utime(active.path, ns=(ns, ns), follow_symlinks=False)
         if segs is not None:
             segs.close()
         if self.preallocator is not None:

@@ -37,6 +37,7 @@ import zlib
 
 from .errors import CorruptLogError
 from .layout import TMP_SUFFIX, fsync_directory
+from .safeopen import open_file, temporary
 
 _SLOT = struct.Struct(">4sQQI")          # magic, sequence number, offset, CRC32 of the first three
 _MAGIC = b"CLSO"
@@ -83,14 +84,14 @@ class StartOffsetFile:
     @classmethod
     def open(cls, path: str) -> "StartOffsetFile | None":
         try:
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = open_file(path, os.O_RDWR)
             writable = True
         except FileNotFoundError:
             return None
         except OSError as exc:      # a read-only mount (EROFS) or no write permission: read it
             if exc.errno not in _NOT_WRITABLE:
                 raise
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = open_file(path, os.O_RDONLY)
             writable = False
         try:
             size = os.fstat(fd).st_size
@@ -107,7 +108,7 @@ class StartOffsetFile:
         when the disk has no room for its 8 KiB (the caller keeps the previous way)."""
         tmp = path + TMP_SUFFIX
         try:
-            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = temporary(tmp, os.O_RDWR)
             try:
                 data = bytearray(FILE_SIZE)
                 pos = _slot_position(1)
@@ -164,7 +165,7 @@ class StartOffsetFile:
     def _reopen_writable(self) -> None:
         # Opened where it could not be written (a read-only mount since remounted, say): the
         # OSError of a still read-only one is the caller's to translate.
-        fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_file(self.path, os.O_RDWR)
         with self._lock:   # the old descriptor closes with the file: a reader may be using it
             self._retired.append(self._fd)
             self._fd, self._writable = fd, True

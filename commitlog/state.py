@@ -36,6 +36,7 @@ import time
 
 from .errors import CorruptLogError, LogNotWritableError, StoreFullError
 from .layout import start_offset_path
+from .safeopen import connect_sqlite
 from .startoffset import StartOffsetFile
 
 log = logging.getLogger("commitlog")
@@ -86,7 +87,7 @@ class LogState:
         if self._db is None and self._media_readonly:
             self._db = _connect_readonly_media(self.path)
         if self._db is None:
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            db = connect_sqlite(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             try:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=FULL")
@@ -145,7 +146,7 @@ class LogState:
 
     def _read_without_room(self, sql: str, args: tuple) -> list[tuple]:
         # Heap-memory wal-index (see the module docstring): no -shm to grow on a full disk.
-        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        db = connect_sqlite(self.path, timeout=30.0, isolation_level=None)
         try:
             db.execute("PRAGMA locking_mode=EXCLUSIVE")
             return db.execute(sql, args).fetchall()
@@ -232,16 +233,14 @@ def on_readonly_filesystem(directory: str) -> bool:
 
 
 def _connect_readonly_media(path: str) -> sqlite3.Connection:
-    uri = "file:" + path.replace("?", "%3f").replace("#", "%23")
-    db = sqlite3.connect(uri + "?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    db = connect_sqlite(path, "mode=ro", isolation_level=None, check_same_thread=False)
     try:
         db.execute("SELECT count(*) FROM sqlite_master").fetchall()   # opens the -shm, or fails
         return db
     except sqlite3.OperationalError:
         db.close()
     # No -shm to map: immutable reads the database file alone, exact unless a -wal holds frames.
-    return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, isolation_level=None,
-                           check_same_thread=False)
+    return connect_sqlite(path, "mode=ro&immutable=1", isolation_level=None, check_same_thread=False)
 
 
 def _stat_key(path: str, empty: object = 0) -> tuple[int, int, int, int] | None:

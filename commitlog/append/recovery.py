@@ -21,6 +21,7 @@ from ..segments.active import ActiveSegment
 from ..errors import CorruptLogError
 from ..segments.index import IndexWriter, read_checkpoints, read_sealed, write_sealed
 from ..layout import fsync_directory, index_path
+from ..safeopen import no_follow, open_file
 from ..segments.sealed import scan_segment
 from ..segments.segment_list import SegmentList
 
@@ -37,7 +38,7 @@ def recover(segs: SegmentList) -> ActiveSegment | None:
     base = segs.bases[-1]
     path = segs.segment_path(base)
     size = segs.segment_size
-    st = os.stat(path)
+    st = os.stat(path, follow_symlinks=False)
     if st.st_size == 0:
         log.warning("removing zero-length segment %s left by a crash while creating it", path)
         os.unlink(path)
@@ -57,7 +58,7 @@ def recover(segs: SegmentList) -> ActiveSegment | None:
             _finish_cut(path, sealed.used_bytes)
         return None  # sealed: the next append rolls to a new segment
     rels, positions = read_checkpoints(index_path(path))
-    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    fd = open_file(path, os.O_RDWR)
     try:
         mm = mmap.mmap(fd, size)
         try:
@@ -75,7 +76,7 @@ def recover(segs: SegmentList) -> ActiveSegment | None:
             mm.close()
         index = IndexWriter(index_path(path), size, tail.rels, tail.positions)
         mtime_ns = os.stat(path).st_mtime_ns
-        fd2 = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        fd2 = open_file(path, os.O_RDWR)
         count = tail.count
         active = ActiveSegment(base, path, size, fd2, index, pos, count,
                                tail.first_ts if count else None, tail.last_ts if count else None,
@@ -105,7 +106,7 @@ def _finish_short_seal(segs: SegmentList, base: int, found: int) -> None:
 def _finish_cut(path: str, used: int) -> None:
     """Cut a segment sealed short to its records and end marker (a crash came before the cut);
     left whole when the end marker is not where its index says."""
-    with open(path, "r+b") as f:
+    with open(path, "r+b", opener=no_follow) as f:
         f.seek(used)
         if rec.LENGTH.unpack(f.read(rec.LENGTH_SIZE) or bytes(rec.LENGTH_SIZE))[0] != rec.END_MARKER:
             log.warning("left %s whole: no end marker at byte %d, where its index ends it", path, used)

@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 from ..errors import ArchiveCorruptError, CorruptLogError
 from ..layout import TMP_SUFFIX, archive_manifest_path, index_path, segment_name
+from ..safeopen import no_follow, temporary
 from ..segments.segment import SegmentInfo
 from .manifest import MANIFEST_KEY, ArchivedSegment, Manifest
 from .tiers import Tier
@@ -63,7 +64,7 @@ class LogArchive:
             return
         tmp = self._cache + TMP_SUFFIX
         try:
-            with open(tmp, "wb") as f:
+            with open(tmp, "wb", opener=temporary) as f:
                 f.write(data)
             os.replace(tmp, self._cache)
         except OSError:
@@ -76,7 +77,8 @@ class LogArchive:
         verified by the tier, from files held open for the whole upload (a compaction's swap
         renames a new file in; the one read stays whole). FileNotFoundError when it is removed
         locally first."""
-        with open(info.path, "rb") as data, open(index_path(info.path), "rb") as index:
+        with open(info.path, "rb", opener=no_follow) as data, \
+                open(index_path(info.path), "rb", opener=no_follow) as index:
             if os.fstat(data.fileno()).st_size < info.used_bytes:
                 raise CorruptLogError(info.path, None, f"shorter than its {info.used_bytes} "
                                                        f"used bytes")
@@ -111,7 +113,7 @@ def cached_manifest(log_dir: str, name: str) -> Manifest | None:
     in `log_dir`); None when there is none, it is unreadable, or it is another log's."""
     path = archive_manifest_path(log_dir)
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb", opener=no_follow) as f:
             manifest = Manifest.from_json(f.read(), path, MANIFEST_KEY)
     except (FileNotFoundError, ArchiveCorruptError):
         return None

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from .. import record as rec
 from ..errors import InvalidArgumentError
+from ..safeopen import temporary
 from ..segments.index import INDEX_INTERVAL, SegmentSummary
 
 _FLUSH = 1 << 20                      # bytes buffered before a write, and between on_bytes calls
@@ -25,7 +26,7 @@ class OutputWriter:
     def __init__(self, path: str, base: int, segment_size: int,
                  on_bytes: Callable[[int], None] | None) -> None:
         self.path, self.base, self.limit = path, base, segment_size - rec.LENGTH_SIZE
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self.fd = temporary(path, os.O_WRONLY)
         self.buf = bytearray()
         self.size = 0            # bytes of records written or buffered
         self.next = base         # the offset the next record would have without a delta

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from ..errors import StoreFullError
 from ..layout import DELETED_SUFFIX, fsync_directory, index_path, remove_lock_path
 from ..locks import try_exclusive
+from ..safeopen import open_file
 from ..segments.segment_list import SegmentList
 
 log = logging.getLogger("commitlog")
@@ -53,7 +54,7 @@ def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) ->
         if expected_base is not None and base != expected_base:
             return RemovalResult("mismatch", base)
         path = segs.segment_path(base)
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_file(path, os.O_RDONLY)
         try:
             size = os.fstat(fd).st_size
             # Bases below the head's end are an interrupted swap's leftovers (commitlog.cleanup.swap),
@@ -153,7 +154,7 @@ def finish_removals(segs: SegmentList, *, temporaries: bool = False) -> list[str
 @contextlib.contextmanager
 def removal_lock(directory: str) -> Iterator[None]:
     """Serialises removers (an embedded cleaner and a sidecar) on the same log."""
-    fd = os.open(remove_lock_path(directory), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = open_file(remove_lock_path(directory), os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -164,7 +165,7 @@ def removal_lock(directory: str) -> Iterator[None]:
 def is_held(path: str) -> bool:
     """True when some reader (any process) holds the segment at `path`; False once it is gone."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_file(path, os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:

@@ -43,6 +43,7 @@ from collections.abc import Iterator
 
 from ..layout import CLEANED_SUFFIX, compact_lock_path, fsync_directory, index_path
 from ..locks import try_exclusive
+from ..safeopen import open_file
 from .removal import unlink_segment
 from ..segments.segment_list import SegmentList
 
@@ -55,8 +56,7 @@ def compaction_lock(directory: str, *, wait: bool = True) -> Iterator[bool]:
     another process compacts. Without waiting, a missing lock file is not created (no
     compaction ever ran: a full disk may have no room for a new directory entry)."""
     try:
-        fd = os.open(compact_lock_path(directory),
-                     os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if wait else 0), 0o644)
+        fd = open_file(compact_lock_path(directory), os.O_RDWR | (os.O_CREAT if wait else 0))
     except FileNotFoundError:
         yield True
         return

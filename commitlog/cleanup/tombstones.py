@@ -17,6 +17,8 @@ import struct
 import zlib
 from collections.abc import Mapping
 
+from ..safeopen import no_follow, open_file
+
 ENTRY = struct.Struct("<QdI")
 
 
@@ -29,7 +31,7 @@ class TombstoneBook:
     def first_seen(self, start_offset: int = 0) -> dict[int, float]:
         """Offset -> epoch seconds, for the tombstones at or after `start_offset`."""
         try:
-            with open(self.path, "rb") as f:
+            with open(self.path, "rb", opener=no_follow) as f:
                 data = f.read()
         except FileNotFoundError:
             return {}
@@ -37,7 +39,7 @@ class TombstoneBook:
 
     def note(self, seen: Mapping[int, float]) -> int:
         """Record the tombstones of `seen` not recorded yet; returns how many were new."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = open_file(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             data = os.pread(fd, os.fstat(fd).st_size, 0)

@@ -26,6 +26,7 @@ from .index import INDEX_INTERVAL, IndexWriter, SegmentSummary
 from ..layout import fsync_directory, index_path, segment_name
 from .prealloc import PreparedSegment
 from .reserve import allocate_file
+from ..safeopen import open_file
 
 _BODY_HEAD_PACK = rec.BODY_HEAD.pack
 _BODY_HEAD_SIZE = rec.BODY_HEAD_SIZE
@@ -268,7 +269,7 @@ class ActiveSegment:
         self.index.close()
         if close_mapping:
             self.mm.close()
-        os.utime(self.path, ns=(self.last_write_ns, self.last_write_ns))
+        os.utime(self.path, ns=(self.last_write_ns, self.last_write_ns), follow_symlinks=False)
         return summary
 
     def seal_short(self) -> SegmentSummary:
@@ -283,7 +284,7 @@ class ActiveSegment:
         end = self.position + rec.LENGTH_SIZE
         if end > self.size:
             return self.seal(durable=True)  # full to the last bytes: nothing to give back
-        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        fd = open_file(self.path, os.O_RDWR)
         try:
             rec.LENGTH.pack_into(self.mm, self.position, rec.END_MARKER)
             self.mm.flush(0, end)  # the records only: the prefaulted rest would be written as zeros

@@ -25,6 +25,7 @@ from operator import and_, lt
 
 from ..layout import TMP_SUFFIX, index_path
 from .reserve import allocate_file
+from ..safeopen import no_follow, open_file, temporary
 
 __all__ = ["INDEX_INTERVAL", "IndexWriter", "SegmentSummary", "index_file_size", "index_path",
            "parse_sealed", "read_checkpoints", "read_sealed", "write_sealed"]
@@ -112,7 +113,7 @@ def _pack_entries(rels, positions) -> bytes:
 def read_sealed(path: str) -> SegmentSummary | None:
     """The sealed index at `path`, or None when it is missing, unsealed or damaged."""
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb", opener=no_follow) as f:
             data = f.read()
     except FileNotFoundError:
         return None
@@ -148,7 +149,7 @@ def parse_sealed(data: bytes) -> SegmentSummary | None:
 def read_checkpoints(path: str) -> tuple[list[int], list[int]]:
     """The entries of an unsealed (active) index: recovery checkpoints, possibly stale."""
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb", opener=no_follow) as f:
             data = f.read()
     except FileNotFoundError:
         return [], []
@@ -173,7 +174,7 @@ def _pack_sealed(summary: SegmentSummary) -> bytes:
 def write_sealed(path: str, summary: SegmentSummary, tmp: str | None = None) -> None:
     """Write a sealed index atomically (temporary file `tmp`, then rename)."""
     tmp = path + TMP_SUFFIX if tmp is None else tmp
-    with open(tmp, "wb") as f:
+    with open(tmp, "wb", opener=temporary) as f:
         f.write(_pack_sealed(summary))
         f.flush()
         os.fsync(f.fileno())
@@ -197,7 +198,7 @@ class IndexWriter:
             except FileNotFoundError:
                 reused = False
             if reused:
-                fd = os.open(path, os.O_RDWR)
+                fd = open_file(path, os.O_RDWR)
             else:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)  # of another size: not ours to reuse

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from .index import SegmentSummary
 from ..record import LENGTH
+from ..safeopen import open_file
 
 _TAIL = 32                           # bytes before the end compared: the last record's, CRC-checked
 
@@ -54,7 +55,7 @@ def remember(base: int, ident: tuple[int, int] | None, summary: SegmentSummary, 
 def unchanged(kept: LiveEnd, path: str) -> bool:
     """True when `path` is still the file `kept` describes and nothing was appended after it."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = open_file(path, os.O_RDONLY)
     except OSError:
         return False
     try:

@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import StoreFullError
+from ..errors import StoreFullError, UnsafeLogFileError
 from .index import index_file_size
 from ..layout import INDEX_SUFFIX, PREALLOC_PREFIX, SEGMENT_SUFFIX, STALE_SUFFIX, prepared_stem
 from .reserve import allocate_file
@@ -156,8 +156,10 @@ class SegmentPreallocator:
             return None  # above the line once reserved: the roll that needs it allocates it
         try:
             fd = allocate_file(path, self.size, exclusive=False)
-        except (OSError, StoreFullError):
-            return None  # no room now: the roll allocates synchronously and reports StoreFullError
+        except (OSError, StoreFullError, UnsafeLogFileError):
+            # No room now (or a link planted at the name, set aside at the next open): the roll
+            # allocates synchronously and reports StoreFullError.
+            return None
         mapping = None
         try:
             mapping = mmap.mmap(fd, self.size)
@@ -168,7 +170,7 @@ class SegmentPreallocator:
             finally:
                 os.close(ifd)
             return PreparedSegment(path, fd, mapping, ipath, index_mapping)
-        except (OSError, StoreFullError):
+        except (OSError, StoreFullError, UnsafeLogFileError):
             if mapping is not None:
                 mapping.close()
             os.close(fd)

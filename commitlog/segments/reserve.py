@@ -8,13 +8,13 @@ import errno
 import os
 
 from ..errors import StoreFullError
+from ..safeopen import open_file
 
 
 def allocate_file(path: str, size: int, *, exclusive: bool) -> int:
     """Create `path` with `size` bytes really reserved and return its descriptor (read-write);
     ENOSPC becomes StoreFullError, and a file that could not be reserved is removed."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else 0)
-    fd = os.open(path, flags, 0o644)
+    fd = open_file(path, os.O_RDWR | os.O_CREAT | (os.O_EXCL if exclusive else 0))
     try:
         os.posix_fallocate(fd, 0, size)
     except OSError as exc:

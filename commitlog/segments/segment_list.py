@@ -31,6 +31,7 @@ from .index import SegmentSummary, read_checkpoints, read_sealed
 from ..layout import SegmentListing, index_path, list_segments, marks_path, segment_path
 from ..locks import SegmentHolds
 from ..marks import MarkSet
+from ..safeopen import check_not_link, no_follow
 from .sealed import live_summary
 from .summaries import SegmentSummaries
 from ..state import LogState
@@ -77,6 +78,8 @@ class SegmentList:
         """One scan of the directory; with `validate`, every segment's size is checked too (a
         compacted segment is smaller, and must be a complete one: see `compacted_summary`)."""
         listing = list_segments(self.path, stat_head=None if validate else 0)
+        for path in listing.foreign:   # a link at a segment's name is refused, never read
+            check_not_link(path)
         if validate:
             segs = listing.segments
             for i, seg in enumerate(segs):
@@ -116,7 +119,7 @@ class SegmentList:
         what a listing saw, superseded by the open file's."""
         path = self.segment_path(base)
         try:
-            f = open(path, "rb")
+            f = open(path, "rb", opener=no_follow)
         except FileNotFoundError:
             return SegmentSummary(0, 0, 0, 0, 0)  # removed since the listing: nothing to judge
         with f:

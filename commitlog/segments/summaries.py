@@ -78,7 +78,7 @@ class SegmentSummaries:
         if not self.readonly and st is not None and st.st_ino == ino:
             try:
                 write_sealed(index_path(path), summary)
-                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
             except OSError as exc:  # a full disk, say: the summary in memory is still right
                 log.warning("could not write the rebuilt index of %s: %s", path, exc)
         return summary

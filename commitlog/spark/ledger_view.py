@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from commitlog import CorruptLogError
 from commitlog.layout import SPARK_LEDGER_FILE
+from commitlog.safeopen import connect_sqlite
 
 from . import ledger_tables, processes
 from .staging_errors import NoSchemaError
@@ -70,8 +71,8 @@ class LedgerView:
         self.path = os.path.join(log_path, LEDGER_FILE)
         self._lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None,
-                                       check_same_thread=False)
+            self._db = connect_sqlite(self.path, timeout=60.0, isolation_level=None,
+                                      check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             ledger_tables.create(self._db)

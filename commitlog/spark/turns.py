@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 from commitlog import CommitLog, LogLockedError, parse_segment_name, segment_name
 from commitlog.layout import SPARK_TURN_FILE
+from commitlog.safeopen import open_file
 
 from .staging_errors import WriterTurnTimeout
 from .source_options import Options
@@ -40,7 +41,7 @@ def _attempts(timeout: float, first: float, cap: float) -> Iterator[bool]:
 def append_turn(path: str, timeout: float) -> Iterator[None]:
     """Hold the Spark append turn of the log at `path` (an exclusive flock), waiting up to
     `timeout` seconds for it."""
-    fd = os.open(os.path.join(path, TURN_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = open_file(os.path.join(path, TURN_FILE), os.O_RDWR | os.O_CREAT)
     try:
         for last in _attempts(timeout, 0.001, 0.02):
             try:
@@ -85,7 +86,7 @@ def sync_segments(path: str, first: int, last: int) -> None:
         if base > last or (nxt is not None and nxt <= first):
             continue
         try:
-            fd = os.open(os.path.join(path, segment_name(base)), os.O_RDONLY | os.O_CLOEXEC)
+            fd = open_file(os.path.join(path, segment_name(base)), os.O_RDONLY)
         except FileNotFoundError:
             continue     # removed by retention meanwhile: nothing left to make durable
         try:

@@ -256,7 +256,10 @@ class Cleaner:
             return False
         now = self._clock()
         if removal.status == "removed":
-            watched.hung.forget(decision.base_offset)
+            try:
+                watched.hung.forget(decision.base_offset)
+            except (CommitLogError, OSError) as exc:   # an entry left: it only restarts a clock
+                logger.error("{}: could not update the hung-segment registry: {}", r.name, exc)
             holders = []
             if removal.forced:
                 holders = [{"pid": p.pid, "command": p.command}
@@ -275,7 +278,14 @@ class Cleaner:
             return True
         if removal.status == "held":
             self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=now, reason="held"))
-            entry = watched.hung.held(decision.base_offset, now)
+            try:
+                entry = watched.hung.held(decision.base_offset, now)
+            except (CommitLogError, OSError) as exc:   # its file refused (a planted link, say)
+                r.actions[decision.base_offset] = FAILED
+                r.errors[decision.base_offset] = str(exc)
+                logger.error("{}: {} is held by a reader, and recording it failed: {}", r.name,
+                             decision.segment, exc)
+                return False
             r.actions[decision.base_offset] = HUNG
             logger.warning("{}: {} is held by a reader (first found held {:.0f}s ago); kept for now",
                            r.name, decision.segment, now - entry.first_attempt_at)

@@ -14,6 +14,7 @@ import os
 from loguru import logger
 
 from commitlog.layout import HUNG_FILE, TMP_SUFFIX
+from commitlog.safeopen import no_follow, temporary
 from policies import HungSegment
 
 
@@ -24,7 +25,7 @@ class HungRegistry:
 
     def _load(self) -> dict[int, HungSegment]:
         try:
-            with open(self.path, "rb") as f:
+            with open(self.path, "rb", opener=no_follow) as f:
                 raw = json.loads(f.read())
             return {int(base): HungSegment(float(v["first_attempt_at"]), float(v["last_attempt_at"]))
                     for base, v in raw.items()}
@@ -70,7 +71,7 @@ class HungRegistry:
                 pass
             return
         tmp = self.path + TMP_SUFFIX
-        with open(tmp, "w") as f:
+        with open(tmp, "w", opener=temporary) as f:
             json.dump({str(b): {"first_attempt_at": h.first_attempt_at,
                                 "last_attempt_at": h.last_attempt_at}
                        for b, h in sorted(self._segments.items())}, f)

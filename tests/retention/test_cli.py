@@ -116,15 +116,12 @@ def test_never_deletes_anything_that_is_not_a_segment_of_the_log(tmp_path):
     (outside / "00000000000000000000.log").write_bytes(b"o" * 4096)
     planted = {
         log_dir / "notes.txt": "file",
-        log_dir / "00000000000000000001.log": "symlink",       # a symlink posing as a segment
         log_dir / "00000000000000000002.log": "dir",           # a subdirectory posing as one
         tmp_path / "00000000000000000000.log": "file",         # a ../ neighbour of the log
     }
     for path, kind in planted.items():
         if kind == "file":
             path.write_bytes(b"f" * 4096)
-        elif kind == "symlink":
-            path.symlink_to(outside / "00000000000000000000.log")
         else:
             path.mkdir()
     config_path, _ = write_config(tmp_path, CONFIG.replace("path: staging", "path: ./staging/../staging"))
@@ -132,8 +129,8 @@ def test_never_deletes_anything_that_is_not_a_segment_of_the_log(tmp_path):
         result = run("clean", "--config", str(config_path), "--force", "--json", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
     assert segment_bases(log_dir) == bases[-1:]
-    for path, kind in planted.items():
-        assert path.exists() or path.is_symlink(), path
+    for path, kind in planted.items():   # a symlink posing as a segment stops deletion in the
+        assert path.exists(), path        # log instead: tests/adversary/test_symlinks_segments.py
     assert (outside / "00000000000000000000.log").read_bytes() == b"o" * 4096
 
 

@@ -56,6 +56,8 @@ class LogParts:
                 os.utime(active.path, ns=(ns, ns))
         if segs is not None:
             segs.close()
+        if self.writer is not None:
+            self.writer.finish_cuts()  # left whole meanwhile: the next open cuts it if it is last
         if self.preallocator is not None:
             self.preallocator.discard()
         if self.state is not None:

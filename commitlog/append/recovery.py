@@ -6,7 +6,8 @@ whatever is torn or corrupt after the last good record is zeroed and logged with
 A zero-length last segment (a crash while creating it) is removed. A last segment shorter than
 segment_size was sealed short by a time-based roll (the listing checked it is complete): its index is
 written back if a crash lost it; a full-size one whose sealed index says it was being cut (a crash
-between the seal and the cut, see ActiveSegment.seal_short) is cut. Used by the writer at open only.
+between the seal and the cut, or a reader holding it then, see ActiveSegment.seal_short) is cut
+once nobody holds it. Used by the writer at open only.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import mmap
 import os
 
 from .. import record as rec
-from ..segments.active import ActiveSegment
+from ..segments.active import ActiveSegment, cut_short
 from ..errors import CorruptLogError
 from ..segments.index import IndexWriter, read_checkpoints, read_sealed, write_sealed
 from ..layout import fsync_directory, index_path
@@ -54,7 +55,10 @@ def recover(segs: SegmentList) -> ActiveSegment | None:
         # Sealed short, then a crash before the cut: its index names this very file.
         if (sealed.compacted and sealed.used_bytes + rec.LENGTH_SIZE < size
                 and segs.summaries.read_index(base, st.st_ino) is not None):
-            _finish_cut(path, sealed.used_bytes)
+            if cut_short(path, sealed):
+                log.warning("cut %s to %d bytes: its time-based roll sealed it, and a crash or a "
+                            "reader holding it came before the cut", path,
+                            sealed.used_bytes + rec.LENGTH_SIZE)
         return None  # sealed: the next append rolls to a new segment
     rels, positions = read_checkpoints(index_path(path))
     fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
@@ -100,20 +104,6 @@ def _finish_short_seal(segs: SegmentList, base: int, found: int) -> None:
                               f"{segs.segment_size} (and it is not a complete sealed segment)")
     write_sealed(index_path(segs.segment_path(base)), summary)
     log.warning("wrote back the index of %s, sealed short by a time-based roll", segs.segment_path(base))
-
-
-def _finish_cut(path: str, used: int) -> None:
-    """Cut a segment sealed short to its records and end marker (a crash came before the cut);
-    left whole when the end marker is not where its index says."""
-    with open(path, "r+b") as f:
-        f.seek(used)
-        if rec.LENGTH.unpack(f.read(rec.LENGTH_SIZE) or bytes(rec.LENGTH_SIZE))[0] != rec.END_MARKER:
-            log.warning("left %s whole: no end marker at byte %d, where its index ends it", path, used)
-            return
-        os.ftruncate(f.fileno(), used + rec.LENGTH_SIZE)
-        os.fsync(f.fileno())
-    log.warning("cut %s to %d bytes: a crash came between its time-based roll's seal and cut",
-                path, used + rec.LENGTH_SIZE)
 
 
 def _torn_extent(mm, pos: int, size: int, bad: bool) -> int:

@@ -12,6 +12,7 @@ import bisect
 import contextlib
 import dataclasses
 import errno
+import logging
 import mmap
 import os
 import sys
@@ -24,6 +25,7 @@ from .. import record as rec
 from ..errors import StoreFullError
 from .index import INDEX_INTERVAL, IndexWriter, SegmentSummary
 from ..layout import fsync_directory, index_path, segment_name
+from ..locks import try_exclusive
 from .prealloc import PreparedSegment
 from .reserve import allocate_file
 
@@ -38,6 +40,7 @@ LARGE_RECORD = 1 << 16                # records at least this big are written wi
 # write_uniform drops CRCs in from array("I").tobytes(): it needs 4-byte little-endian items.
 UNIFORM_CRCS = array("I").itemsize == 4 and sys.byteorder == "little"
 NEVER_NS = 1 << 63                    # a roll_due_ns no clock reaches: no time-based roll
+log = logging.getLogger("commitlog")
 
 
 class ActiveSegment:
@@ -271,34 +274,65 @@ class ActiveSegment:
         os.utime(self.path, ns=(self.last_write_ns, self.last_write_ns))
         return summary
 
-    def seal_short(self) -> SegmentSummary:
+    def seal_short(self) -> tuple[SegmentSummary, bool]:
         """Seal the segment where its records end and give the unused tail back: the file is cut
         to used_bytes + 4 (its end marker), the shape of a compaction's output, which an open tells
         from a torn file by its index or its data (commitlog.cleanup.swap). The data reaches the
         disk first, whatever the flush mode (a cut file with zeros inside would be torn); then the
-        index, sealed and naming the file's inode; then the cut. A crash before the cut leaves a
-        full-size sealed segment, which the writer's next open cuts (commitlog.append.recovery).
-        The mapping is closed here, not in the preallocator's thread: that would prepare the
-        next segment, the disk an idle writer gives back."""
+        index, sealed and naming the file's inode; then the cut (`cut_short`), unless a reader
+        holds the file: returns (summary, cut). An uncut segment is a full-size sealed one, which
+        the writer cuts once nobody holds it (commitlog.append.writer) or its next open does
+        (commitlog.append.recovery), as after a crash before the cut. The mapping is closed here,
+        not in the preallocator's thread: that would prepare the next segment, the disk an idle
+        writer gives back."""
         end = self.position + rec.LENGTH_SIZE
         if end > self.size:
-            return self.seal(durable=True)  # full to the last bytes: nothing to give back
-        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
-        try:
-            rec.LENGTH.pack_into(self.mm, self.position, rec.END_MARKER)
-            self.mm.flush(0, end)  # the records only: the prefaulted rest would be written as zeros
-            summary = dataclasses.replace(self.summary(), compacted=True,
-                                          data_ino=os.fstat(fd).st_ino & 0xFFFFFFFF)
-            self.index.seal(summary, durable=True)
-            self.index.close()
-            self.mm.close()
-            os.ftruncate(fd, end)
-            os.fsync(fd)
-            os.utime(fd, ns=(self.last_write_ns, self.last_write_ns))  # removed meanwhile: still ours
-        finally:
-            os.close(fd)
-        return summary
+            return self.seal(durable=True), True  # full to the last bytes: nothing to give back
+        rec.LENGTH.pack_into(self.mm, self.position, rec.END_MARKER)
+        self.mm.flush(0, end)  # the records only: the prefaulted rest would be written as zeros
+        summary = dataclasses.replace(self.summary(), compacted=True,
+                                      data_ino=os.stat(self.path).st_ino & 0xFFFFFFFF)
+        self.index.seal(summary, durable=True)
+        self.index.close()
+        self.mm.close()
+        os.utime(self.path, ns=(self.last_write_ns, self.last_write_ns))
+        return summary, cut_short(self.path, summary)
 
+    def close(self) -> None:
+        if not self.mm.closed:
+            self.mm.close()
+        self.index.close()
+
+
+def cut_short(path: str, summary: SegmentSummary) -> bool:
+    """Cut the sealed segment at `path` that `summary` (its sealed index, compacted) describes to
+    its records and end marker, its mtime its last write's; True when it is cut (or gone, or no
+    longer the file the summary names). False, leaving it whole, while anyone holds it: a reader
+    maps a segment at the size it found, and a page past a new end of file kills it (SIGBUS) when
+    touched. The exclusive flock taken here keeps new holds from mapping the file until it is
+    cut; a file whose end marker is not where its index says is left whole (logged)."""
+    end = summary.used_bytes + rec.LENGTH_SIZE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return True
+    try:
+        st = os.fstat(fd)
+        if st.st_ino & 0xFFFFFFFF != summary.data_ino or st.st_size <= end:
+            return True
+        if not try_exclusive(fd):
+            return False
+        if rec.LENGTH.unpack(os.pread(fd, rec.LENGTH_SIZE, summary.used_bytes)
+                             .ljust(rec.LENGTH_SIZE, b"\0"))[0] != rec.END_MARKER:
+            log.warning("left %s whole: no end marker at byte %d, where its index ends it", path,
+                        summary.used_bytes)
+            return True
+        os.ftruncate(fd, end)
+        os.fsync(fd)
+        os.utime(fd, ns=(summary.last_write_ns, summary.last_write_ns))  # removed meanwhile: ours
+    finally:
+        os.close(fd)  # and with it the exclusive flock
+    return True
     def close(self) -> None:
         if not self.mm.closed:
             self.mm.close()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .append.guard import DiskGuard
 from .append.recovery import recover
-from .meta import load_meta
+from .meta import load_meta, refuse_orphaned
 from .append.writer import Writer
 from .cleanup import removal, swap
 from .errors import NotALogError
@@ -87,6 +87,7 @@ def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, loc
         if not is_log_directory(path):
             raise NotALogError(path, "no such directory" if not os.path.exists(path) else f"no {META_FILE}")
     else:
+        refuse_orphaned(path)  # before anything is created in it
         os.makedirs(path, exist_ok=True)
         parts.writer_lock = WriterLock(path, note=lock_note)
     parts.segment_size = segment_size = load_meta(path, options.segment_size, create=not readonly)

@@ -16,6 +16,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 
+from . import damage
 from .append.guard import DiskGuard
 from .append.recovery import recover
 from .meta import load_meta, refuse_orphaned
@@ -79,6 +80,23 @@ def open_directory(path: str, options: LogOptions, guard: DiskGuard, *, lock_not
     return parts
 
 
+def _skip_committed(path: str, parts: LogParts, found: list[dict]) -> None:
+    """No offset a consumer group committed past is given out again: when the log ends before the
+    highest commit (its tail lost to damage, or a power loss), the offsets between are skipped.
+    Damage found by recovery and the skip go to the log's damage record (commitlog.damage)."""
+    committed = parts.state.committed()
+    top = max(committed.values(), default=0)
+    skipped = parts.writer.skip_to(top)
+    if skipped is not None:
+        groups = sorted(g for g, o in committed.items() if o > skipped[0])
+        found.append(damage.entry(parts.segs.segment_path(parts.segs.active.base_offset), None,
+                                  0, damage.OFFSETS_SKIPPED, skipped,
+                                  f"consumer groups {', '.join(groups)} committed up to offset "
+                                  f"{top}, past the end {skipped[0]} the log was recovered to: "
+                                  f"the offsets between are skipped, never given out again"))
+    damage.record_damage(path, found)
+
+
 def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, lock_note: str) -> None:
     readonly = options.readonly
     if os.path.exists(path) and not os.path.isdir(path):
@@ -113,9 +131,11 @@ def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, loc
     with swap.compaction_lock(path, wait=False) as idle, removal.removal_lock(path):
         if swap.finish_swaps(segs, cleaned=idle):
             segs.load()
-    active = recover(segs)
+    found: list[dict] = []
+    active = recover(segs, found)
     parts.writer.adopt(active)
     segs.activate(active)
+    _skip_committed(path, parts, found)
     # Preparing the next segment starts at the first roll, not here: writers that open, append a
     # little and close (Spark tasks take turns so) would pay for it. A new log's first append
     # needs a segment at once, so that one starts now.

@@ -208,6 +208,20 @@ class Writer:
         self._uncut = [(path, summary) for path, summary in self._uncut
                        if not cut_short(path, summary)]
 
+    def skip_to(self, offset: int) -> tuple[int, int] | None:
+        """Make `offset` the next offset given out when the log ends before it (consumer groups
+        committed past the end a recovery found): a gap record stands for the offsets between,
+        in the active segment or a new one. Returns the offsets skipped, or None."""
+        segs = self._segs
+        end = segs.end()
+        if offset <= end:
+            return None
+        seg = segs.active
+        if seg is None or not seg.append_gap(offset - end):
+            seg = self.roll(rec.HEADER_SIZE + rec.SPAN.size)
+            seg.append_gap(offset - end)
+        return end, offset
+
     def release_prepared(self) -> None:
         """Writes are refused: segments prepared ahead hold disk the writer may not use now."""
         if self.preallocator.release_ready():

@@ -230,6 +230,22 @@ class ActiveSegment:
             self.next_index_at = at + INDEX_INTERVAL
         self._advance(end, k, ts, now_ns)
 
+    def append_gap(self, span: int) -> bool:
+        """A gap record standing for `span` offsets nobody may be given (recovery: groups
+        committed past the end), written and flushed; False when it does not fit."""
+        data = rec.encode_gap(span)
+        pos = self.position
+        if pos + len(data) > self.size:
+            return False
+        self.mm[pos:pos + len(data)] = data
+        if pos >= self.next_index_at:
+            self.index.add(self.count, pos)
+            self.next_index_at = pos + INDEX_INTERVAL
+        self.position = pos + len(data)
+        self.count += span
+        self.flush()
+        return True
+
     def _advance(self, end: int, records: int, ts: int, now_ns: int) -> None:
         if self.first_ts is None and not self.count:  # after append()s, summary() reads record 0
             self.first_ts = ts
@@ -252,6 +268,8 @@ class ActiveSegment:
         if self.first_ts is None and self.count:
             # append leaves first_ts to this (one check less per record): record 0 has it.
             first = rec.decode_at(self.mm, 0, self.position)
+            while first.status == rec.OK and first.attributes & rec.ATTR_GAP:  # recovery's gap
+                first = rec.decode_at(self.mm, first.next_position, self.position)
             if first.status == rec.OK:
                 self.first_ts = first.timestamp_ms
         return SegmentSummary(self.position, self.count, self.first_ts or 0, self.last_ts or 0,

@@ -93,3 +93,42 @@ def held_scanner(path: str, hold_after: int) -> None:
     offsets += [r.offset for r in it]
     log.close()
     report({"read": len(offsets), "last": offsets[-1], "contiguous": offsets == list(range(len(offsets)))})
+
+
+def acked_writer(path: str, segment_size: int, count: int, value_size: int) -> None:
+    """Append `count` records of `value_size` bytes with flush="sync" (each acknowledged once on
+    disk), commit group "etl" at the end, report, and wait to be killed."""
+    from commitlog import CommitLog
+    log = CommitLog.open(path, segment_size, flush="sync")
+    for i in range(count):
+        assert log.append(payload(i, value_size)) == i
+    log.commit("etl", count)
+    report({"acked": count})
+    time.sleep(3600)
+
+
+def payload(offset: int, value_size: int) -> bytes:
+    return (b"%08d" % offset * (value_size // 8 + 1))[:value_size]
+
+
+def record_positions(path: str) -> list[int]:
+    """The byte position of every record of the segment file `path`, in order (undamaged)."""
+    from commitlog import record as rec
+    with open(path, "rb") as f:
+        data = f.read()
+    out, pos = [], 0
+    while True:
+        r = rec.decode_at(data, pos, len(data))
+        if r.status != rec.OK:
+            return out
+        out.append(pos)
+        pos = r.next_position
+
+
+def flip(path: str, position: int, xor: int = 0x40) -> None:
+    """Flip bits of the byte at `position` of `path` in place."""
+    with open(path, "r+b") as f:
+        f.seek(position)
+        b = f.read(1)[0]
+        f.seek(position)
+        f.write(bytes([b ^ xor]))

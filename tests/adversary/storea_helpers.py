@@ -132,3 +132,15 @@ def flip(path: str, position: int, xor: int = 0x40) -> None:
         b = f.read(1)[0]
         f.seek(position)
         f.write(bytes([b ^ xor]))
+
+
+def idle_roller(path: str) -> None:
+    """A retention pass's time roll of an idle log (commitlog.timeroll.roll_idle) on "go", then
+    again on "again"; reports the outcome and the last segment's size each time."""
+    from commitlog import timeroll
+    from commitlog.layout import list_segments
+    for _ in range(2):
+        sys.stdin.readline()
+        outcome = timeroll.roll_idle(path, 0.001)
+        seg = list_segments(path).segments[-1].path
+        report({"rolled": outcome, "size": os.path.getsize(seg)})

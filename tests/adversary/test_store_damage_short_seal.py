@@ -40,3 +40,27 @@ def test_a_reader_holding_a_segment_sealed_short_reads_on_and_lives(tmp_path, re
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_a_retention_pass_rolling_an_idle_log_leaves_a_held_segment_whole_until_it_is_let_go(tmp_path):
+    path = str(tmp_path / "log")
+    record_size, count = 4071, 164
+    writer = spawn(f"short_sealer({path!r}, {SEGMENT}, {record_size}, {count})")
+    roller = reader = None
+    try:
+        assert expect(writer) == {"appended": count}   # and closed: the log is idle
+        reader = spawn(f"held_scanner({path!r}, {count // 2})")
+        assert expect(reader) == {"held": count // 2 - 1}
+        roller = spawn(f"idle_roller({path!r})")
+        tell(roller)
+        assert expect(roller) == {"rolled": "rolled", "size": SEGMENT}   # sealed, not cut
+        tell(reader)
+        assert expect(reader) == {"read": count, "last": count - 1, "contiguous": True}
+        assert reader.wait(60) == 0, reader.stderr.read()
+        tell(roller)                                  # the next pass's open cuts it
+        assert expect(roller) == {"rolled": "not-due", "size": count * record_size + 4}
+    finally:
+        for proc in (writer, reader, roller):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -144,3 +144,18 @@ def idle_roller(path: str) -> None:
         outcome = timeroll.roll_idle(path, 0.001)
         seg = list_segments(path).segments[-1].path
         report({"rolled": outcome, "size": os.path.getsize(seg)})
+
+
+def gap_reader(path: str, first: int, end: int) -> None:
+    """Open the log read-only; report the offsets a scan returns and what reading each offset in
+    [first, end) raises or returns."""
+    from commitlog import CommitLog, OffsetRemovedError
+    with CommitLog.open(path, readonly=True) as log:
+        scanned = [r.offset for r in log.scan()]
+        reads = {}
+        for offset in range(first, end):
+            try:
+                reads[offset] = log.read(offset).offset
+            except OffsetRemovedError as exc:
+                reads[offset] = f"removed, next {exc.next_offset}"
+        report({"scanned": scanned, "reads": reads, "end": log.end_offset})

@@ -57,7 +57,8 @@ def entry(segment: str, position: int | None, nbytes: int, kind: str,
 
 
 def record_damage(directory: str, entries: list[dict]) -> None:
-    """Add `entries` to the log's damage record, durably, each logged at ERROR."""
+    """Add `entries` to the log's damage record, durably, each logged at ERROR; a record that
+    cannot be written (a full disk) is logged at ERROR too, and the open goes on."""
     for e in entries:
         log.error("damaged log segment %s at byte %s: %s (%s; offsets %s)%s",
                   os.path.join(directory, e["segment"]), e["position"], e["detail"], e["kind"],
@@ -68,15 +69,18 @@ def record_damage(directory: str, entries: list[dict]) -> None:
     kept = [e for e in read_damage(directory) if e.get("kind") != UNREADABLE]
     path = damage_path(directory)
     tmp = path + TMP_SUFFIX
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"format": 1, "entries": kept + entries}, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_directory(directory)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"format": 1, "entries": kept + entries}, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_directory(directory)
+    except OSError as exc:  # a full disk must not keep the writer out: the ERROR lines name it
+        log.error("could not write %s (%s): the damage above is named only in this log", path, exc)
 
 
 def read_damage(directory: str) -> list[dict]:

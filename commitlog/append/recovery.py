@@ -122,7 +122,7 @@ def _scan_mending(mm, size: int, rels: list[int], positions: list[int], base: in
         found.append(mended.entry)
         start = tail.position - tail.position % mmap.PAGESIZE
         mm.flush(start, min(size, tail.position + rec.HEADER_SIZE) - start)
-        if not mended.resume:
+        if not mended.resume or rec.decode_at(mm, tail.position, size).status != rec.OK:
             break
         # Resumed from the mended record, a checkpoint that verifies now.
         tail = scan_segment(mm, size, tail.rels + [tail.count], tail.positions + [tail.position])

@@ -60,8 +60,9 @@ def record_damage(directory: str, entries: list[dict]) -> None:
     """Add `entries` to the log's damage record, durably, each logged at ERROR; a record that
     cannot be written (a full disk) is logged at ERROR too, and the open goes on."""
     for e in entries:
-        log.error("damaged log segment %s at byte %s: %s (%s; offsets %s)%s",
-                  os.path.join(directory, e["segment"]), e["position"], e["detail"], e["kind"],
+        log.error("damaged log segment %s%s: %s (%s; offsets %s)%s",
+                  os.path.join(directory, e["segment"]),
+                  "" if e["position"] is None else f" at byte {e['position']}", e["detail"], e["kind"],
                   "unknown" if e["offsets"] is None else "[%d, %d)" % tuple(e["offsets"]),
                   f"; bytes saved in {e['saved']}" if e["saved"] else "")
     if not entries:

@@ -204,9 +204,17 @@ class Writer:
                  summary.used_bytes + rec.LENGTH_SIZE, self.segment_size)
 
     def finish_cuts(self) -> None:
-        """Cut the segments sealed short that a reader held then, now that none does."""
-        self._uncut = [(path, summary) for path, summary in self._uncut
-                       if not cut_short(path, summary)]
+        """Cut the segments sealed short that a reader held then, now that none does; one that
+        cannot be cut (a read-only remount, say) stays whole, logged, for the next try."""
+        left = []
+        for path, summary in self._uncut:
+            try:
+                if cut_short(path, summary):
+                    continue
+            except OSError as exc:
+                log.warning("could not cut %s, sealed short: %s", path, exc)
+            left.append((path, summary))
+        self._uncut = left
 
     def skip_to(self, offset: int) -> tuple[int, int] | None:
         """Make `offset` the next offset given out when the log ends before it (consumer groups

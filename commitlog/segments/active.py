@@ -313,7 +313,8 @@ class ActiveSegment:
         self.index.seal(summary, durable=True)
         self.index.close()
         self.mm.close()
-        os.utime(self.path, ns=(self.last_write_ns, self.last_write_ns))
+        with contextlib.suppress(FileNotFoundError):  # sealed now: a pass may remove it at once
+            os.utime(self.path, ns=(self.last_write_ns, self.last_write_ns))
         return summary, cut_short(self.path, summary)
 
     def close(self) -> None:

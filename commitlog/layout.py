@@ -27,6 +27,9 @@
         <segment>.index.cleaned         its index; both removed at open when found
         archive-manifest.json           the archive tier's manifest of this log, as last seen (commitlog.archive)
         archive-manifest.json.tmp       that copy being replaced
+        damage.json                     damage a writer's open found, and what it kept (commitlog.damage)
+        damage.json.tmp                 that record being replaced
+        <segment>.log.<byte>.damaged    bytes after damage that could not be given offsets, saved aside
 
 Anything else in the directory is the user's and never touched. Every name above is opened
 through commitlog.safeopen: a symbolic link there is refused, never followed (`layout_names()`
@@ -64,6 +67,8 @@ MARKS_FILE = "marks"
 TOMBSTONES_FILE = "tombstones"
 CLEANED_SUFFIX = ".cleaned"
 ARCHIVE_MANIFEST_FILE = "archive-manifest.json"
+DAMAGE_FILE = "damage.json"
+DAMAGED_SUFFIX = ".damaged"
 _NAME_DIGITS = 20
 
 
@@ -119,6 +124,15 @@ def prepared_stem(directory: str, slot: int) -> str:
 
 def archive_manifest_path(directory: str) -> str:
     return os.path.join(directory, ARCHIVE_MANIFEST_FILE)
+
+
+def damage_path(directory: str) -> str:
+    return os.path.join(directory, DAMAGE_FILE)
+
+
+def damaged_path(segment_path: str, position: int) -> str:
+    """`<base>.log.<position>.damaged`: bytes from `position` of a segment, saved aside."""
+    return f"{segment_path}.{position}{DAMAGED_SUFFIX}"
 
 
 def meta_path(directory: str) -> str:

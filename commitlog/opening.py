@@ -16,9 +16,10 @@ import contextlib
 import os
 from dataclasses import dataclass
 
+from . import damage
 from .append.guard import DiskGuard
 from .append.recovery import recover
-from .meta import load_meta
+from .meta import load_meta, refuse_orphaned
 from .append.writer import Writer
 from .cleanup import removal, swap
 from .errors import NotALogError
@@ -56,6 +57,8 @@ class LogParts:
                 os.utime(active.path, ns=(ns, ns), follow_symlinks=False)
         if segs is not None:
             segs.close()
+        if self.writer is not None:
+            self.writer.finish_cuts()  # left whole meanwhile: the next open cuts it if it is last
         if self.preallocator is not None:
             self.preallocator.discard()
         if self.state is not None:
@@ -77,6 +80,23 @@ def open_directory(path: str, options: LogOptions, guard: DiskGuard, *, lock_not
     return parts
 
 
+def _skip_committed(path: str, parts: LogParts, found: list[dict]) -> None:
+    """No offset a consumer group committed past is given out again: when the log ends before the
+    highest commit (its tail lost to damage, or a power loss), the offsets between are skipped.
+    Damage found by recovery and the skip go to the log's damage record (commitlog.damage)."""
+    committed = parts.state.committed()
+    top = max(committed.values(), default=0)
+    skipped = parts.writer.skip_to(top)
+    if skipped is not None:
+        groups = sorted(g for g, o in committed.items() if o > skipped[0])
+        found.append(damage.entry(parts.segs.segment_path(parts.segs.active.base_offset), None,
+                                  0, damage.OFFSETS_SKIPPED, skipped,
+                                  f"consumer groups {', '.join(groups)} committed up to offset "
+                                  f"{top}, past the end {skipped[0]} the log was recovered to: "
+                                  f"the offsets between are skipped, never given out again"))
+    damage.record_damage(path, found)
+
+
 def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, lock_note: str) -> None:
     readonly = options.readonly
     if os.path.exists(path) and not os.path.isdir(path):
@@ -85,6 +105,7 @@ def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, loc
         if not is_log_directory(path):
             raise NotALogError(path, "no such directory" if not os.path.exists(path) else f"no {META_FILE}")
     else:
+        refuse_orphaned(path)  # before anything is created in it
         os.makedirs(path, exist_ok=True)
         parts.writer_lock = WriterLock(path, note=lock_note)
     parts.segment_size = segment_size = load_meta(path, options.segment_size, create=not readonly)
@@ -110,9 +131,11 @@ def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, loc
     with swap.compaction_lock(path, wait=False) as idle, removal.removal_lock(path):
         if swap.finish_swaps(segs, cleaned=idle):
             segs.load()
-    active = recover(segs)
+    found: list[dict] = []
+    active = recover(segs, found)
     parts.writer.adopt(active)
     segs.activate(active)
+    _skip_committed(path, parts, found)
     # Preparing the next segment starts at the first roll, not here: writers that open, append a
     # little and close (Spark tasks take turns so) would pay for it. A new log's first append
     # needs a segment at once, so that one starts now.

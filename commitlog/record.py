@@ -149,18 +149,15 @@ def decode_at(buf, position: int, limit: int) -> DecodeResult:
     record (length out of bounds, bad key length, or CRC mismatch)."""
     if position + LENGTH_SIZE > limit:
         return _EMPTY
-    if position + HEADER_SIZE > limit:
-        length = LENGTH.unpack_from(buf, position)[0]
-        if length == 0:
-            return _EMPTY
-        if length == END_MARKER:
-            return _END
-        return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
-    length, crc, attrs, ts, klen = HEADER.unpack_from(buf, position)
+    # The length alone first: an end marker may be the last bytes of a file cut short.
+    length = LENGTH.unpack_from(buf, position)[0]
     if length == 0:
         return _EMPTY
     if length == END_MARKER:
         return _END
+    if position + HEADER_SIZE > limit:
+        return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)
+    _, crc, attrs, ts, klen = HEADER.unpack_from(buf, position)
     end = position + FRAME_SIZE + length
     if length < BODY_HEAD_SIZE or end > limit or klen < -1 or klen > length - BODY_HEAD_SIZE:
         return DecodeResult(BAD, position, 0, -1, -1, 0, 0, 0)

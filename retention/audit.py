@@ -28,6 +28,10 @@ writers never interleave and a torn line left by a killed writer is told from on
   before a sealed segment is uploaded; the fields are `retention.archiving.uploader`'s). An upload
   that failed ends `aborted` with reason `error`; one its process died in, `not-archived` when the
   manifest does not list the segment (the next upload sends it again).
+- `{"event": "damaged", "id", "time", "log", "path", "found", "kind", "segment", "position",
+  "bytes", "offsets", "saved", "detail"}`: an entry of a log's damage record (commitlog.damage: what a
+  writer's open found damaged and kept), written once per entry id by the pass that first sees it
+  (`audit_damage`; the trail is read first, so a restarted sidecar does not repeat it).
 - A line without `event` is a deletion written before intents existed.
 
 Durability: the intent is fsynced (one fsync per deletion, as before); the outcome is not, because a
@@ -55,7 +59,8 @@ from policies import DELETED
 INTENT, ABORTED = "intent", "aborted"
 COMPACTED = "compacted"    # the outcome of a compaction output's intent (retention.compaction.compactor)
 ARCHIVED = "archived"      # the outcome of an upload's intent (retention.archiving.uploader)
-EVENTS = (INTENT, DELETED, ABORTED, COMPACTED, ARCHIVED)
+DAMAGED = "damaged"        # an entry of a log's damage record, seen by a pass (commitlog.damage)
+EVENTS = (INTENT, DELETED, ABORTED, COMPACTED, ARCHIVED, DAMAGED)
 OUTCOMES = (DELETED, ABORTED, COMPACTED, ARCHIVED)
 # Why an intent removed (or archived) nothing.
 ABORT_REASONS = ("held", "head-changed", "error", "not-removed", "removed-by-another", "log-missing",
@@ -92,6 +97,7 @@ class AuditTrail:
         self._read_at = (0, 0)                 # (inode, byte position) read so far by `unresolved`
         self._pending: dict[str, bytes | dict] = {}   # intents without an outcome yet (raw or parsed)
         self.torn_lines = 0                    # unparseable lines skipped by `unresolved`
+        self._damage_seen: set[str] = set()    # ids of damage entries the trail holds
 
     # ------------------------------------------------------------------ writing
     def record(self, entry: dict) -> None:
@@ -181,6 +187,21 @@ class AuditTrail:
             finally:
                 os.close(dfd)
 
+    def audit_damage(self, log: str, path: str, entries: list[dict], at: float) -> int:
+        """Append a `damaged` line for each of `entries` (a log's damage record) the trail does
+        not hold yet; returns how many. Raises OSError when one cannot be written (the rest wait
+        for the next pass)."""
+        with self._lock:
+            self._read_new()
+            new = [e for e in entries if str(e.get("id")) not in self._damage_seen]
+        for e in new:
+            self.append({"event": DAMAGED, "id": str(e.get("id")), "time": audit_time(at),
+                         "log": log, "path": path, "found": e.get("time"),
+                         **{k: v for k, v in e.items() if k not in ("id", "time")}}, sync=True)
+            with self._lock:
+                self._damage_seen.add(str(e.get("id")))
+        return len(new)
+
     # ------------------------------------------------------------------ reconciling
     def unresolved(self) -> list[dict]:
         """Intents without an outcome whose process is gone, oldest first. Reads only what was
@@ -217,6 +238,9 @@ class AuditTrail:
         # Most lines are an intent and then its outcome: matched by id without parsing JSON, so a
         # first pass over a trail of 100,000 lines stays cheap; the rest is parsed when needed.
         event, ident = _peek(raw)
+        if event == DAMAGED:
+            self._damage_seen.add(ident)
+            return
         if event == INTENT:
             self._pending[ident] = raw
             return

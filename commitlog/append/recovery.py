@@ -1,12 +1,15 @@
 """Recovery at open.
 
 The writer makes the last segment writable again: a sealed index is trusted as is; otherwise the
-tail is scanned from the last index checkpoint that still verifies (commitlog.segments.sealed), and
-whatever is torn or corrupt after the last good record is zeroed and logged with its byte count.
+tail is scanned from the last index checkpoint that still verifies (commitlog.segments.sealed);
+damage found on the way (records that verify after bytes that do not) is mended, every record that
+verifies kept (commitlog.append.mending), and a torn write after the last good record is zeroed and
+logged with its byte count.
 A zero-length last segment (a crash while creating it) is removed. A last segment shorter than
 segment_size was sealed short by a time-based roll (the listing checked it is complete): its index is
 written back if a crash lost it; a full-size one whose sealed index says it was being cut (a crash
-between the seal and the cut, see ActiveSegment.seal_short) is cut. Used by the writer at open only.
+between the seal and the cut, or a reader holding it then, see ActiveSegment.seal_short) is cut
+once nobody holds it. Used by the writer at open only.
 """
 
 from __future__ import annotations
@@ -17,28 +20,29 @@ import mmap
 import os
 
 from .. import record as rec
-from ..segments.active import ActiveSegment
+from ..segments.active import ActiveSegment, cut_short
 from ..errors import CorruptLogError
 from ..segments.index import IndexWriter, read_checkpoints, read_sealed, write_sealed
 from ..layout import fsync_directory, index_path
-from ..safeopen import no_follow, open_file
-from ..segments.sealed import scan_segment
+from ..safeopen import open_file
+from ..segments.sealed import SegmentScan, scan_segment
+from .mending import mend, written_end
 from ..segments.segment_list import SegmentList
 
 log = logging.getLogger("commitlog")
 
-_ZEROS = bytes(1 << 20)
 
-
-def recover(segs: SegmentList) -> ActiveSegment | None:
+def recover(segs: SegmentList, found: list[dict] | None = None) -> ActiveSegment | None:
     """The last segment, writable again, or None when there is none or it is sealed (the
-    next append rolls). Drops a zero-length last segment from `segs`."""
+    next append rolls). Drops a zero-length last segment from `segs`. Damage mended (see
+    commitlog.append.mending) is added to `found` as damage-record entries."""
+    found = [] if found is None else found
     if not segs.bases:
         return None
     base = segs.bases[-1]
     path = segs.segment_path(base)
     size = segs.segment_size
-    st = os.stat(path, follow_symlinks=False)
+    st = os.stat(path)
     if st.st_size == 0:
         log.warning("removing zero-length segment %s left by a crash while creating it", path)
         os.unlink(path)
@@ -55,17 +59,20 @@ def recover(segs: SegmentList) -> ActiveSegment | None:
         # Sealed short, then a crash before the cut: its index names this very file.
         if (sealed.compacted and sealed.used_bytes + rec.LENGTH_SIZE < size
                 and segs.summaries.read_index(base, st.st_ino) is not None):
-            _finish_cut(path, sealed.used_bytes)
+            if cut_short(path, sealed):
+                log.warning("cut %s to %d bytes: its time-based roll sealed it, and a crash or a "
+                            "reader holding it came before the cut", path,
+                            sealed.used_bytes + rec.LENGTH_SIZE)
         return None  # sealed: the next append rolls to a new segment
     rels, positions = read_checkpoints(index_path(path))
     fd = open_file(path, os.O_RDWR)
     try:
         mm = mmap.mmap(fd, size)
         try:
-            tail = scan_segment(mm, size, rels, positions)
+            tail = _scan_mending(mm, size, rels, positions, base, path, found)
             pos = tail.position
             if tail.status != rec.END:
-                torn = _torn_extent(mm, pos, size, tail.status == rec.BAD)
+                torn = written_end(mm, pos, size)
                 if torn > pos:
                     mm[pos:torn] = bytes(torn - pos)
                     start = pos - pos % mmap.PAGESIZE  # only these pages: the rest of the
@@ -103,33 +110,21 @@ def _finish_short_seal(segs: SegmentList, base: int, found: int) -> None:
     log.warning("wrote back the index of %s, sealed short by a time-based roll", segs.segment_path(base))
 
 
-def _finish_cut(path: str, used: int) -> None:
-    """Cut a segment sealed short to its records and end marker (a crash came before the cut);
-    left whole when the end marker is not where its index says."""
-    with open(path, "r+b", opener=no_follow) as f:
-        f.seek(used)
-        if rec.LENGTH.unpack(f.read(rec.LENGTH_SIZE) or bytes(rec.LENGTH_SIZE))[0] != rec.END_MARKER:
-            log.warning("left %s whole: no end marker at byte %d, where its index ends it", path, used)
-            return
-        os.ftruncate(f.fileno(), used + rec.LENGTH_SIZE)
-        os.fsync(f.fileno())
-    log.warning("cut %s to %d bytes: a crash came between its time-based roll's seal and cut",
-                path, used + rec.LENGTH_SIZE)
-
-
-def _torn_extent(mm, pos: int, size: int, bad: bool) -> int:
-    """End of the garbage after the last good record at `pos` (== pos when there is none)."""
-    if not bad and not any(mm[pos:min(pos + 64, size)]):
-        return pos  # the common case: a clean tail of zeros
-    last = pos
-    p = pos
-    while p < size:
-        q = min(p + len(_ZEROS), size)
-        data = mm[p:q]
-        # One comparison skips a zero megabyte (rstrip alone walks it byte by byte).
-        if len(data) < len(_ZEROS) or data != _ZEROS:
-            stripped = len(data.rstrip(b"\0"))
-            if stripped:
-                last = p + stripped
-        p = q
-    return last
+def _scan_mending(mm, size: int, rels: list[int], positions: list[int], base: int, path: str,
+                  found: list[dict]) -> SegmentScan:
+    """The scan of the last segment, going on past every damage `mend` mends (its entries added
+    to `found`, the records it touched flushed); it stops at a torn write, a clean end, or
+    records that cannot be given offsets (saved aside by `mend`, cut by the caller)."""
+    tail = scan_segment(mm, size, rels, positions)
+    while tail.status != rec.END:
+        mended = mend(mm, size, tail.position, base + tail.count, tail.last_ts, path)
+        if mended is None:
+            break
+        found.append(mended.entry)
+        start = tail.position - tail.position % mmap.PAGESIZE
+        mm.flush(start, min(size, tail.position + rec.HEADER_SIZE) - start)
+        if not mended.resume or rec.decode_at(mm, tail.position, size).status != rec.OK:
+            break
+        # Resumed from the mended record, a checkpoint that verifies now.
+        tail = scan_segment(mm, size, tail.rels + [tail.count], tail.positions + [tail.position])
+    return tail

@@ -24,7 +24,8 @@ from itertools import accumulate, repeat
 from operator import add as _add
 
 from .. import record as rec
-from ..segments.active import UNIFORM_CRCS, ActiveSegment
+from ..segments.active import UNIFORM_CRCS, ActiveSegment, cut_short
+from ..segments.index import SegmentSummary
 from ..arguments import check_batch
 from ..errors import RecordTooLargeError
 from .guard import DiskGuard
@@ -54,6 +55,7 @@ class Writer:
         self._durable = durable  # rolls msync and fsync only when flushing is asked for
         self._sync = sync
         self.roll_after_ns = None if roll_after is None else int(roll_after * 1e9)
+        self._uncut: list[tuple[str, SegmentSummary]] = []  # sealed short, not cut: a reader held it
 
     def append_batch(self, values: list, ts: int, attributes: int, now_ns: int, first: int) -> int:
         """Records without keys, one timestamp; `first`: the offset the first one gets."""
@@ -140,6 +142,8 @@ class Writer:
                 f"a record of {need} bytes (with its {rec.HEADER_SIZE}-byte header) cannot fit in "
                 f"a segment of {self.segment_size} bytes in {self.path}")
         segs = self._segs
+        if self._uncut:
+            self.finish_cuts()
         old = segs.retire_active()
         if old is not None:
             segs.sealed(old.base_offset, old.seal(durable=self._durable, close_mapping=False))
@@ -174,7 +178,10 @@ class Writer:
         return None
 
     def roll_if_due(self, now_ns: int) -> bool:
-        """The idle writer's roll, from the log's background thread: True when it sealed."""
+        """The idle writer's roll, from the log's background thread: True when it sealed. Segments
+        sealed short while a reader held them are cut here once it lets go."""
+        if self._uncut:
+            self.finish_cuts()
         seg = self._segs.active
         if seg is None or not seg.count or now_ns < seg.roll_due_ns:
             return False
@@ -186,12 +193,42 @@ class Writer:
         holds no more disk than its records (the next append prepares again)."""
         segs = self._segs
         old = segs.retire_active()
-        summary = old.seal_short()
+        summary, cut = old.seal_short()
         segs.sealed(old.base_offset, summary)
+        if not cut:
+            log.info("left %s whole: a reader holds it; cut once it lets go", old.path)
+            self._uncut.append((old.path, summary))
         self.preallocator.release_ready()
         log.info("rolled %s after %.0f s: %d records, %d of %d bytes kept", old.path,
                  (now_ns - (old.roll_due_ns - self.roll_after_ns)) / 1e9, summary.record_count,
                  summary.used_bytes + rec.LENGTH_SIZE, self.segment_size)
+
+    def finish_cuts(self) -> None:
+        """Cut the segments sealed short that a reader held then, now that none does; one that
+        cannot be cut (a read-only remount, say) stays whole, logged, for the next try."""
+        left = []
+        for path, summary in self._uncut:
+            try:
+                if cut_short(path, summary):
+                    continue
+            except OSError as exc:
+                log.warning("could not cut %s, sealed short: %s", path, exc)
+            left.append((path, summary))
+        self._uncut = left
+
+    def skip_to(self, offset: int) -> tuple[int, int] | None:
+        """Make `offset` the next offset given out when the log ends before it (consumer groups
+        committed past the end a recovery found): a gap record stands for the offsets between,
+        in the active segment or a new one. Returns the offsets skipped, or None."""
+        segs = self._segs
+        end = segs.end()
+        if offset <= end:
+            return None
+        seg = segs.active
+        if seg is None or not seg.append_gap(offset - end):
+            seg = self.roll(rec.HEADER_SIZE + rec.SPAN.size)
+            seg.append_gap(offset - end)
+        return end, offset
 
     def release_prepared(self) -> None:
         """Writes are refused: segments prepared ahead hold disk the writer may not use now."""

@@ -12,6 +12,7 @@ import bisect
 import contextlib
 import dataclasses
 import errno
+import logging
 import mmap
 import os
 import sys
@@ -24,6 +25,7 @@ from .. import record as rec
 from ..errors import StoreFullError
 from .index import INDEX_INTERVAL, IndexWriter, SegmentSummary
 from ..layout import fsync_directory, index_path, segment_name
+from ..locks import try_exclusive
 from .prealloc import PreparedSegment
 from .reserve import allocate_file
 from ..safeopen import open_file
@@ -39,6 +41,7 @@ LARGE_RECORD = 1 << 16                # records at least this big are written wi
 # write_uniform drops CRCs in from array("I").tobytes(): it needs 4-byte little-endian items.
 UNIFORM_CRCS = array("I").itemsize == 4 and sys.byteorder == "little"
 NEVER_NS = 1 << 63                    # a roll_due_ns no clock reaches: no time-based roll
+log = logging.getLogger("commitlog")
 
 
 class ActiveSegment:
@@ -228,6 +231,22 @@ class ActiveSegment:
             self.next_index_at = at + INDEX_INTERVAL
         self._advance(end, k, ts, now_ns)
 
+    def append_gap(self, span: int) -> bool:
+        """A gap record standing for `span` offsets nobody may be given (recovery: groups
+        committed past the end), written and flushed; False when it does not fit."""
+        data = rec.encode_gap(span)
+        pos = self.position
+        if pos + len(data) > self.size:
+            return False
+        self.mm[pos:pos + len(data)] = data
+        if pos >= self.next_index_at:
+            self.index.add(self.count, pos)
+            self.next_index_at = pos + INDEX_INTERVAL
+        self.position = pos + len(data)
+        self.count += span
+        self.flush()
+        return True
+
     def _advance(self, end: int, records: int, ts: int, now_ns: int) -> None:
         if self.first_ts is None and not self.count:  # after append()s, summary() reads record 0
             self.first_ts = ts
@@ -250,6 +269,8 @@ class ActiveSegment:
         if self.first_ts is None and self.count:
             # append leaves first_ts to this (one check less per record): record 0 has it.
             first = rec.decode_at(self.mm, 0, self.position)
+            while first.status == rec.OK and first.attributes & rec.ATTR_GAP:  # recovery's gap
+                first = rec.decode_at(self.mm, first.next_position, self.position)
             if first.status == rec.OK:
                 self.first_ts = first.timestamp_ms
         return SegmentSummary(self.position, self.count, self.first_ts or 0, self.last_ts or 0,
@@ -272,34 +293,66 @@ class ActiveSegment:
         os.utime(self.path, ns=(self.last_write_ns, self.last_write_ns), follow_symlinks=False)
         return summary
 
-    def seal_short(self) -> SegmentSummary:
+    def seal_short(self) -> tuple[SegmentSummary, bool]:
         """Seal the segment where its records end and give the unused tail back: the file is cut
         to used_bytes + 4 (its end marker), the shape of a compaction's output, which an open tells
         from a torn file by its index or its data (commitlog.cleanup.swap). The data reaches the
         disk first, whatever the flush mode (a cut file with zeros inside would be torn); then the
-        index, sealed and naming the file's inode; then the cut. A crash before the cut leaves a
-        full-size sealed segment, which the writer's next open cuts (commitlog.append.recovery).
-        The mapping is closed here, not in the preallocator's thread: that would prepare the
-        next segment, the disk an idle writer gives back."""
+        index, sealed and naming the file's inode; then the cut (`cut_short`), unless a reader
+        holds the file: returns (summary, cut). An uncut segment is a full-size sealed one, which
+        the writer cuts once nobody holds it (commitlog.append.writer) or its next open does
+        (commitlog.append.recovery), as after a crash before the cut. The mapping is closed here,
+        not in the preallocator's thread: that would prepare the next segment, the disk an idle
+        writer gives back."""
         end = self.position + rec.LENGTH_SIZE
         if end > self.size:
-            return self.seal(durable=True)  # full to the last bytes: nothing to give back
-        fd = open_file(self.path, os.O_RDWR)
-        try:
-            rec.LENGTH.pack_into(self.mm, self.position, rec.END_MARKER)
-            self.mm.flush(0, end)  # the records only: the prefaulted rest would be written as zeros
-            summary = dataclasses.replace(self.summary(), compacted=True,
-                                          data_ino=os.fstat(fd).st_ino & 0xFFFFFFFF)
-            self.index.seal(summary, durable=True)
-            self.index.close()
-            self.mm.close()
-            os.ftruncate(fd, end)
-            os.fsync(fd)
-            os.utime(fd, ns=(self.last_write_ns, self.last_write_ns))  # removed meanwhile: still ours
-        finally:
-            os.close(fd)
-        return summary
+            return self.seal(durable=True), True  # full to the last bytes: nothing to give back
+        rec.LENGTH.pack_into(self.mm, self.position, rec.END_MARKER)
+        self.mm.flush(0, end)  # the records only: the prefaulted rest would be written as zeros
+        summary = dataclasses.replace(self.summary(), compacted=True,
+                                      data_ino=os.stat(self.path).st_ino & 0xFFFFFFFF)
+        self.index.seal(summary, durable=True)
+        self.index.close()
+        self.mm.close()
+        with contextlib.suppress(FileNotFoundError):  # sealed now: a pass may remove it at once
+            os.utime(self.path, ns=(self.last_write_ns, self.last_write_ns), follow_symlinks=False)
+        return summary, cut_short(self.path, summary)
 
+    def close(self) -> None:
+        if not self.mm.closed:
+            self.mm.close()
+        self.index.close()
+
+
+def cut_short(path: str, summary: SegmentSummary) -> bool:
+    """Cut the sealed segment at `path` that `summary` (its sealed index, compacted) describes to
+    its records and end marker, its mtime its last write's; True when it is cut (or gone, or no
+    longer the file the summary names). False, leaving it whole, while anyone holds it: a reader
+    maps a segment at the size it found, and a page past a new end of file kills it (SIGBUS) when
+    touched. The exclusive flock taken here keeps new holds from mapping the file until it is
+    cut; a file whose end marker is not where its index says is left whole (logged)."""
+    end = summary.used_bytes + rec.LENGTH_SIZE
+    try:
+        fd = open_file(path, os.O_RDWR)
+    except FileNotFoundError:
+        return True
+    try:
+        st = os.fstat(fd)
+        if st.st_ino & 0xFFFFFFFF != summary.data_ino or st.st_size <= end:
+            return True
+        if not try_exclusive(fd):
+            return False
+        if rec.LENGTH.unpack(os.pread(fd, rec.LENGTH_SIZE, summary.used_bytes)
+                             .ljust(rec.LENGTH_SIZE, b"\0"))[0] != rec.END_MARKER:
+            log.warning("left %s whole: no end marker at byte %d, where its index ends it", path,
+                        summary.used_bytes)
+            return True
+        os.ftruncate(fd, end)
+        os.fsync(fd)
+        os.utime(fd, ns=(summary.last_write_ns, summary.last_write_ns))  # removed meanwhile: ours
+    finally:
+        os.close(fd)  # and with it the exclusive flock
+    return True
     def close(self) -> None:
         if not self.mm.closed:
             self.mm.close()

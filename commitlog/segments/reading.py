@@ -40,9 +40,9 @@ def read(segs: SegmentList, offset: int) -> Record:
             r = rec.decode_at(mm, pos, limit)
             if r.status != rec.OK:
                 if r.status == rec.BAD and kind != LIVE:
-                    raise _corrupt(path, pos, r.status)
+                    raise _corrupt(path, pos, r.status, offset, current)
                 if kind == LIVE and _damaged(segs, base, mm, pos, limit):
-                    raise _corrupt(path, pos, r.status)
+                    raise _corrupt(path, pos, r.status, offset, current)
                 if r.status == rec.END or (r.status == rec.EMPTY and kind == SEALED):
                     break  # past this segment's end: a gap up to the next segment
                 if segs.readonly:
@@ -78,9 +78,14 @@ def _damaged(segs: SegmentList, base: int, mm, pos: int, limit: int) -> bool:
     return rec.decode_at(mm, pos, limit).status != rec.OK
 
 
-def _corrupt(path: str, pos: int, status: int) -> CorruptLogError:
-    return CorruptLogError(path, pos, "record checksum or length does not verify"
-                           if status == rec.BAD else "unwritten bytes where a record should be")
+def _corrupt(path: str, pos: int, status: int, wanted: int, at: int) -> CorruptLogError:
+    """The error for the bytes at `pos`, where the record of offset `at` should be, found while
+    reading offset `wanted`."""
+    what = "record checksum or length does not verify" if status == rec.BAD else \
+        "unwritten bytes where a record should be"
+    also = "" if wanted == at else f", reading offset {wanted}"
+    return CorruptLogError(path, pos, f"{what} (the record of offset {at}{also}; the records "
+                                      f"after it in this segment cannot be read)")
 
 
 def _acquire(segs: SegmentList, offset: int) -> tuple:
@@ -177,7 +182,7 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
         if status in (rec.BAD, rec.EMPTY):
             if kind == LIVE:
                 return  # the writer's record in flight, a torn tail, or the end written so far
-            raise _corrupt(path, pos, status)
+            raise _corrupt(path, pos, status, current, current)
         # The end of this segment: go on in the next one, if there is one.
         if kind == ACTIVE:
             active = segs.active

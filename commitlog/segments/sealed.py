@@ -7,10 +7,12 @@ Pure functions over a mapping (or any bytes-like): thread- and process-safe.
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 from .. import record as rec
 from ..errors import CorruptLogError
+from ..layout import parse_segment_name
 from .index import INDEX_INTERVAL, SegmentSummary
 
 
@@ -83,6 +85,9 @@ def rebuilt_summary(mm, size: int, mtime_ns: int, path: str) -> SegmentSummary:
     CorruptLogError naming `path` when a record does not verify."""
     s = scan_segment(mm, size)
     if s.status == rec.BAD:
-        raise CorruptLogError(path, s.position, "record checksum or length does not verify")
+        base = parse_segment_name(os.path.basename(path))
+        at = "" if base is None else f" (the record of offset {base + s.count}; its index is " \
+            f"gone, so no record of this segment can be located)"
+        raise CorruptLogError(path, s.position, f"record checksum or length does not verify{at}")
     return SegmentSummary(s.position, s.count, s.first_ts, s.last_ts, mtime_ns, tuple(s.rels),
                           tuple(s.positions))

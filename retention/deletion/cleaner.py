@@ -33,6 +33,8 @@ from commitlog import CommitLogError
 from policies import (ARCHIVED, DELETE, DELETED, FAILED, HUNG, NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig,
                       SegmentDecision, active_triggers, humanize_duration, plan)
 
+from commitlog.damage import read_damage
+
 from ..audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_time, deletion_entry,
                     recovered_deletion)
 from .owner import OwnedElsewhere
@@ -174,6 +176,21 @@ class Cleaner:
                 logger.debug("{}: a segment went away while listing; listing again", w.name)
         return w.snapshot(disk, finish_interrupted=finish_interrupted, examine=examine)
 
+    def _note_damage(self, results: list[LogPassResult], at: datetime) -> None:
+        """Each log's damage record (commitlog.damage) onto its result, for health; the entries
+        the audit trail does not hold yet are audited (`damaged` lines)."""
+        for r in results:
+            if r.not_created or r.owned_elsewhere:
+                continue
+            r.damage = read_damage(r.path)
+            if not r.damage:
+                continue
+            try:
+                self.audit.audit_damage(r.name, r.path, r.damage, at.timestamp())
+            except OSError as exc:
+                logger.error("{}: the audit trail {} cannot be written: the damage of {} is not "
+                             "audited yet: {}", r.name, self.audit.path, r.path, exc)
+
     def _attach_pins(self, results: list[LogPassResult]) -> None:
         pins = find_pinned([r.path for r in results])
         for r in results:
@@ -195,6 +212,7 @@ class Cleaner:
             self._consume_manual(the_plan)
             interrupted = self._execute(results, wait)
             self._attach_pins(results)
+            self._note_damage(results, at)
             result = PassResult(at, results, executed=True, duration=time.monotonic() - started,
                                 interrupted=interrupted)
             self.last_result = result

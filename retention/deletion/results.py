@@ -37,6 +37,7 @@ class LogPassResult:
     owner_pid: int | None = None                              # ... that one, when it left its pid
     rolled: bool = False                                      # its last segment sealed by roll_after
     not_created: bool = False                                 # no writer created it yet: nothing to do
+    damage: list[dict] = field(default_factory=list)          # its damage record (commitlog.damage)
 
     @property
     def deleted(self) -> int:

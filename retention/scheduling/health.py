@@ -7,6 +7,7 @@ Thread-safe: every method takes the ledger's lock.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -14,15 +15,20 @@ from datetime import datetime, timezone
 
 from loguru import logger
 
+from commitlog.damage import describe as describe_damage
+from commitlog.layout import DAMAGE_FILE
 from policies import DELETED, FAILED, HUNG, RetentionConfig
 
 from ..deletion.results import LogPassResult, PassResult
 from .history import StatusHistory
 from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, OWNED_ELSEWHERE, RetentionMetrics
-from .problems import LOG_MISSING, LOG_OWNED_ELSEWHERE, PASSES_FAILING, PASSES_LATE, Problem
+from .problems import LOG_DAMAGED, LOG_MISSING, LOG_OWNED_ELSEWHERE, PASSES_FAILING, PASSES_LATE, Problem
 from .statusview import describe_log, iso, primary_trigger
 
 __all__ = ["PassLedger", "log_outcome", "merge_results", "pass_outcome"]
+
+_MESSAGE_MAX = 600                  # characters of a damage record's description in a problem
+
 
 class PassLedger:
     """Per log: first configured (monotonic), last pass, last state; readiness once every log passed."""
@@ -40,6 +46,7 @@ class PassLedger:
         self._missing: set[str] = set()                   # ... and is gone at the last pass
         self._told_absent: set[str] = set()               # never seen, said so once
         self._owned_elsewhere: dict[str, str] = {}        # log -> why it is left alone
+        self._damaged: dict[str, str] = {}                # log -> its damage record, described
         self._ready = False
 
     def configure(self, names: Iterable[str]) -> None:
@@ -56,6 +63,7 @@ class PassLedger:
                     self._existed.discard(name)
                     self._missing.discard(name)
                     self._owned_elsewhere.pop(name, None)
+                    self._damaged.pop(name, None)
                     self.metrics.forget_log(name)
             for name in names:
                 self._since.setdefault(name, now)
@@ -74,7 +82,7 @@ class PassLedger:
     def problems(self, config: RetentionConfig) -> list[Problem]:
         """Per log: no completed pass for more than three of its intervals (passes-late); its last
         `failed_passes_unhealthy` passes failed (passes-failing); its directory, seen before, is
-        gone (log-missing)."""
+        gone (log-missing); its damage record holds entries (log-damaged)."""
         problems = []
         now = time.monotonic()
         failing = config.service.failed_passes_unhealthy
@@ -93,6 +101,8 @@ class PassLedger:
                                             "existed and is gone"))
                 if name in self._owned_elsewhere:
                     problems.append(Problem(LOG_OWNED_ELSEWHERE, name, self._owned_elsewhere[name]))
+                if name in self._damaged:
+                    problems.append(Problem(LOG_DAMAGED, name, self._damaged[name]))
         return problems
 
     def _count_failure(self, name: str, error: str | None) -> None:
@@ -163,6 +173,12 @@ class PassLedger:
                     self._owned_elsewhere[r.name] = r.error or "another process owns it"
                 else:
                     self._owned_elsewhere.pop(r.name, None)
+                if r.damage:
+                    self._damaged[r.name] = (f"{len(r.damage)} damage entries in "
+                                             f"{os.path.join(r.path, DAMAGE_FILE)}, the last: "
+                                             f"{describe_damage(r.damage[-1])}")[:_MESSAGE_MAX]
+                elif not r.owned_elsewhere:
+                    self._damaged.pop(r.name, None)
                 if outcome == FAILED_OUTCOME:
                     self._count_failure(r.name, self._last_pass[r.name]["error"])
                 elif success:

@@ -15,6 +15,9 @@ active. Each problem is a kind and a subject (a log name, or "" for the process)
 - `archive-lagging`: a log's oldest segment due for upload to its archive tier has waited longer
   than its `archive.lag_unhealthy` (the tier is down or refuses it, or uploads cannot keep up):
   nothing it holds can be evicted locally meanwhile.
+- `log-damaged`: a writer's open found damage in the log's last segment and recorded it in the
+  log's `damage.json` (records lost, saved aside, or offsets skipped; commitlog.damage): active
+  until the operator has dealt with it and removed that file (docs/troubleshooting.md).
 
 `HealthProblems.update` takes the full set of active problems each time it is evaluated and logs
 exactly one WARNING when a problem starts and one INFO when it clears, and keeps the gauge
@@ -41,8 +44,9 @@ LOG_MISSING = "log-missing"
 LOG_OWNED_ELSEWHERE = "log-owned-elsewhere"
 RELOAD_FAILED = "reload-failed"
 ARCHIVE_LAGGING = "archive-lagging"
+LOG_DAMAGED = "log-damaged"
 KINDS = (SCHEDULER_STOPPED, DISK_CHECK_STALLED, PASSES_FAILING, PASSES_LATE, LOG_MISSING,
-         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING)
+         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, LOG_DAMAGED)
 
 
 class Problem(NamedTuple):

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from commitlog import CommitLog, CorruptLogError, UnsafeLogFileError, segment_name
+from commitlog import CommitLog, CorruptLogError, OffsetRemovedError, UnsafeLogFileError, segment_name
 from commitlog import record as rec
 from commitlog.segments.index import INDEX_INTERVAL, index_path, read_checkpoints, read_sealed
 
@@ -98,7 +98,9 @@ def test_truncates_torn_tail_and_reports_bytes(tmp_log_dir, caplog):
         _check_all(log, last_off)
 
 
-def test_corrupt_record_in_the_middle_of_the_tail_truncates_from_there(tmp_log_dir, caplog):
+def test_corrupt_record_in_the_middle_of_the_tail_is_the_only_one_lost(tmp_log_dir, caplog):
+    """Records that verify after it are damage's survivors, not a torn tail: kept at their
+    offsets (tests/adversary/test_store_damage_recovery.py probes the rest)."""
     segs = _build(tmp_log_dir, 120)
     last = segs[-1]
     offs = list(range(last.base_offset, last.base_offset + last.record_count))
@@ -110,9 +112,14 @@ def test_corrupt_record_in_the_middle_of_the_tail_truncates_from_there(tmp_log_d
     _flip(last.path, pos + 5)  # its CRC
     log, messages = _reopen_capturing(tmp_log_dir, caplog)
     with log:
-        [line] = [m for m in messages if "truncated" in m]
-        assert f"truncated {last.used_bytes - pos} bytes" in line
-        _check_all(log, victim)
+        assert not [m for m in messages if "truncated" in m]
+        [line] = [m for m in messages if "damaged" in m]
+        assert f"at byte {pos}" in line and f"offset {victim}" in line
+        end = last.base_offset + last.record_count
+        assert log.end_offset == end
+        assert [r.offset for r in log.scan()] == [o for o in range(log.start_offset, end) if o != victim]
+        with pytest.raises(OffsetRemovedError):
+            log.read(victim)
 
 
 def test_clean_tail_reopens_without_warnings(tmp_log_dir, caplog):

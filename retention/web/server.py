@@ -24,8 +24,11 @@ of worker threads):
   (/healthz, /readyz) have a lane (`PROBE_THREADS`) of their own, so they never queue behind
   /status, /plan, /metrics or POST /clean;
 - stay idle, or take longer than `service.http_timeout` to send one request (a slow-loris): closed;
-- open more than `service.max_connections`: the rest wait in the listen backlog (`BACKLOG`, big
-  enough that a burst is not dropped and retried after TCP's 1 s SYN timeout);
+- fill every connection slot with idle or trickling connections: at `service.max_connections`,
+  each new connection closes the longest-idle one that is not being answered (a request still
+  arriving counts as idle since its first byte), so probes and scrapes are accepted at once; only
+  when every slot is answering a request do new connections wait in the listen backlog (`BACKLOG`,
+  big enough that a burst is not dropped and retried after TCP's 1 s SYN timeout);
 - send garbage, an oversized request line or header (431 past `MAX_HEADER_BYTES`), a body or a
   Content-Length past `MAX_BODY_BYTES` (413, refused before reading it), or an unknown method (405).
 Every refusal is counted in `retention_http_requests_total{path,code}` (one refused before routing,
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import resource
+import select
 import threading
 import time
 
@@ -65,6 +69,7 @@ BACKLOG = 1024              # the kernel caps it at net.core.somaxconn
 _FD_SPARE = 128             # file descriptors kept for logs, segments, the audit trail
 # waitress warns at every request that waits for a worker: under a scrape burst, a flood of lines.
 logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+EVICTION_LOG_INTERVAL = 60.0  # seconds between WARNINGs about connections closed at the limit
 _OWN_SOCKETS = 2            # waitress counts its listening socket and its wake-up pipe as connections
 
 
@@ -102,6 +107,8 @@ class _Server(TcpWSGIServer):
     channel_timeout counts idle time only, which a client sending a byte a second resets)."""
 
     channel_class = _Channel
+    _evicted = 0                 # idle connections closed at the limit since the last WARNING
+    _evicted_logged_at = -EVICTION_LOG_INTERVAL
 
     def __init__(self, app: RetentionApp, service: ServiceConfig) -> None:
         adj = Adjustments(host=service.host, port=service.port, threads=WORKER_THREADS,
@@ -125,6 +132,42 @@ class _Server(TcpWSGIServer):
         else:
             self.task_dispatcher.add_task(channel)
 
+    def readable(self) -> bool:
+        """Accept while below the connection limit; at it, make room by closing the longest-idle
+        connection (waitress would stop accepting until `http_timeout` closes one: a probe behind
+        500 idle sockets waited 10 s)."""
+        now = time.time()
+        if now >= self.next_channel_cleanup:
+            self.next_channel_cleanup = now + self.adj.cleanup_interval
+            self.maintenance(now)
+        if not self.accepting:
+            return False
+        if len(self._map) < self.adj.connection_limit:
+            return True
+        if _pending(self.socket):
+            self._close_longest_idle(now)
+        return False          # the closed channel leaves the map in this poll; the next one accepts
+
+    def _close_longest_idle(self, now: float) -> None:
+        idle = []
+        for channel in self.active_channels.values():
+            if channel.will_close:
+                return        # one is already closing: its slot comes free at the next poll
+            if not channel.requests and not channel.total_outbufs_len and not channel.close_when_flushed:
+                idle.append(channel)
+        if not idle:
+            return            # every slot is answering a request: new connections wait in the backlog
+        oldest = min(idle, key=_idle_since)
+        oldest.will_close = True
+        self._evicted += 1
+        logger.debug("http {} closed: idle {:.1f}s at service.max_connections ({})", _client(oldest),
+                     now - _idle_since(oldest), self.adj.connection_limit - _OWN_SOCKETS)
+        if now - self._evicted_logged_at >= EVICTION_LOG_INTERVAL:
+            logger.warning("HTTP connections at service.max_connections ({}): closed {} idle connection(s) "
+                           "to accept new ones in the last {:g}s", self.adj.connection_limit - _OWN_SOCKETS,
+                           self._evicted, min(EVICTION_LOG_INTERVAL, now - self._evicted_logged_at))
+            self._evicted, self._evicted_logged_at = 0, now
+
     def maintenance(self, now: float) -> None:
         super().maintenance(now)      # closes connections idle for longer than channel_timeout
         cutoff = now - self.adj.channel_timeout
@@ -146,6 +189,19 @@ def _apply_timeout(adj: Adjustments, timeout: float) -> None:
     adj.channel_timeout = timeout
     adj.cleanup_interval = min(1.0, timeout / 4)     # the sweep runs at least this often
     adj.asyncore_loop_timeout = adj.cleanup_interval
+
+
+def _pending(sock) -> bool:
+    """True when a connection waits in the listen backlog of ``sock``."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _idle_since(channel: _Channel) -> float:
+    """Since when a connection has not sent a whole request: its partial request's first byte (a
+    sender trickling bytes stays old), else its last activity."""
+    return channel.partial_since if channel.partial_since is not None else channel.last_activity
 
 
 def _client(channel) -> str:

@@ -4,10 +4,13 @@ delete, raw HTTP requests with any Host, and timing of GETs on fresh connections
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import http.server
 import resource
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -17,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retention"))
 from retention_helpers import config_text, make_log, segment_bases, set_age, write_config  # noqa: E402
 from sidecar_helpers import Sidecar  # noqa: E402
 
-__all__ = ["Sidecar", "address", "get_timed", "raise_open_files", "raw_request", "reserved_log_sidecar",
-           "segment_bases"]
+__all__ = ["CHROMEDRIVER", "CHROMIUM", "Sidecar", "address", "get_timed", "headless_chromium", "page_server",
+           "raise_open_files", "raw_request", "reserved_log_sidecar", "segment_bases"]
 
 
 def reserved_log_sidecar(tmp: Path, *, service: dict | None = None, segments: int = 6) -> tuple[Sidecar, list[int]]:
@@ -70,3 +73,52 @@ def raise_open_files(need: int) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < need:
         resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY else min(need, hard), hard))
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@contextlib.contextmanager
+def headless_chromium(*args: str):
+    """A Selenium driver of Debian's headless chromium (the driver path is given: Selenium Manager
+    never downloads one); `args` are extra command-line switches."""
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-proxy-server",
+                *args):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@contextlib.contextmanager
+def page_server(html: str):
+    """A second HTTP server on loopback (another port than the sidecar's) serving `html` at `/`;
+    yields its base URL."""
+    body = html.encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

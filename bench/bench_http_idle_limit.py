@@ -7,6 +7,9 @@ on a fresh connection every 50 ms for SECONDS and reports p50, p99 and max (conn
 a probe that got no answer within 15 s counts as 15 s). Baseline: the same probes with no
 attacker, in the same run.
 
+Then a query repeating `&log=NAME` 5,000 times (60 KB, under the 64 KiB request-line limit): one
+timed alone, then /metrics timed while three of them run.
+
 Usage: python bench/bench_http_idle_limit.py [IDLE] [SECONDS]   (defaults 500 and 25; loopback only)
 """
 
@@ -113,6 +116,32 @@ def probe(host: str, port: int, paths: list[str], seconds: float) -> dict[str, l
     return latencies
 
 
+def hostile_queries(host: str, port: int, log: str) -> None:
+    path = "/offsets?at=2026-01-01T00:00:00Z" + f"&log={log}" * 5000
+
+    def ask() -> tuple[int, float]:
+        started = time.perf_counter()
+        conn = http.client.HTTPConnection(host, port, timeout=600)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            response.read()
+        finally:
+            conn.close()
+        return response.status, time.perf_counter() - started
+
+    status, took = ask()
+    print(f"/offsets with log={log} 5,000 times: HTTP {status} in {took:.2f} s", flush=True)
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    status, took = probe(host, port, ["/metrics"], 0.01)["/metrics"][0], None
+    print(f"/metrics during three of them: {status * 1000:.1f} ms", flush=True)
+    for t in threads:
+        t.join()
+
+
 def report(name: str, latencies: dict[str, list[float]]) -> None:
     for path, values in latencies.items():
         print(f"{name:>9} {path:<8} {len(values):4d} probes: p50 {percentile(values, 0.5) * 1000:8.1f} ms, "
@@ -144,6 +173,7 @@ def main(argv: list[str]) -> int:
                 under = probe(host, port, paths, seconds)
             report(f"{idle} idle", under)
             print(f"(the attacker opened {attacker.reopened} connections in all)")
+            hostile_queries(host, port, "orders")
         finally:
             proc.terminate()
             proc.wait(30)

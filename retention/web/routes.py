@@ -2,7 +2,7 @@
 
 `ROUTES` maps each path to its method and the `RetentionApp` method that answers it; adding an
 endpoint is one line there and one method. Before any route runs, every request passes the checks of
-`retention/web/guard.py`: its Host (421), its query's size (414, 400); and a route whose method is
+`retention/web/admission.py`: its Host (421), its query's size (414, 400); and a route whose method is
 not GET is a state change, so its requests also pass the cross-origin and token checks (403, 401)
 without the handler doing anything for it. Every answer is counted in
 `retention_http_requests_total{path,code}` (an unknown path counts as "other") and every refused
@@ -26,7 +26,7 @@ from loguru import logger
 from policies import ServiceConfig
 
 from ..lookup import offsets_at, parse_time
-from .guard import Refusal, check_host, check_state_change, parse_query
+from .admission import Refusal, check_host, check_state_change, parse_query
 from .page import PageBuilder, page_html
 from ..scheduling.scheduler import PassRunningError, RetentionScheduler
 from .views import SharedView
@@ -176,7 +176,7 @@ class RetentionApp:
             allow = "GET, HEAD" if route.method == "GET" else route.method
             return json_response(HTTPStatus.METHOD_NOT_ALLOWED,
                                  {"error": f"{request.path} takes {route.method}"}, {"Allow": allow})
-        if route.method != "GET":           # every state change: see guard.check_state_change
+        if route.method != "GET":           # every state change: see admission.check_state_change
             try:
                 check_state_change(request.environ, self.service, f"{request.method} {request.path}")
             except Refusal as refusal:

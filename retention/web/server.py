@@ -10,11 +10,14 @@
                     ?manual=1 plans as if a manual trigger were opened now, ?force=1 a forced one
     POST /clean     a manual trigger and a pass now; ?force=1 also ignores the reserve. Returns the
                     pass as `retention clean --json` does; 409 naming the running pass while one
-                    runs. Needs `Authorization: Bearer TOKEN` when service.token is set (mandatory
-                    when listening beyond loopback).
+                    runs.
+    POST /compact   a compaction pass now; ?dry_run=1 what it would do.
 
-Only /clean changes anything. The GET endpoints need no token (like any Prometheus exporter);
-bind to loopback, the default, when paths and process command lines must not leave the machine.
+Only the POSTs change anything; like every state change they need a header no page of another
+origin can send, and the token when service.token is set (mandatory beyond loopback); every
+request needs a Host naming the sidecar (`retention/web/admission.py`, docs/security.md). The GET
+endpoints need no token (like any Prometheus exporter); bind to loopback, the default, when paths
+and process command lines must not leave the machine.
 /status, /plan and /metrics are shared for a second between clients (`routes.VIEW_TTL`).
 
 What no client can do to it (waitress: one I/O thread multiplexing every connection, a fixed pool
@@ -30,7 +33,8 @@ of worker threads):
   when every slot is answering a request do new connections wait in the listen backlog (`BACKLOG`,
   big enough that a burst is not dropped and retried after TCP's 1 s SYN timeout);
 - send garbage, an oversized request line or header (431 past `MAX_HEADER_BYTES`), a body or a
-  Content-Length past `MAX_BODY_BYTES` (413, refused before reading it), or an unknown method (405).
+  Content-Length past `MAX_BODY_BYTES` (413, refused before reading it), an unknown method (405),
+  or a query that would repeat a handler's work (414, 400: `admission.parse_query`).
 Every refusal is counted in `retention_http_requests_total{path,code}` (one refused before routing,
 unparsable or too large, under path="other") and logged at DEBUG.
 
@@ -41,7 +45,6 @@ from __future__ import annotations
 
 import logging
 import resource
-import select
 import threading
 import time
 
@@ -133,39 +136,52 @@ class _Server(TcpWSGIServer):
             self.task_dispatcher.add_task(channel)
 
     def readable(self) -> bool:
-        """Accept while below the connection limit; at it, make room by closing the longest-idle
-        connection (waitress would stop accepting until `http_timeout` closes one: a probe behind
-        500 idle sockets waited 10 s)."""
+        """Poll the listening socket while below the connection limit, and at it while a connection
+        could be closed to make room (`handle_accept` closes it). waitress stopped accepting at the
+        limit until `http_timeout` closed one: a probe behind 500 idle sockets waited 10 s. With
+        every slot answering a request, the listening socket is not polled (no busy loop): new
+        connections wait in the backlog until an answer frees one, which wakes the loop."""
         now = time.time()
         if now >= self.next_channel_cleanup:
             self.next_channel_cleanup = now + self.adj.cleanup_interval
             self.maintenance(now)
         if not self.accepting:
             return False
-        if len(self._map) < self.adj.connection_limit:
-            return True
-        if _pending(self.socket):
-            self._close_longest_idle(now)
-        return False          # the closed channel leaves the map in this poll; the next one accepts
+        return len(self._map) < self.adj.connection_limit or self._room() is not None
 
-    def _close_longest_idle(self, now: float) -> None:
-        idle = []
+    def handle_accept(self) -> None:
+        if len(self._map) < self.adj.connection_limit:
+            super().handle_accept()
+            return
+        channel = self._room()          # accepted at the next poll, once it has left the map
+        if channel is not None and not channel.will_close:
+            self._close_idle(channel, time.time())
+
+    def _room(self) -> _Channel | None:
+        """A connection closing at the next poll already, else the longest-idle one (no request
+        being answered, nothing left to send), else None. (One closing with output its client does
+        not read may never close: it is not counted, or the loop would spin.)"""
+        oldest = None
         for channel in self.active_channels.values():
+            if channel.total_outbufs_len:
+                continue
             if channel.will_close:
-                return        # one is already closing: its slot comes free at the next poll
-            if not channel.requests and not channel.total_outbufs_len and not channel.close_when_flushed:
-                idle.append(channel)
-        if not idle:
-            return            # every slot is answering a request: new connections wait in the backlog
-        oldest = min(idle, key=_idle_since)
-        oldest.will_close = True
+                return channel
+            if not channel.requests and not channel.close_when_flushed \
+                    and (oldest is None or _idle_since(channel) < _idle_since(oldest)):
+                oldest = channel
+        return oldest
+
+    def _close_idle(self, channel: _Channel, now: float) -> None:
+        channel.will_close = True       # closed by the I/O loop at its next poll
         self._evicted += 1
-        logger.debug("http {} closed: idle {:.1f}s at service.max_connections ({})", _client(oldest),
-                     now - _idle_since(oldest), self.adj.connection_limit - _OWN_SOCKETS)
+        limit = self.adj.connection_limit - _OWN_SOCKETS
+        logger.debug("http {} closed: idle {:.1f}s at service.max_connections ({})", _client(channel),
+                     now - _idle_since(channel), limit)
         if now - self._evicted_logged_at >= EVICTION_LOG_INTERVAL:
             logger.warning("HTTP connections at service.max_connections ({}): closed {} idle connection(s) "
-                           "to accept new ones in the last {:g}s", self.adj.connection_limit - _OWN_SOCKETS,
-                           self._evicted, min(EVICTION_LOG_INTERVAL, now - self._evicted_logged_at))
+                           "to accept new ones in the last {:g}s", limit, self._evicted,
+                           min(EVICTION_LOG_INTERVAL, now - self._evicted_logged_at))
             self._evicted, self._evicted_logged_at = 0, now
 
     def maintenance(self, now: float) -> None:
@@ -189,13 +205,6 @@ def _apply_timeout(adj: Adjustments, timeout: float) -> None:
     adj.channel_timeout = timeout
     adj.cleanup_interval = min(1.0, timeout / 4)     # the sweep runs at least this often
     adj.asyncore_loop_timeout = adj.cleanup_interval
-
-
-def _pending(sock) -> bool:
-    """True when a connection waits in the listen backlog of ``sock``."""
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(0))
 
 
 def _idle_since(channel: _Channel) -> float:

@@ -13,7 +13,7 @@ import pytest
 
 from http_helpers import (CHROMEDRIVER, CHROMIUM, address, headless_chromium, page_server, raw_request,
                           reserved_log_sidecar, segment_bases)
-from retention.web.guard import CLIENT_HEADER
+from retention.web.admission import CLIENT_HEADER
 
 pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
 

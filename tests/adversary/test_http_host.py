@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from http_helpers import address, headless_chromium, raw_request, reserved_log_sidecar
-from retention.web.guard import CLIENT_HEADER
+from retention.web.admission import CLIENT_HEADER
 
 PATHS = ["/status", "/metrics", "/healthz", "/readyz", "/", "/ui/data", "/plan", "/offsets?at=2026-01-01T00:00:00Z",
          "/no-such-endpoint"]

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from http_helpers import address, get_timed, raw_request, reserved_log_sidecar
-from retention.web.guard import MAX_QUERY_BYTES, MAX_QUERY_FIELDS
+from retention.web.admission import MAX_QUERY_BYTES, MAX_QUERY_FIELDS
 
 BOUND = 2.0     # seconds: a correctness bound under a loaded machine, not a benchmark
 AT = "at=2026-01-01T00:00:00Z"

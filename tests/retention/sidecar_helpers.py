@@ -14,7 +14,7 @@ import urllib.request
 from email.message import Message
 from pathlib import Path
 
-from retention.web.guard import CLIENT_HEADER
+from retention.web.admission import CLIENT_HEADER
 
 _URL = re.compile(r"HTTP on (http://\S+) ")
 

@@ -13,7 +13,7 @@ import pytest
 
 from commitlog import CommitLog
 from retention import RetentionScheduler
-from retention.web.guard import CLIENT_HEADER
+from retention.web.admission import CLIENT_HEADER
 from retention.web.server import RetentionHTTPServer
 
 from retention_helpers import config_text, make_log, set_age, wait_for, write_config

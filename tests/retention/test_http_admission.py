@@ -1,4 +1,4 @@
-"""The request checks of retention/web/guard.py on their own: which Host each kind of listener
+"""The request checks of retention/web/admission.py on their own: which Host each kind of listener
 answers to, what makes a state change one no page of another origin can send, the query bounds.
 (The same against a real sidecar and a real browser: tests/adversary/test_http_*.py.)"""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from policies import ServiceConfig
-from retention.web.guard import CLIENT_HEADER, Refusal, check_host, check_state_change, parse_query
+from retention.web.admission import CLIENT_HEADER, Refusal, check_host, check_state_change, parse_query
 
 
 def _host_ok(listen: str, host: str, **service) -> bool:

@@ -91,6 +91,22 @@ class Attacker:
             s.close()
 
 
+def get(host: str, port: int, path: str, timeout: float) -> tuple[int, float]:
+    """(status, seconds from connect to the last byte) of a GET on a fresh connection; (0, timeout)
+    when it got no answer in time."""
+    started = time.perf_counter()
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+        return response.status, time.perf_counter() - started
+    except (TimeoutError, OSError):
+        return 0, timeout
+    finally:
+        conn.close()
+
+
 def probe(host: str, port: int, paths: list[str], seconds: float) -> dict[str, list[float]]:
     latencies: dict[str, list[float]] = {p: [] for p in paths}
     deadline = time.monotonic() + seconds
@@ -98,46 +114,24 @@ def probe(host: str, port: int, paths: list[str], seconds: float) -> dict[str, l
     while time.monotonic() < deadline:
         path = paths[i % len(paths)]
         i += 1
-        started = time.perf_counter()
-        conn = http.client.HTTPConnection(host, port, timeout=PROBE_TIMEOUT)
-        try:
-            conn.request("GET", path)
-            response = conn.getresponse()
-            response.read()
-            took = time.perf_counter() - started
-            if response.status != 200:
-                raise SystemExit(f"{path}: HTTP {response.status}")
-        except (TimeoutError, OSError):
-            took = PROBE_TIMEOUT
-        finally:
-            conn.close()
+        status, took = get(host, port, path, PROBE_TIMEOUT)
+        if status not in (0, 200):
+            raise SystemExit(f"{path}: HTTP {status}")
         latencies[path].append(took)
-        time.sleep(max(0.0, 0.05 - (time.perf_counter() - started)))
+        time.sleep(max(0.0, 0.05 - took))
     return latencies
 
 
 def hostile_queries(host: str, port: int, log: str) -> None:
     path = "/offsets?at=2026-01-01T00:00:00Z" + f"&log={log}" * 5000
-
-    def ask() -> tuple[int, float]:
-        started = time.perf_counter()
-        conn = http.client.HTTPConnection(host, port, timeout=600)
-        try:
-            conn.request("GET", path)
-            response = conn.getresponse()
-            response.read()
-        finally:
-            conn.close()
-        return response.status, time.perf_counter() - started
-
-    status, took = ask()
+    status, took = get(host, port, path, 600)
     print(f"/offsets with log={log} 5,000 times: HTTP {status} in {took:.2f} s", flush=True)
-    threads = [threading.Thread(target=ask) for _ in range(3)]
+    threads = [threading.Thread(target=get, args=(host, port, path, 600)) for _ in range(3)]
     for t in threads:
         t.start()
     time.sleep(0.2)
-    status, took = probe(host, port, ["/metrics"], 0.01)["/metrics"][0], None
-    print(f"/metrics during three of them: {status * 1000:.1f} ms", flush=True)
+    status, took = get(host, port, "/metrics", 600)
+    print(f"/metrics during three of them: HTTP {status} in {took * 1000:.1f} ms", flush=True)
     for t in threads:
         t.join()
 

@@ -311,7 +311,8 @@ class RetentionHTTPServer:
             running = _Running(self.app, service)
         except OSError as exc:
             logger.error("reload: cannot listen on {} ({}); still serving on {}", service.listen, exc, old.listen)
-            self.app.service = old.model_copy(update={"token": service.token})
+            self.app.service = old.model_copy(update={"token": service.token,
+                                                      "allowed_hosts": service.allowed_hosts})
             return
         with self._lock:
             previous, self._running = self._running, running

@@ -57,7 +57,8 @@ HOSTILE_PAGE = """<!doctype html><title>cats</title>
 <iframe name="sink"></iframe>
 <script>
 const sent = [];
-fetch("{target}", {{method: "POST", mode: "no-cors"}}).then(() => sent.push("no-cors"), e => sent.push("no-cors failed"));
+fetch("{target}", {{method: "POST", mode: "no-cors"}}).then(() => sent.push("no-cors"),
+                                                      e => sent.push("no-cors failed"));
 fetch("{target}", {{method: "POST", mode: "no-cors", body: '{{"force": 1}}',
                     headers: {{"Content-Type": "text/plain"}}}}).then(() => sent.push("text"));
 document.getElementById("plain").submit();

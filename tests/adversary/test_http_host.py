@@ -7,6 +7,7 @@ not answer for that name), while the names a client on the host uses, and those 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -77,3 +78,16 @@ def test_a_browser_on_a_rebound_name_gets_421(sidecar):
         assert "is not a name this sidecar answers to" in text and '"pid"' not in text, text[:300]
         browser.get(f"http://localhost:{port}/status")
         assert '"pid"' in browser.find_element("tag name", "body").text
+
+
+def test_a_reload_applies_allowed_hosts_to_the_next_request(tmp_path):
+    s, _ = reserved_log_sidecar(tmp_path)
+    with s:
+        s.wait_ready()
+        host = "retention.internal:%d" % address(s)[1]
+        assert raw_request(s, "GET", "/healthz", {"Host": host})[0] == 421
+        text = s.config_path.read_text()
+        s.config_path.write_text(text.replace("service:\n", "service:\n  allowed_hosts: [retention.internal]\n", 1))
+        s.send(signal.SIGHUP)
+        s.wait_for(lambda: "reload (SIGHUP): applied" in s.log(), what="the reload")
+        assert raw_request(s, "GET", "/healthz", {"Host": host})[0] == 200

@@ -37,7 +37,8 @@ def _get(sidecar, path: str) -> tuple[int, dict, float]:
 def test_a_log_repeated_5000_times_is_refused_at_once_with_414(sidecar):
     status, body, took = _get(sidecar, "/offsets?" + AT + "&log=staging" * REPEATS)
     assert status == 414 and took < BOUND, (status, took)
-    assert body["error"] == f"the query string is {len(AT) + 12 * REPEATS} bytes; at most {MAX_QUERY_BYTES} are accepted"
+    size = len(AT) + 12 * REPEATS
+    assert body["error"] == f"the query string is {size} bytes; at most {MAX_QUERY_BYTES} are accepted"
 
 
 def test_more_than_64_parameters_within_4_kib_are_refused_with_400(sidecar):

@@ -36,8 +36,9 @@ def parse_time(text: str, what: str = "--at") -> datetime:
 def offsets_at(config: RetentionConfig, at: datetime, names: Iterable[str] = ()) -> dict:
     """{"at", "timestamp_ms", "logs": {name: {"offset", "start_offset", "end_offset"} or
     {"error"}}} for the logs `names` (every configured log when empty); "offset" is None when
-    nothing that late is written yet. UnknownLogError for a name not configured."""
-    wanted = list(names) or list(config.logs)
+    nothing that late is written yet. UnknownLogError for a name not configured. A name given
+    twice is asked once: the work is bounded by the configured logs, whatever the request repeats."""
+    wanted = list(dict.fromkeys(names)) or list(config.logs)
     unknown = [name for name in wanted if name not in config.logs]
     if unknown:
         raise UnknownLogError(f"no log named {unknown[0]!r} in the configuration; "

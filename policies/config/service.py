@@ -4,15 +4,57 @@ limits, health). Not a retention decision: the pure policy models are in `policy
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PlainSerializer, PlainValidator, ValidationInfo, field_validator, model_validator
 
 
 from policies.units import describe_value, format_duration
 from policies.config.fields import (LOG_LEVELS, PositiveDuration, _HOUR, _SECOND, _Strict, _config_problem,
                                     _resolve_path)
+
+
+MAX_ALLOWED_HOSTS = 64
+_LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?")
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")   # what a loopback listener also answers to
+
+
+def host_name(text: str) -> str | None:
+    """``text`` (a host name or IP address, an IPv6 one with or without brackets, no port) in the
+    form Host headers are compared in: lower case, no trailing dot, no brackets, an IP address
+    written canonically; None when it is neither a DNS name nor an IP address."""
+    name = text.strip().lower()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        pass
+    name = name[:-1] if name.endswith(".") else name
+    if not name or len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
+        return None
+    return name
+
+
+def _host_names(value: object) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of host names, got {describe_value(value)}")
+    if len(value) > MAX_ALLOWED_HOSTS:
+        raise ValueError(f"at most {MAX_ALLOWED_HOSTS} names, got {len(value)}")
+    names = []
+    for text in value:
+        name = host_name(text)
+        if name is None:
+            why = (" (a name, not a URL)" if "://" in text else
+                   " (no port: any port is accepted)" if text.count(":") == 1 else "")
+            raise ValueError(f"{describe_value(text)} is not a host name or IP address{why}")
+        names.append(name)
+    return tuple(dict.fromkeys(names))
+
+
+HostNames = Annotated[tuple[str, ...], PlainValidator(_host_names), PlainSerializer(list, return_type=list[str])]
 
 
 class ServiceConfig(_Strict):
@@ -34,9 +76,18 @@ class ServiceConfig(_Strict):
         validate_default=True,
         description="File the audit trail appends one JSON line per deletion to; relative to the base directory.",
     )
+    allowed_hosts: HostNames = Field(
+        default=(),
+        description="Extra names a request's Host header may carry (a DNS name or IP address, no port), "
+        "besides the listen host (with localhost, 127.0.0.1 and [::1] for a loopback listener; any IP "
+        "address for 0.0.0.0 or [::]). Any other Host is refused with 421, so a web page cannot read "
+        "the sidecar through DNS rebinding. List the names clients use: a Kubernetes Service, a proxy. "
+        f"At most {MAX_ALLOWED_HOSTS}; default none.",
+    )
     token: str | None = Field(
         default=None,
-        description="Shared secret POST /clean requires; mandatory when listen is not a loopback address.",
+        description="Shared secret every state change (POST /clean, POST /compact) requires as "
+        "Authorization: Bearer TOKEN; mandatory when listen is not a loopback address.",
     )
 
     http_timeout: PositiveDuration = Field(
@@ -49,8 +100,9 @@ class ServiceConfig(_Strict):
         default=500,
         ge=1,
         le=10_000,
-        description="Most HTTP connections open at once (idle ones included; they cost no thread); "
-        "beyond it new connections wait in the listen backlog until one closes. 1 to 10000; default 500. "
+        description="Most HTTP connections open at once (idle ones included; they cost no thread). At it, "
+        "a new connection closes the one idle longest, so idle sockets cannot keep a probe out; only while "
+        "every one is being answered do new ones wait in the listen backlog. 1 to 10000; default 500. "
         "A reload applies it to the next connection accepted.",
     )
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from commitlog import META_FILE
 from policies import humanize_size
 
+from ..web.admission import CLIENT_HEADER
 from .embedded import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
 DEFAULT_URL = "http://127.0.0.1:9464"
@@ -56,6 +57,7 @@ def call_sidecar(url: str, path: str, *, method: str = "GET", token: str | None 
                  timeout: float = 600.0) -> dict:
     """``method`` ``url``+``path`` and its decoded JSON; raises SidecarUnreachable or SidecarRefused."""
     request = urllib.request.Request(url + path, method=method, data=b"" if method == "POST" else None)
+    request.add_header(CLIENT_HEADER, "retention")     # what a state change needs (retention/web/admission.py)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:

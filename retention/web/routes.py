@@ -1,7 +1,10 @@
 """The sidecar's endpoints as a WSGI application (served by `retention/web/server.py`).
 
 `ROUTES` maps each path to its method and the `RetentionApp` method that answers it; adding an
-endpoint is one line there and one method. Every answer is counted in
+endpoint is one line there and one method. Before any route runs, every request passes the checks of
+`retention/web/admission.py`: its Host (421), its query's size (414, 400); and a route whose method is
+not GET is a state change, so its requests also pass the cross-origin and token checks (403, 401)
+without the handler doing anything for it. Every answer is counted in
 `retention_http_requests_total{path,code}` (an unknown path counts as "other") and every refused
 request (a 4xx or 5xx) gets one DEBUG log line.
 
@@ -12,19 +15,18 @@ The costly views (/status with the pinned files of the last pass, /plan, /metric
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from http import HTTPStatus
-from urllib.parse import parse_qs
 
 from loguru import logger
 
 from policies import ServiceConfig
 
 from ..lookup import offsets_at, parse_time
+from .admission import Refusal, check_host, check_state_change, parse_query
 from .page import PageBuilder, page_html
 from ..scheduling.scheduler import PassRunningError, RetentionScheduler
 from .views import SharedView
@@ -136,9 +138,13 @@ class RetentionApp:
     # ------------------------------------------------------------------ WSGI
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         raw_path = environ.get("PATH_INFO") or "/"
-        request = Request(environ.get("REQUEST_METHOD", "GET"), raw_path.rstrip("/") or "/",
-                          parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True), environ)
-        response = self.respond(request)
+        request = Request(environ.get("REQUEST_METHOD", "GET"), raw_path.rstrip("/") or "/", {}, environ)
+        try:
+            check_host(environ, self.service)
+            request.query = parse_query(environ.get("QUERY_STRING", ""))
+            response = self.respond(request)
+        except Refusal as refusal:
+            response = json_response(refusal.code, {"error": str(refusal)}, refusal.headers)
         if response.status >= 400:
             reason = ""
             if response.content_type == _JSON:
@@ -170,7 +176,12 @@ class RetentionApp:
             allow = "GET, HEAD" if route.method == "GET" else route.method
             return json_response(HTTPStatus.METHOD_NOT_ALLOWED,
                                  {"error": f"{request.path} takes {route.method}"}, {"Allow": allow})
-        if route.method == "POST":
+        if route.method != "GET":           # every state change: see admission.check_state_change
+            try:
+                check_state_change(request.environ, self.service, f"{request.method} {request.path}")
+            except Refusal as refusal:
+                logger.warning("{} {} from {} refused: {}", request.method, request.path, request.client, refusal)
+                raise
             problem = _query_problem(request, route)
             if problem is not None:
                 return json_response(HTTPStatus.BAD_REQUEST, {"error": problem})
@@ -231,22 +242,15 @@ class RetentionApp:
         return Response(HTTPStatus.OK, self.page.json_bytes())
 
     def _refuse(self, request: Request) -> Response | None:
-        """The answer refusing a POST (wrong or missing token, service stopping), or None to go on."""
-        token = self.service.token
-        if token is not None:
-            scheme, _, value = request.environ.get("HTTP_AUTHORIZATION", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
-                logger.warning("POST {} from {} refused: missing or wrong token", request.path, request.client)
-                return json_response(HTTPStatus.UNAUTHORIZED, {"error": f"POST {request.path} needs Authorization: "
-                                                               "Bearer TOKEN (service.token)"},
-                                     {"WWW-Authenticate": "Bearer"})
+        """The answer refusing a state change while the service stops, or None to go on (the
+        Host, origin and token checks are made for every state change before its handler runs)."""
         if self.stopping or not self.scheduler.running:
             return json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the service is stopping"})
         return None
 
     def _post(self, request: Request, run: Callable[[], object], running: str,
               body: Callable[[object], dict]) -> Response:
-        """A POST that runs a pass: refused (token, stopping), 409 naming `running` when one runs."""
+        """A POST that runs a pass: refused while stopping, 409 naming `running` when one runs."""
         refused = self._refuse(request)
         if refused is not None:
             return refused

@@ -10,11 +10,14 @@
                     ?manual=1 plans as if a manual trigger were opened now, ?force=1 a forced one
     POST /clean     a manual trigger and a pass now; ?force=1 also ignores the reserve. Returns the
                     pass as `retention clean --json` does; 409 naming the running pass while one
-                    runs. Needs `Authorization: Bearer TOKEN` when service.token is set (mandatory
-                    when listening beyond loopback).
+                    runs.
+    POST /compact   a compaction pass now; ?dry_run=1 what it would do.
 
-Only /clean changes anything. The GET endpoints need no token (like any Prometheus exporter);
-bind to loopback, the default, when paths and process command lines must not leave the machine.
+Only the POSTs change anything; like every state change they need a header no page of another
+origin can send, and the token when service.token is set (mandatory beyond loopback); every
+request needs a Host naming the sidecar (`retention/web/admission.py`, docs/security.md). The GET
+endpoints need no token (like any Prometheus exporter); bind to loopback, the default, when paths
+and process command lines must not leave the machine.
 /status, /plan and /metrics are shared for a second between clients (`routes.VIEW_TTL`).
 
 What no client can do to it (waitress: one I/O thread multiplexing every connection, a fixed pool
@@ -24,10 +27,14 @@ of worker threads):
   (/healthz, /readyz) have a lane (`PROBE_THREADS`) of their own, so they never queue behind
   /status, /plan, /metrics or POST /clean;
 - stay idle, or take longer than `service.http_timeout` to send one request (a slow-loris): closed;
-- open more than `service.max_connections`: the rest wait in the listen backlog (`BACKLOG`, big
-  enough that a burst is not dropped and retried after TCP's 1 s SYN timeout);
+- fill every connection slot with idle or trickling connections: at `service.max_connections`,
+  each new connection closes the longest-idle one that is not being answered (a request still
+  arriving counts as idle since its first byte), so probes and scrapes are accepted at once; only
+  when every slot is answering a request do new connections wait in the listen backlog (`BACKLOG`,
+  big enough that a burst is not dropped and retried after TCP's 1 s SYN timeout);
 - send garbage, an oversized request line or header (431 past `MAX_HEADER_BYTES`), a body or a
-  Content-Length past `MAX_BODY_BYTES` (413, refused before reading it), or an unknown method (405).
+  Content-Length past `MAX_BODY_BYTES` (413, refused before reading it), an unknown method (405),
+  or a query that would repeat a handler's work (414, 400: `admission.parse_query`).
 Every refusal is counted in `retention_http_requests_total{path,code}` (one refused before routing,
 unparsable or too large, under path="other") and logged at DEBUG.
 
@@ -65,6 +72,7 @@ BACKLOG = 1024              # the kernel caps it at net.core.somaxconn
 _FD_SPARE = 128             # file descriptors kept for logs, segments, the audit trail
 # waitress warns at every request that waits for a worker: under a scrape burst, a flood of lines.
 logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+EVICTION_LOG_INTERVAL = 60.0  # seconds between WARNINGs about connections closed at the limit
 _OWN_SOCKETS = 2            # waitress counts its listening socket and its wake-up pipe as connections
 
 
@@ -102,6 +110,8 @@ class _Server(TcpWSGIServer):
     channel_timeout counts idle time only, which a client sending a byte a second resets)."""
 
     channel_class = _Channel
+    _evicted = 0                 # idle connections closed at the limit since the last WARNING
+    _evicted_logged_at = -EVICTION_LOG_INTERVAL
 
     def __init__(self, app: RetentionApp, service: ServiceConfig) -> None:
         adj = Adjustments(host=service.host, port=service.port, threads=WORKER_THREADS,
@@ -125,6 +135,55 @@ class _Server(TcpWSGIServer):
         else:
             self.task_dispatcher.add_task(channel)
 
+    def readable(self) -> bool:
+        """Poll the listening socket while below the connection limit, and at it while a connection
+        could be closed to make room (`handle_accept` closes it). waitress stopped accepting at the
+        limit until `http_timeout` closed one: a probe behind 500 idle sockets waited 10 s. With
+        every slot answering a request, the listening socket is not polled (no busy loop): new
+        connections wait in the backlog until an answer frees one, which wakes the loop."""
+        now = time.time()
+        if now >= self.next_channel_cleanup:
+            self.next_channel_cleanup = now + self.adj.cleanup_interval
+            self.maintenance(now)
+        if not self.accepting:
+            return False
+        return len(self._map) < self.adj.connection_limit or self._room() is not None
+
+    def handle_accept(self) -> None:
+        if len(self._map) < self.adj.connection_limit:
+            super().handle_accept()
+            return
+        channel = self._room()          # accepted at the next poll, once it has left the map
+        if channel is not None and not channel.will_close:
+            self._close_idle(channel, time.time())
+
+    def _room(self) -> _Channel | None:
+        """A connection closing at the next poll already, else the longest-idle one (no request
+        being answered, nothing left to send), else None. (One closing with output its client does
+        not read may never close: it is not counted, or the loop would spin.)"""
+        oldest = None
+        for channel in self.active_channels.values():
+            if channel.total_outbufs_len:
+                continue
+            if channel.will_close:
+                return channel
+            if not channel.requests and not channel.close_when_flushed \
+                    and (oldest is None or _idle_since(channel) < _idle_since(oldest)):
+                oldest = channel
+        return oldest
+
+    def _close_idle(self, channel: _Channel, now: float) -> None:
+        channel.will_close = True       # closed by the I/O loop at its next poll
+        self._evicted += 1
+        limit = self.adj.connection_limit - _OWN_SOCKETS
+        logger.debug("http {} closed: idle {:.1f}s at service.max_connections ({})", _client(channel),
+                     now - _idle_since(channel), limit)
+        if now - self._evicted_logged_at >= EVICTION_LOG_INTERVAL:
+            logger.warning("HTTP connections at service.max_connections ({}): closed {} idle connection(s) "
+                           "to accept new ones in the last {:g}s", limit, self._evicted,
+                           min(EVICTION_LOG_INTERVAL, now - self._evicted_logged_at))
+            self._evicted, self._evicted_logged_at = 0, now
+
     def maintenance(self, now: float) -> None:
         super().maintenance(now)      # closes connections idle for longer than channel_timeout
         cutoff = now - self.adj.channel_timeout
@@ -146,6 +205,12 @@ def _apply_timeout(adj: Adjustments, timeout: float) -> None:
     adj.channel_timeout = timeout
     adj.cleanup_interval = min(1.0, timeout / 4)     # the sweep runs at least this often
     adj.asyncore_loop_timeout = adj.cleanup_interval
+
+
+def _idle_since(channel: _Channel) -> float:
+    """Since when a connection has not sent a whole request: its partial request's first byte (a
+    sender trickling bytes stays old), else its last activity."""
+    return channel.partial_since if channel.partial_since is not None else channel.last_activity
 
 
 def _client(channel) -> str:
@@ -246,7 +311,8 @@ class RetentionHTTPServer:
             running = _Running(self.app, service)
         except OSError as exc:
             logger.error("reload: cannot listen on {} ({}); still serving on {}", service.listen, exc, old.listen)
-            self.app.service = old.model_copy(update={"token": service.token})
+            self.app.service = old.model_copy(update={"token": service.token,
+                                                      "allowed_hosts": service.allowed_hosts})
             return
         with self._lock:
             previous, self._running = self._running, running

@@ -398,3 +398,22 @@ def test_segment_size_limits_and_default_are_the_stores():
     default = parse_config("logs:\n  a:\n    path: a\n").logs["a"].segment_size
     assert default == options.DEFAULT_SEGMENT_SIZE
     assert PolicyConfig().disk.refuse_writes_ratio == options.DEFAULT_REFUSE_WRITES_RATIO
+
+
+def test_allowed_hosts_are_kept_in_the_form_host_headers_are_compared_in(tmp_path):
+    config = parse_config("service:\n  allowed_hosts: [Retention.NS.svc., '[::1]', 10.0.0.7, retention.ns.svc]\n",
+                          base_dir=tmp_path)
+    assert config.service.allowed_hosts == ("retention.ns.svc", "::1", "10.0.0.7")
+    assert ServiceConfig().allowed_hosts == ()
+
+
+@pytest.mark.parametrize("value, reason", [
+    ("retention.internal", "expected a list of host names"),
+    ("[a b]", "'a b' (a string) is not a host name or IP address"),
+    ("['*.example']", "is not a host name or IP address"),
+    ("['']", "is not a host name or IP address"),
+    ("[" + ", ".join(f"h{n}" for n in range(65)) + "]", "at most 64 names, got 65"),
+])
+def test_rejects_allowed_hosts_that_are_not_names(value, reason, tmp_path):
+    with pytest.raises(ConfigError, match=re.escape(reason)):
+        parse_config(f"service:\n  allowed_hosts: {value}\n", base_dir=tmp_path)

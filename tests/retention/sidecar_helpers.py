@@ -14,6 +14,8 @@ import urllib.request
 from email.message import Message
 from pathlib import Path
 
+from retention.web.admission import CLIENT_HEADER
+
 _URL = re.compile(r"HTTP on (http://\S+) ")
 
 
@@ -55,7 +57,10 @@ class Sidecar:
     # ------------------------------------------------------------------ HTTP
     def request(self, method: str, path: str, *, headers: dict | None = None,
                 timeout: float = 30.0) -> tuple[int, Message, bytes]:
-        """(status, headers (looked up in any case, as HTTP names are), body)."""
+        """(status, headers (looked up in any case, as HTTP names are), body). A POST sends the
+        header the sidecar requires of state changes (`CLIENT_HEADER`) unless `headers` sets it."""
+        if method == "POST":
+            headers = {CLIENT_HEADER: "tests", **(headers or {})}
         req = urllib.request.Request(self.url + path, method=method, headers=headers or {},
                                      data=b"" if method == "POST" else None)
         try:

@@ -112,6 +112,9 @@ def test_malformed_requests_each_get_an_error_or_a_close_and_the_sidecar_lives(s
         "TLS hello": (bytes.fromhex("16030100a5010000a10303") + os.urandom(160), {400, None}),
         "bad chunked body": (b"POST /clean HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", {400}),
     }
+    # with a Host the sidecar answers to (any other is refused with 421 before routing)
+    corpus = {name: (data.replace(b"Host: x\r\n", f"Host: {host}\r\n".encode()), expected)
+              for name, (data, expected) in corpus.items()}
     before = _counts(sidecar)
     for name, (data, expected) in corpus.items():
         sock = socket.create_connection(sidecar.address, timeout=HTTP_TIMEOUT + 5)

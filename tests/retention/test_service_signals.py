@@ -86,14 +86,16 @@ def test_sighup_applies_http_timeout_to_open_connections_and_max_connections_to_
         reload(config("1h", 3), 2)
         held = [socket.create_connection(address, timeout=5) for _ in range(3)]
         time.sleep(0.5)                                     # accepted: the limit is reached
-        extra = socket.create_connection(address, timeout=1.0)   # waits in the listen backlog
-        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        with pytest.raises(TimeoutError):
-            extra.recv(64)
-        held.pop().close()                                  # a slot frees: the extra one is served
-        extra.settimeout(5)
+        # at the limit, the next connection closes the longest-idle one to be served at once
+        extra = socket.create_connection(address, timeout=5)
+        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (address[0].encode(), address[1]))
         assert extra.recv(64).startswith(b"HTTP/1.1 200")
         extra.close()
+        assert held[0].recv(1) == b""                       # the first held, the longest idle
+        for sock in held[1:]:                               # the others are still open
+            sock.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                sock.recv(1)
         for sock in held:
             sock.close()
         assert s.proc.poll() is None

@@ -13,6 +13,7 @@ import pytest
 
 from commitlog import CommitLog
 from retention import RetentionScheduler
+from retention.web.admission import CLIENT_HEADER
 from retention.web.server import RetentionHTTPServer
 
 from retention_helpers import config_text, make_log, set_age, wait_for, write_config
@@ -135,7 +136,7 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
     assert config.startswith("configuration in-process configuration, loaded ") and "last reload ok" in config
 
     # A manual pass deletes the 25 expired segments; the page picks it up on its own.
-    request = urllib.request.Request(server.url + "/clean", method="POST", data=b"")
+    request = urllib.request.Request(server.url + "/clean", method="POST", data=b"", headers={CLIENT_HEADER: "tests"})
     with urllib.request.urlopen(request, timeout=30) as response:
         deleted = sum(log["deleted"] for log in json.loads(response.read())["logs"])
     assert deleted == 25

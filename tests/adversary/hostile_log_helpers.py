@@ -1,0 +1,372 @@
+"""A bounded mutation fuzzer over every file of a log directory, run as a script in its own process.
+
+    python hostile_log_helpers.py build WORKDIR                 # the template: a real log and tier
+    python hostile_log_helpers.py run WORKDIR FIRST COUNT [--cli-every N] [--timeout S] [--lie OFFSET]
+
+`build` writes WORKDIR/template: a log of 4 KiB segments written by a writer (keyed records, some
+empty values as tombstones), consumer commits, records marked dead, one keyed compaction (so a
+`tombstones` file and a compacted gap), an archive upload to a `file://` tier and one archived
+head segment evicted (so reads below the local start go to the tier); `written.json` holds every
+(key, value) at every offset.
+
+`run` forks one child per seed (no store work happens in the parent, so the fork carries no
+threads): the child copies the template, mutates one file of the log directory or the tier
+(flip, truncate, extend, zero; chosen by the seed), then reads it through the public API — a
+read-only open and a writing open (start, end, scan, read, offset_for_time, segments, committed,
+an append read back), a retention plan of the `policies` over it, and every N-th case `retention
+plan` in a subprocess. One JSON line per case on stdout: outcome `ok`, `exception` (outside the
+store's error tree), `wrong-value` (a record that is not what was written at its offset), `crash`
+(killed by a signal) or `hang` (over the per-case timeout), with the file, the mutation and a summary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+SEGMENT = 4096
+LOG_NAME = "orders"
+CONFIG = """\
+service:
+  listen: 127.0.0.1:0
+  audit: {root}/audit.jsonl
+logs:
+  {name}:
+    path: {root}/{name}
+    segment_size: 4KiB
+policies:
+  default:
+    interval: 1h
+    delete_at_hours: []
+    reserve: 1h
+    archive:
+      url: file://{root}/tier
+    compaction:
+      enabled: true
+      keys: true
+      max_live_ratio: 0.95
+      min_age: 0s
+      tombstone_retention: 1h
+      merge: false
+"""
+
+
+class WrongValue(AssertionError):
+    pass
+
+
+def _value(offset: int) -> bytes:
+    return b"" if offset % 17 == 5 else f"value-{offset}-".encode() * (1 + offset % 9)
+
+
+def _key(offset: int) -> bytes | None:
+    return None if offset % 11 == 0 else b"k%d" % (offset % 7 if offset < 150 else offset)
+
+
+def _config(root: Path) -> Path:
+    path = root / "retention.yaml"
+    path.write_text(CONFIG.format(root=root, name=LOG_NAME))
+    return path
+
+
+def build(workdir: Path) -> None:
+    from commitlog import CommitLog
+    from policies import load_config
+    from retention.archiving.commands import archive_command
+    from retention.compaction.compactor import Compactor
+
+    root = workdir / "template"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    config = load_config(_config(root))
+    written = {}
+    with CommitLog.open(root / LOG_NAME, segment_size=SEGMENT, flush="none") as log:
+        offset = 0
+        while len(log.segments()) < 9:
+            assert log.append(_value(offset), _key(offset)) == offset
+            written[offset] = _key(offset), _value(offset)
+            offset += 1
+        log.commit("etl", offset // 3)
+        log.commit("audit", offset - 5)
+        log.mark_dead([o for o in range(offset) if o % 13 == 4])
+    compactor = Compactor(config)
+    compactor.run()
+    compactor.close()
+    archive_command("upload", config, [])
+    with CommitLog.open(root / LOG_NAME, flush="none") as log:
+        log.remove_head(force=True)
+        while len(log.segments()) < 11:     # sealed segments after the compaction, and an active one
+            assert log.append(_value(offset), _key(offset)) == offset
+            written[offset] = _key(offset), _value(offset)
+            offset += 1
+    (root / "written.json").write_text(json.dumps(
+        {str(o): [None if k is None else k.hex(), v.hex()] for o, (k, v) in written.items()}))
+
+
+# --- one case ---------------------------------------------------------------------------------------
+
+def _targets(case: Path) -> list[Path]:
+    files = [p for p in sorted((case / LOG_NAME).iterdir()) if p.is_file()]
+    files += sorted(p for p in (case / "tier").rglob("*") if p.is_file())
+    return files
+
+
+_HOSTILE_NUMBERS = [-1, 0, 1, 2**31, 2**63, 2**64 + 7, -(2**63), 10**30, 4095, 4097, 1.5, float("nan"), "12", None,
+                    True, [], {}, "", "../../x"]
+
+
+def _mutate_json(path: Path, rng: random.Random) -> str | None:
+    """A structure-aware edit of a JSON file: one value swapped for a hostile one, or a key dropped."""
+    try:
+        tree = json.loads(path.read_text())
+    except ValueError:
+        return None
+    places, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            places.append((node, key))
+            stack.append(value)
+    if not places:
+        return None
+    node, key = rng.choice(places)
+    if isinstance(node, dict) and rng.random() < 0.25:
+        del node[key]
+        what = f"json: drop {key!r}"
+    else:
+        node[key] = rng.choice(_HOSTILE_NUMBERS)
+        what = f"json: {key!r} = {node[key]!r}"
+    path.write_text(json.dumps(tree))
+    return what
+
+
+def _mutate_state(path: Path, rng: random.Random) -> str:
+    """A structure-aware edit of state.db: a group's commit or a log_meta value set to a hostile one."""
+    import sqlite3
+    value = rng.choice([-1, 0, 2**62, 10**6, "x", None, 1.5])
+    table, column = rng.choice([("consumer_groups", "committed_offset"), ("consumer_groups", "committed_at"),
+                                ("log_meta", "value")])
+    with sqlite3.connect(path) as db:
+        try:
+            db.execute(f"UPDATE {table} SET {column} = ?", (value,))
+        except sqlite3.DatabaseError as error:   # NOT NULL: a constraint is not damage
+            return f"sqlite: {table}.{column} = {value!r} refused ({error})"
+    db.close()
+    return f"sqlite: {table}.{column} = {value!r}"
+
+
+def mutate(path: Path, rng: random.Random) -> str:
+    """Damage `path` one way; returns what was done, in words."""
+    if path.suffix == ".json" and rng.random() < 0.5:
+        what = _mutate_json(path, rng)
+        if what is not None:
+            return what
+    if path.name == "state.db" and rng.random() < 0.5:
+        return _mutate_state(path, rng)
+    data = bytearray(path.read_bytes())
+    size = len(data)
+    kind = rng.choice(["flip", "flip", "truncate", "extend", "zero", "bytes"])
+    where = rng.randrange(size) if size else 0
+    if kind == "flip" and size:
+        bits = rng.randint(1, 3)
+        for _ in range(bits):
+            at = rng.randrange(size) if rng.random() < 0.5 else where
+            data[at] ^= 1 << rng.randrange(8)
+        what = f"flip {bits} bit(s) near byte {where}"
+    elif kind == "truncate":
+        where = rng.choice([0, where, max(size - rng.randint(1, 64), 0)])
+        del data[where:]
+        what = f"truncate to {where} bytes"
+    elif kind == "extend":
+        extra = rng.choice([1, 7, 4096, rng.randint(1, 9000)])
+        data += bytes(extra) if rng.random() < 0.5 else rng.randbytes(extra)
+        what = f"extend by {extra} bytes"
+    elif kind == "zero" and size:
+        length = rng.choice([1, 4, 26, 512, size])
+        data[where:where + length] = bytes(len(data[where:where + length]))
+        what = f"zero {length} bytes at {where}"
+    else:
+        length = rng.randint(1, 8)
+        data[where:where + length] = rng.randbytes(length)
+        what = f"random {length} bytes at {where}"
+    path.write_bytes(bytes(data))
+    return f"{kind}: {what} (of {size})"
+
+
+def _verify(record, written: dict) -> None:
+    expected = written.get(record.offset)
+    got = (None if record.key is None else bytes(record.key), bytes(record.value))
+    if expected is None or got != expected:
+        raise WrongValue(f"offset {record.offset}: served {got!r:.120}, written {expected!r:.120}")
+
+
+def _guarded(step, *args):
+    """Run one read step; a store error ends that step (it is the right answer to damage)."""
+    from commitlog import CommitLogError
+    try:
+        return step(*args)
+    except CommitLogError:
+        return None
+
+
+def _read_everything(log, written: dict, rng: random.Random) -> None:
+    start = _guarded(lambda: log.start_offset)
+    end = _guarded(lambda: log.end_offset)
+    _guarded(log.committed)
+
+    def scan(first=None, last=None):
+        for record in log.scan(first, last):
+            _verify(record, written)
+    _guarded(scan)
+    # Then each segment's range on its own, so damage in one still lets the others be checked.
+    bases = sorted({info.base_offset for info in _guarded(log.segments) or ()} | {start or 0})
+    for first, last in zip(bases, [*bases[1:], None]):
+        _guarded(scan, first, last)
+    top = max(written) + 3
+    offsets = sorted({rng.randrange(-2, top) for _ in range(25)} | {o for o in (start, end) if o is not None})
+    for offset in offsets:
+        record = _guarded(log.read, offset)
+        if record is not None:
+            if record.offset != offset:
+                raise WrongValue(f"read({offset}) served offset {record.offset}")
+            _verify(record, written)
+    if start is not None and end is not None and end > start:
+        def partial():
+            for record in log.scan(rng.randrange(start, end), end):
+                _verify(record, written)
+        _guarded(partial)
+    _guarded(log.offset_for_time, rng.choice([0, int(time.time() * 1000), 2**62]))
+
+
+def run_case(workdir: Path, seed: int, cli: bool, lie: int | None = None) -> dict:
+    """One case (see the module docstring); `lie`: expect another value at that offset than the one
+    written, so a test can show the fuzzer reports a wrong value."""
+    from commitlog import CommitLog
+    from policies import load_config
+    from retention.deletion.cleaner import Cleaner
+
+    rng = random.Random(seed)
+    case = workdir / f"case-{os.getpid()}"
+    shutil.rmtree(case, ignore_errors=True)
+    shutil.copytree(workdir / "template", case, symlinks=True)
+    written = {int(o): (None if k is None else bytes.fromhex(k), bytes.fromhex(v))
+               for o, (k, v) in json.loads((case / "written.json").read_text()).items()}
+    if lie is not None:
+        written[lie] = written[lie][0], b"not what was written"
+    target = rng.choice(_targets(case))
+    result = {"seed": seed, "file": str(target.relative_to(case)), "mutation": mutate(target, rng)}
+    config_path = _config(case)
+    url = f"file://{case}/tier"
+    try:
+        for readonly in (True, False):
+            log = _guarded(lambda: CommitLog.open(case / LOG_NAME, readonly=readonly, flush="none", archive=url))
+            if log is None:
+                continue
+            try:
+                _read_everything(log, written, rng)
+                if not readonly:
+                    offset = _guarded(log.append, b"after-damage", b"k")
+                    if offset is not None:
+                        written[offset] = b"k", b"after-damage"
+                        record = _guarded(log.read, offset)
+                        if record is not None:
+                            _verify(record, written)
+            finally:
+                _guarded(log.close)
+        cleaner = Cleaner(load_config(config_path))
+        try:
+            _guarded(lambda: cleaner.plan().to_json_dict())
+        finally:
+            cleaner.close()
+        if cli:
+            proc = subprocess.run([sys.executable, "-m", "retention.cli", "plan", "--config", str(config_path)],
+                                  capture_output=True, text=True, timeout=60, cwd=case)
+            if proc.returncode not in (0, 1) or "Traceback" in proc.stderr:
+                raise AssertionError(f"retention plan exited {proc.returncode}: {proc.stderr[-1500:]}")
+        result["outcome"] = "ok"
+    except WrongValue as error:
+        result.update(outcome="wrong-value", detail=str(error))
+    except Exception as error:  # noqa: BLE001 (that is the finding)
+        result.update(outcome="exception", detail=f"{type(error).__name__}: {error}"[:500],
+                      traceback=traceback.format_exc()[-3000:])
+    return result
+
+
+# --- the forking loop -------------------------------------------------------------------------------
+
+def _run_forked(workdir: Path, seed: int, cli: bool, timeout: float, lie: int | None) -> dict:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the case, in a child: a SIGBUS or a segfault kills it, not the fuzzer
+        os.close(read_end)
+        try:
+            line = json.dumps(run_case(workdir, seed, cli, lie))
+        except BaseException as error:  # noqa: BLE001
+            line = json.dumps({"seed": seed, "outcome": "exception", "detail": repr(error)[:500],
+                               "traceback": traceback.format_exc()[-3000:]})
+        os.write(write_end, line.encode())
+        os._exit(0)
+    os.close(write_end)
+    deadline = time.monotonic() + timeout
+    chunks = []
+    os.set_blocking(read_end, False)
+    status = None
+    while status is None:
+        try:
+            while chunk := os.read(read_end, 65536):
+                chunks.append(chunk)
+        except BlockingIOError:
+            pass
+        done, raw = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = raw
+        elif time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(read_end)
+            return {"seed": seed, "outcome": "hang", "detail": f"over {timeout:g}s"}
+        else:
+            time.sleep(0.01)
+    try:
+        while chunk := os.read(read_end, 65536):
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    os.close(read_end)
+    if os.WIFSIGNALED(status):
+        return {"seed": seed, "outcome": "crash", "detail": f"killed by {signal.Signals(os.WTERMSIG(status)).name}"}
+    return json.loads(b"".join(chunks) or b'{"outcome": "exception", "detail": "no result"}') | {"seed": seed}
+
+
+def main(argv: list[str]) -> int:
+    import logging
+
+    from loguru import logger
+    logger.remove()                 # the store's and the sidecar's own lines would drown the findings
+    logging.disable(logging.CRITICAL)
+    command, workdir = argv[0], Path(argv[1])
+    if command == "build":
+        build(workdir)
+        return 0
+    import commitlog, policies, retention.deletion.cleaner  # noqa: F401,E401 (imported once, before the forks)
+    first, count = int(argv[2]), int(argv[3])
+    lie = int(argv[argv.index("--lie") + 1]) if "--lie" in argv else None
+    cli_every = int(argv[argv.index("--cli-every") + 1]) if "--cli-every" in argv else 0
+    timeout = float(argv[argv.index("--timeout") + 1]) if "--timeout" in argv else 30.0
+    for seed in range(first, first + count):
+        cli = bool(cli_every) and seed % cli_every == 0
+        print(json.dumps(_run_forked(workdir, seed, cli, timeout, lie)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -40,6 +40,13 @@ class HostileRequest:
     def path(self) -> str:
         return self.target.split("?", 1)[0]
 
+    def allowed_5xx(self, status: int) -> bool:
+        """503 from a health probe (unhealthy, by contract), and 501 for a transfer coding other than
+        chunked (RFC 9112 6.1: what the server cannot decode; waitress refuses it before routing)."""
+        if status == 503:
+            return self.path in HEALTH_PATHS
+        return status == 501 and b"Transfer-Encoding: gzip" in self.raw
+
 
 def _target(rng: random.Random) -> str:
     path = rng.choice(list(ROUTES) + ["/status/", "//status", "/../status", "/%2e%2e/", "/%00", "/ui/",

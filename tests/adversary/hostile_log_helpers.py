@@ -1,7 +1,7 @@
 """A bounded mutation fuzzer over every file of a log directory, run as a script in its own process.
 
     python hostile_log_helpers.py build WORKDIR                 # the template: a real log and tier
-    python hostile_log_helpers.py run WORKDIR FIRST COUNT [--cli-every N] [--timeout S] [--lie OFFSET]
+    python hostile_log_helpers.py run WORKDIR FIRST:COUNT|SEED,SEED,.. [--cli-every N] [--timeout S] [--lie OFFSET]
 
 `build` writes WORKDIR/template: a log of 4 KiB segments written by a writer (keyed records, some
 empty values as tombstones), consumer commits, records marked dead, one keyed compaction (so a
@@ -107,8 +107,13 @@ def build(workdir: Path) -> None:
             assert log.append(_value(offset), _key(offset)) == offset
             written[offset] = _key(offset), _value(offset)
             offset += 1
-    (root / "written.json").write_text(json.dumps(
-        {str(o): [None if k is None else k.hex(), v.hex()] for o, (k, v) in written.items()}))
+        for _ in range(15):                  # the active segment holds records, most acknowledged
+            assert log.append(_value(offset), _key(offset)) == offset
+            written[offset] = _key(offset), _value(offset)
+            offset += 1
+        log.commit("tail", offset - 2)    # a group near the end: the active segment's records are acknowledged
+    (root / "written.json").write_text(json.dumps({"tail_commit": offset - 2, "records": {
+        str(o): [None if k is None else k.hex(), v.hex()] for o, (k, v) in written.items()}}))
 
 
 # --- one case ---------------------------------------------------------------------------------------
@@ -164,6 +169,21 @@ def _mutate_state(path: Path, rng: random.Random) -> str:
     return f"sqlite: {table}.{column} = {value!r}"
 
 
+def _remove_or_rename(path: Path, rng: random.Random) -> str:
+    """The file gone, or a segment (with its index) under another base offset."""
+    from commitlog import parse_segment_name, segment_name
+    base = parse_segment_name(path.name)
+    if base is None or rng.random() < 0.5:
+        path.unlink()
+        return "remove"
+    other = base + rng.choice([-1, 1, 7, 100])
+    path.rename(path.with_name(segment_name(other)))
+    index = path.with_suffix(".index")
+    if index.exists():
+        index.rename(path.with_name(segment_name(other)).with_suffix(".index"))
+    return f"rename to base {other}"
+
+
 def mutate(path: Path, rng: random.Random) -> str:
     """Damage `path` one way; returns what was done, in words."""
     if path.suffix == ".json" and rng.random() < 0.5:
@@ -172,6 +192,8 @@ def mutate(path: Path, rng: random.Random) -> str:
             return what
     if path.name == "state.db" and rng.random() < 0.5:
         return _mutate_state(path, rng)
+    if rng.random() < 0.04:
+        return _remove_or_rename(path, rng)
     data = bytearray(path.read_bytes())
     size = len(data)
     kind = rng.choice(["flip", "flip", "truncate", "extend", "zero", "bytes"])
@@ -258,8 +280,10 @@ def run_case(workdir: Path, seed: int, cli: bool, lie: int | None = None) -> dic
     case = workdir / f"case-{os.getpid()}"
     shutil.rmtree(case, ignore_errors=True)
     shutil.copytree(workdir / "template", case, symlinks=True)
+    saved = json.loads((case / "written.json").read_text())
     written = {int(o): (None if k is None else bytes.fromhex(k), bytes.fromhex(v))
-               for o, (k, v) in json.loads((case / "written.json").read_text()).items()}
+               for o, (k, v) in saved["records"].items()}
+    tail_commit = saved["tail_commit"]     # group tail's commit, near the end of the log
     if lie is not None:
         written[lie] = written[lie][0], b"not what was written"
     target = rng.choice(_targets(case))
@@ -275,6 +299,9 @@ def run_case(workdir: Path, seed: int, cli: bool, lie: int | None = None) -> dic
                 _read_everything(log, written, rng)
                 if not readonly:
                     offset = _guarded(log.append, b"after-damage", b"k")
+                    if offset is not None and offset < tail_commit:
+                        raise WrongValue(f"an append got offset {offset}, below group tail's commit "
+                                         f"{tail_commit}: that group never reads it")
                     if offset is not None:
                         written[offset] = b"k", b"after-damage"
                         record = _guarded(log.read, offset)
@@ -347,6 +374,14 @@ def _run_forked(workdir: Path, seed: int, cli: bool, timeout: float, lie: int | 
     return json.loads(b"".join(chunks) or b'{"outcome": "exception", "detail": "no result"}') | {"seed": seed}
 
 
+def _seeds(text: str) -> list[int]:
+    """FIRST:COUNT, or seeds separated by commas."""
+    if ":" in text:
+        first, count = map(int, text.split(":"))
+        return list(range(first, first + count))
+    return [int(seed) for seed in text.split(",")]
+
+
 def main(argv: list[str]) -> int:
     import logging
 
@@ -358,11 +393,11 @@ def main(argv: list[str]) -> int:
         build(workdir)
         return 0
     import commitlog, policies, retention.deletion.cleaner  # noqa: F401,E401 (imported once, before the forks)
-    first, count = int(argv[2]), int(argv[3])
+    seeds = _seeds(argv[2])
     lie = int(argv[argv.index("--lie") + 1]) if "--lie" in argv else None
     cli_every = int(argv[argv.index("--cli-every") + 1]) if "--cli-every" in argv else 0
     timeout = float(argv[argv.index("--timeout") + 1]) if "--timeout" in argv else 30.0
-    for seed in range(first, first + count):
+    for seed in seeds:
         cli = bool(cli_every) and seed % cli_every == 0
         print(json.dumps(_run_forked(workdir, seed, cli, timeout, lie)), flush=True)
     return 0

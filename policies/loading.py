@@ -39,7 +39,7 @@ def load_config(path: str | os.PathLike[str], *, base_dir: str | os.PathLike[str
     except (OSError, ValueError) as error:   # ValueError: a path with a NUL in it
         raise ConfigError(f"cannot read the file: {getattr(error, 'strerror', None) or error}", source=source) from None
     if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"is larger than {MAX_CONFIG_BYTES // 2**20} MiB; a configuration is a few KiB", source=source)
+        raise _too_large(source)
     return parse_config(text, source=source, base_dir=base_dir)
 
 
@@ -67,7 +67,7 @@ def parse_config(
 def _read_yaml(text: str, source: str) -> tuple[yaml.Node | None, object]:
     """Parse once, keeping both the node tree (for line numbers) and the plain data."""
     if len(text) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"is larger than {MAX_CONFIG_BYTES // 2**20} MiB; a configuration is a few KiB", source=source)
+        raise _too_large(source)
     loader = None
     try:
         loader = BoundedLoader(text)
@@ -87,6 +87,10 @@ def _read_yaml(text: str, source: str) -> tuple[yaml.Node | None, object]:
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _too_large(source: str) -> ConfigError:
+    return ConfigError(f"is larger than {MAX_CONFIG_BYTES // 1024} KiB; a configuration is a few KiB", source=source)
 
 
 def _yaml_problem(problem: str | None, context: str | None) -> str:

@@ -20,7 +20,7 @@ from yaml.constructor import ConstructorError
 
 __all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_INT_CHARS", "MAX_NODES", "BoundedLoader"]
 
-MAX_CONFIG_BYTES = 2**20
+MAX_CONFIG_BYTES = 256 * 1024   # a configuration of a thousand logs is about 150 KiB; PyYAML reads ~100 KiB/s loaded
 MAX_NODES = 100_000
 MAX_DEPTH = 50
 MAX_INT_CHARS = 40

@@ -40,13 +40,13 @@ BOMBS = {
     "raw_nul": "service:\n  audit: a\0b\n",
     "control_character": "service:\n  audit: a\x01b\n",
     "long_path": "logs:\n  big:\n    path: /tmp/" + "x" * 2_000_000 + "\n",
-    "long_path_under_the_size_cap": "logs:\n  big:\n    path: /tmp/" + "x/" * 200_000 + "\n",
+    "long_path_under_the_size_cap": "logs:\n  big:\n    path: /tmp/" + "x/" * 60_000 + "\n",
     "long_name": "logs:\n  big:\n    path: /tmp/" + "x" * 300 + "\n",
     "lone_surrogate_path": 'logs:\n  big:\n    path: "/tmp/\\ud800"\n',
     "recursive_alias": "service:\n  listen: &a [*a]\n",
-    "long_key": "service:\n  " + "k" * 500_000 + ": 1\n",
-    "long_string": "service:\n  listen: " + "9" * 500_000 + "\n",
-    "many_values": "service:\n  listen: [" + ",".join(["1"] * 150_000) + "]\n",
+    "long_key": "service:\n  " + "k" * 200_000 + ": 1\n",
+    "long_string": "service:\n  listen: " + "9" * 200_000 + "\n",
+    "many_values": "service:\n  listen: [" + ",".join(["1"] * 110_000) + "]\n",
 }
 
 

@@ -42,6 +42,7 @@ def test_generated_hostile_requests_get_no_5xx_and_leave_the_sidecar_alive(tmp_p
 
 
 @pytest.mark.fuzz
+@pytest.mark.timeout(0)     # as long as the seeds take; each case has its own bound
 def test_fuzz_hostile_http(tmp_path):
     first, _, count = os.environ.get("HTTP_SEEDS", "0:5000").partition(":")
     _storm(tmp_path, range(int(first), int(first) + int(count)))

@@ -10,6 +10,7 @@ import os
 import re
 import resource
 import signal
+import time
 
 import pytest
 import yaml
@@ -22,8 +23,9 @@ from hostile_helpers import BOMBS, CHECK_MEMORY_LIMIT, VALID_CONFIG, mutated_con
 from retention_helpers import config_text, make_log, write_config
 from sidecar_helpers import Sidecar
 
-BRIEF_SEEDS = range(400)          # in-process, about 0.02 s each
+BRIEF_SEEDS = range(200)          # in-process, about 0.02 s each (a few take seconds)
 BRIEF_CLI_SEEDS = range(6)        # through the real CLI, about 0.5 s each
+PARSE_SECONDS = 30.0
 
 
 def _seeds(default: str) -> range:
@@ -32,14 +34,17 @@ def _seeds(default: str) -> range:
 
 
 def _assert_verdict(text: str, base_dir) -> None:
-    """parse_config either accepts ``text`` or raises ConfigError, whose message is one short line."""
+    """parse_config either accepts ``text`` or raises ConfigError, whose message is one short line,
+    within PARSE_SECONDS (the largest file the loader reads takes a few seconds on a loaded machine)."""
+    started = time.monotonic()
     try:
         result = parse_config(text, source="fuzz.yaml", base_dir=base_dir)
     except ConfigError as error:
         message = str(error)
         assert "\n" not in message and len(message) < 1200, message
-        return
-    assert isinstance(result, RetentionConfig)
+    else:
+        assert isinstance(result, RetentionConfig)
+    assert time.monotonic() - started < PARSE_SECONDS, f"{time.monotonic() - started:.1f}s for {text[:200]!r}"
 
 
 @pytest.mark.parametrize("name", sorted(BOMBS))
@@ -64,7 +69,7 @@ def test_the_alias_bomb_is_a_few_hundred_bytes_and_refused_by_counting_values(tm
     ("deep_nesting", "nested deeper than"), ("huge_integer", "an integer of 5000 characters"),
     ("nul_in_a_path", "service.audit: a path cannot contain a NUL character"),
     ("control_character", "the character U+0001 is not allowed"),
-    ("long_path", "is larger than 1 MiB"), ("long_path_under_the_size_cap", "logs.big.path: a path is at most"),
+    ("long_path", "is larger than 256 KiB"), ("long_path_under_the_size_cap", "logs.big.path: a path is at most"),
     ("recursive_alias", "inside the node it names")])
 def test_each_probe_is_named_in_plain_words(name, expected, tmp_path):
     with pytest.raises(ConfigError, match=re.escape(expected)):
@@ -103,13 +108,14 @@ _sections = st.fixed_dictionaries({}, optional={
 })
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(tree=_sections)
 def test_any_tree_of_yaml_values_gets_a_one_line_verdict(tree, tmp_path_factory):
     _assert_verdict(yaml.safe_dump(tree, allow_unicode=True), tmp_path_factory.getbasetemp())
 
 
 @pytest.mark.fuzz
+@pytest.mark.timeout(0)
 def test_fuzz_hostile_configurations(tmp_path):
     """The long run: in-process for every seed, and every 50th through the CLI under the memory cap."""
     for seed in _seeds("0:3000"):

@@ -50,7 +50,6 @@ def parse_config(
     root, data = _read_yaml(text, source)
     if root is None or data is None:
         raise ConfigError("the configuration is empty; expected a mapping with service, logs and policies", source=source)
-    _reject_duplicate_keys(root, (), source)
     if not isinstance(data, dict):
         raise ConfigError(
             f"the top level must be a mapping with service, logs and policies, got {describe_kind(data)}",
@@ -72,7 +71,11 @@ def _read_yaml(text: str, source: str) -> tuple[yaml.Node | None, object]:
     try:
         loader = BoundedLoader(text)
         root = loader.get_single_node()
-        return root, (loader.construct_document(root) if root is not None else None)
+        if root is None:
+            return None, None
+        # Before constructing: a `<<` merge copies the merged keys into the node, beside its own.
+        _reject_duplicate_keys(root, (), source)
+        return root, loader.construct_document(root)
     except yaml.reader.ReaderError as error:   # raised before any mark exists: count the lines ourselves
         line = text.count("\n", 0, error.position) + 1
         raise ConfigError(f"invalid YAML: the character U+{error.character:04X} is not allowed in YAML text",

@@ -73,7 +73,7 @@ def _short_repr() -> reprlib.Repr:
     # reprlib never builds the whole repr, so a value made of a million aliased lists costs nothing here.
     shortener = reprlib.Repr()
     shortener.maxstring = shortener.maxother = shortener.maxlong = 60
-    shortener.maxlevel, shortener.maxlist, shortener.maxdict = 3, 4, 4
+    shortener.maxlevel, shortener.maxlist, shortener.maxdict = 2, 4, 4
     return shortener
 
 

@@ -31,7 +31,10 @@ def load_config(path: str | os.PathLike[str], *, base_dir: str | os.PathLike[str
     """
     source = os.fspath(path)
     try:
-        with open(source, "rb") as stream:
+        # Opened without blocking, so a FIFO nobody writes opens at once (and then reads as empty).
+        descriptor = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        os.set_blocking(descriptor, True)
+        with open(descriptor, "rb") as stream:
             data = stream.read(MAX_CONFIG_BYTES + 1)
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -57,6 +57,14 @@ def test_a_hostile_file_gets_one_line_and_exit_2_within_bounds(name, tmp_path):
     assert "retention.yaml" in run.stderr
 
 
+def test_a_fifo_nobody_writes_is_an_empty_file_not_a_hang(tmp_path):
+    fifo = tmp_path / "retention.yaml"
+    os.mkfifo(fifo)
+    run = run_check(fifo, cwd=tmp_path)
+    run.assert_one_line_verdict()
+    assert run.returncode == 2 and "the configuration is empty" in run.stderr
+
+
 def test_the_alias_bomb_is_a_few_hundred_bytes_and_refused_by_counting_values(tmp_path):
     config = tmp_path / "bomb.yaml"
     config.write_text(BOMBS["alias_bomb"])

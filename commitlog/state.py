@@ -29,6 +29,7 @@ connection); any number of processes may open the same database.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -140,6 +141,10 @@ class LogState:
                     self._drop()  # nothing changed since the last read: an idle log holds none
             return cached[1]
         rows = self._query(_GROUPS_SQL)
+        for name, offset, at in rows:
+            _check_value(self.path, f"group {name!r}'s committed offset", offset)
+            if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
+                raise CorruptLogError(self.path, None, f"group {name!r}'s commit time is {at!r}, not a time")
         if max((s[2] for s in signature if s is not None), default=now) < now - _RACY_NS:
             self._groups = (signature, rows)
         return rows
@@ -173,7 +178,7 @@ class LogState:
 
     def _db_start(self) -> int:
         rows = self._query(_START_SQL)
-        return rows[0][0] if rows else 0
+        return _check_value(self.path, "the start offset", rows[0][0]) if rows else 0
 
     def ensure_start_file(self) -> bool:
         """Create `start.offset` if missing, from `state.db`'s start offset (call with the
@@ -254,6 +259,13 @@ def _stat_key(path: str, empty: object = 0) -> tuple[int, int, int, int] | None:
     if st.st_size == 0 and empty is None:
         return None
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_dev
+
+
+def _check_value(path: str, what: str, value: object) -> int:
+    """`value` read from the database, if it is an offset (SQLite keeps whatever a column is given)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CorruptLogError(path, None, f"{what} is {value!r:.40}, not an offset")
+    return value
 
 
 def _primary(exc: sqlite3.DatabaseError) -> int | None:

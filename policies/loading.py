@@ -18,7 +18,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from policies.config import ConfigError, RetentionConfig
-from policies.units import describe_kind, describe_value
+from policies.yaml_bounds import MAX_CONFIG_BYTES, BoundedLoader
+from policies.units import describe_kind, describe_value, shown
 
 __all__ = ["load_config", "parse_config"]
 
@@ -30,12 +31,18 @@ def load_config(path: str | os.PathLike[str], *, base_dir: str | os.PathLike[str
     """
     source = os.fspath(path)
     try:
-        with open(source, encoding="utf-8") as stream:
-            text = stream.read()
+        # Opened without blocking, so a FIFO nobody writes opens at once (and then reads as empty).
+        descriptor = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        os.set_blocking(descriptor, True)
+        with open(descriptor, "rb") as stream:
+            data = stream.read(MAX_CONFIG_BYTES + 1)
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError("is not UTF-8 text", source=source) from None
-    except OSError as error:
-        raise ConfigError(f"cannot read the file: {error.strerror or error}", source=source) from None
+    except (OSError, ValueError) as error:   # ValueError: a path with a NUL in it
+        raise ConfigError(f"cannot read the file: {getattr(error, 'strerror', None) or error}", source=source) from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise _too_large(source)
     return parse_config(text, source=source, base_dir=base_dir)
 
 
@@ -46,7 +53,6 @@ def parse_config(
     root, data = _read_yaml(text, source)
     if root is None or data is None:
         raise ConfigError("the configuration is empty; expected a mapping with service, logs and policies", source=source)
-    _reject_duplicate_keys(root, (), source)
     if not isinstance(data, dict):
         raise ConfigError(
             f"the top level must be a mapping with service, logs and policies, got {describe_kind(data)}",
@@ -62,10 +68,21 @@ def parse_config(
 
 def _read_yaml(text: str, source: str) -> tuple[yaml.Node | None, object]:
     """Parse once, keeping both the node tree (for line numbers) and the plain data."""
-    loader = yaml.SafeLoader(text)
+    if len(text) > MAX_CONFIG_BYTES:
+        raise _too_large(source)
+    loader = None
     try:
+        loader = BoundedLoader(text)
         root = loader.get_single_node()
-        return root, (loader.construct_document(root) if root is not None else None)
+        if root is None:
+            return None, None
+        # Before constructing: a `<<` merge copies the merged keys into the node, beside its own.
+        _reject_duplicate_keys(root, (), source)
+        return root, loader.construct_document(root)
+    except yaml.reader.ReaderError as error:   # raised before any mark exists: count the lines ourselves
+        line = text.count("\n", 0, error.position) + 1
+        raise ConfigError(f"invalid YAML: the character U+{error.character:04X} is not allowed in YAML text",
+                          source=source, line=line) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         detail = _yaml_problem(error.problem, error.context)
@@ -74,7 +91,12 @@ def _read_yaml(text: str, source: str) -> tuple[yaml.Node | None, object]:
     except yaml.YAMLError as error:
         raise ConfigError(f"invalid YAML: {error}", source=source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
+
+
+def _too_large(source: str) -> ConfigError:
+    return ConfigError(f"is larger than {MAX_CONFIG_BYTES // 1024} KiB; a configuration is a few KiB", source=source)
 
 
 def _yaml_problem(problem: str | None, context: str | None) -> str:
@@ -152,7 +174,7 @@ def _describe_error(detail: Mapping[str, Any]) -> tuple[tuple[str | int, ...], s
         return location, f"expected one of {context.get('expected')}, got {given}"
     if kind == "greater_than":
         bound = context.get("gt")
-        return location, f"must be {'positive' if bound == 0 else f'greater than {bound}'}, got {detail.get('input')!r}"
+        return location, f"must be {'positive' if bound == 0 else f'greater than {bound}'}, got {shown(detail.get('input'))}"
     return location, str(detail["msg"])
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import reprlib
 from collections.abc import Iterable
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
@@ -37,6 +38,7 @@ __all__ = [
     "parse_hours",
     "parse_ratio",
     "parse_size",
+    "shown",
 ]
 
 DURATION_UNITS: dict[str, float] = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -60,10 +62,27 @@ def describe_kind(value: object) -> str:
 
 
 def describe_value(value: object) -> str:
-    """Return ``value`` as the operator wrote it plus its kind, e.g. ``'ten' (a string)``."""
+    """Return ``value`` as the operator wrote it plus its kind, e.g. ``'ten' (a string)``; a long string
+    or a large list is shortened (``...``), so a message stays short whatever the value."""
     if value is None:
         return "nothing (null)"
-    return f"{value!r} ({describe_kind(value)})"
+    return f"{shown(value)} ({describe_kind(value)})"
+
+
+def _short_repr() -> reprlib.Repr:
+    # reprlib never builds the whole repr, so a value made of a million aliased lists costs nothing here.
+    shortener = reprlib.Repr()
+    shortener.maxstring = shortener.maxother = shortener.maxlong = 60
+    shortener.maxlevel, shortener.maxlist, shortener.maxdict = 2, 4, 4
+    return shortener
+
+
+_SHORT_REPR = _short_repr()
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` shortened to about 60 characters per string and a few items per collection."""
+    return _SHORT_REPR.repr(value)
 
 
 def parse_duration(value: object) -> float:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any
@@ -36,16 +36,27 @@ class ConfigError(ValueError):
     """
 
     def __init__(self, reason: str, *, source: str = "<string>", line: int | None = None, key_path: str = "") -> None:
-        self.source = source
+        # One short line by contract, whatever a YAML parser, an OS error or the file put in it: a
+        # part longer than its bound keeps its start and end around "...".
+        self.source = _bounded(source, _SOURCE_CHARS)
         self.line = line
-        self.key_path = key_path
-        # The message is a single line by contract, whatever a YAML parser or OS error put in it.
-        self.reason = " ".join(reason.split())
+        self.key_path = _bounded(key_path, _KEY_PATH_CHARS)
+        self.reason = _bounded(" ".join(reason.split()), _REASON_CHARS)
         super().__init__(self.reason)
 
     def __str__(self) -> str:
         place = self.source if self.line is None else f"{self.source}:{self.line}"
         return f"{place}: {self.key_path}: {self.reason}" if self.key_path else f"{place}: {self.reason}"
+
+
+_PATH_MAX, _NAME_MAX = 4096, 255   # Linux's limits; beyond them every system call fails ENAMETOOLONG
+_SOURCE_CHARS, _KEY_PATH_CHARS, _REASON_CHARS = 300, 200, 500
+
+
+def _bounded(text: str, limit: int) -> str:
+    if len(text) > limit:
+        text = f"{text[:limit // 2]}...{text[-(limit // 2):]}"
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def _config_problem(reason: str, *key: str) -> PydanticCustomError:
@@ -122,8 +133,27 @@ def _resolve_path(value: object, info: ValidationInfo) -> Path:
         raise ValueError(f"expected a path, got {describe_value(value)}")
     if not value.strip():
         raise ValueError("must not be empty")
+    if "\0" in value:
+        raise ValueError("a path cannot contain a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a path cannot contain a lone surrogate (\\ud800-\\udfff)") from None
     base = (info.context or {}).get("base_dir") or os.getcwd()
-    return Path(os.path.abspath(os.path.join(os.fspath(base), os.path.expanduser(value))))
+    path = os.path.abspath(os.path.join(os.fspath(base), os.path.expanduser(value)))
+    longest = max(len(name.encode()) for name in path.split(os.sep))
+    if len(path.encode()) >= _PATH_MAX or longest > _NAME_MAX:
+        raise ValueError(f"a path is at most {_PATH_MAX - 1} bytes and each name in it {_NAME_MAX}, "
+                         f"got {len(path)} characters, the longest name {longest} bytes")
+    return Path(path)
+
+
+def _probe(path: Path, question: Callable[[], bool]) -> bool:
+    """``question()`` about ``path``; a name the file system refuses (EACCES, a lone surrogate) is a ValueError."""
+    try:
+        return question()
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path} cannot be looked at: {getattr(error, 'strerror', None) or error}") from None
 
 
 # --- the models ---------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from policies.units import format_size
 from policies.config.service import ServiceConfig
 from policies.config.policy import PolicyConfig
 from policies.config.fields import (ByteSize, DEFAULT_POLICY, Name, _Strict, _config_problem, _frozen_mapping,
-                                    _resolve_path)
+                                    _probe, _resolve_path)
 
 
 def _frozen_tree(value: Any) -> Any:
@@ -72,7 +72,7 @@ class LogConfig(_Strict):
     @classmethod
     def _check_path(cls, value: object, info: ValidationInfo) -> Path:
         path = _resolve_path(value, info)
-        if path.exists() and not path.is_dir():
+        if _probe(path, lambda: path.exists() and not path.is_dir()):
             raise ValueError(f"{path} exists and is not a directory; a log is a directory")
         return path
 

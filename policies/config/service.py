@@ -13,7 +13,7 @@ from pydantic import Field, PlainSerializer, PlainValidator, ValidationInfo, fie
 
 from policies.units import describe_value, format_duration
 from policies.config.fields import (LOG_LEVELS, PositiveDuration, _HOUR, _SECOND, _Strict, _config_problem,
-                                    _resolve_path)
+                                    _probe, _resolve_path)
 
 
 MAX_ALLOWED_HOSTS = 64
@@ -145,7 +145,7 @@ class ServiceConfig(_Strict):
     @classmethod
     def _check_audit(cls, value: object, info: ValidationInfo) -> Path:
         path = _resolve_path(value, info)
-        if path.is_dir():
+        if _probe(path, path.is_dir):
             raise ValueError(f"{path} is a directory; the audit trail is a file")
         return path
 

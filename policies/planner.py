@@ -8,8 +8,9 @@ Rules, per log (``plan`` applies them; every input is plain data and nothing is 
   left are within the cap; then the cap justifies nothing more. Unconsumed segments, held ones, the
   active segment, the prefix rule and ``files_per_pass`` still keep segments, as for any trigger.
 - A segment expires ``reserve`` after its last write. Only expired segments go, unless the pass
-  forces: ``disk-force``, ``refuse-writes`` (even with ``disk.force`` off) or a manual trigger
-  with force, which take the oldest segments whatever their age.
+  forces: ``disk-force`` (``disk.force`` on) or a manual trigger with force, which take the oldest
+  segments whatever their age. With ``disk.force`` off nothing forces: above
+  ``refuse_writes_ratio`` the writers are refused and only expired, consumed segments go.
 - With ``protect_unconsumed``, a segment holding an offset a consumer group has not consumed is kept
   (``unconsumed:GROUP``) unless the disk forces; a manual force does not override this. A group silent
   for longer than ``consumer_ttl`` protects nothing and is reported as stale.
@@ -52,7 +53,6 @@ from policies.reasons import (ACTIVE, ARCHIVED, BATCH_LIMIT, EXPIRED, HELD, NOT_
 from policies.snapshot import GroupSnapshot, LogSnapshot, SegmentSnapshot
 from policies.triggers import (
     DISK_CLEAN,
-    REFUSE_WRITES,
     DISK_FORCE,
     TIME_WINDOW,
     MANUAL,
@@ -159,9 +159,8 @@ class _LogWalk:
         if over_size_cap(policy, self.log_bytes):
             self.triggers = tuple(t for t in TRIGGERS if t in self.triggers or t == SIZE_CAP)
         self.freed_bytes = 0
-        # refuse-writes forces even with disk.force off: writers are already being turned away.
-        self.forcing_trigger = (DISK_FORCE if DISK_FORCE in self.triggers
-                                else REFUSE_WRITES if REFUSE_WRITES in self.triggers else None)
+        # Only disk-force forces: with disk.force off, refuse-writes turns writers away instead.
+        self.forcing_trigger = DISK_FORCE if DISK_FORCE in self.triggers else None
         self.stale_groups = stale_groups(log.groups, self.now, policy.consumer_ttl)
         self.protecting = (
             tuple(sorted((g for g in log.groups if g.name not in self.stale_groups), key=lambda g: g.name))
@@ -309,7 +308,7 @@ class _LogWalk:
         if overridden_by is not None:
             return (overridden_by,) if age < self.policy.reserve else (EXPIRED, overridden_by)
         triggers = tuple(t for t in self.triggers
-                         if (t != SIZE_CAP or over_cap) and (t not in (DISK_FORCE, REFUSE_WRITES) or force_disk))
+                         if (t != SIZE_CAP or over_cap) and (t != DISK_FORCE or force_disk))
         return (EXPIRED, *triggers)
 
     def result(self) -> LogPlan:

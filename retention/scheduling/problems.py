@@ -15,6 +15,9 @@ active. Each problem is a kind and a subject (a log name, or "" for the process)
 - `archive-lagging`: a log's oldest segment due for upload to its archive tier has waited longer
   than its `archive.lag_unhealthy` (the tier is down or refuses it, or uploads cannot keep up):
   nothing it holds can be evicted locally meanwhile.
+- `clock-stepped`: the wall clock jumped forward past `service.clock_step_threshold` (between two
+  looks, or ahead of the newest time on disk at start): what only the step would expire or make
+  stale waits until `retention clock accept` (`POST /clock/accept`) or the clock returns.
 
 `HealthProblems.update` takes the full set of active problems each time it is evaluated and logs
 exactly one WARNING when a problem starts and one INFO when it clears, and keeps the gauge
@@ -41,8 +44,9 @@ LOG_MISSING = "log-missing"
 LOG_OWNED_ELSEWHERE = "log-owned-elsewhere"
 RELOAD_FAILED = "reload-failed"
 ARCHIVE_LAGGING = "archive-lagging"
+CLOCK_STEPPED = "clock-stepped"
 KINDS = (SCHEDULER_STOPPED, DISK_CHECK_STALLED, PASSES_FAILING, PASSES_LATE, LOG_MISSING,
-         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING)
+         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, CLOCK_STEPPED)
 
 
 class Problem(NamedTuple):

@@ -12,8 +12,10 @@
                     pass as `retention clean --json` does; 409 naming the running pass while one
                     runs. Needs `Authorization: Bearer TOKEN` when service.token is set (mandatory
                     when listening beyond loopback).
+    POST /clock/accept  accept the wall clock after a forward step (problem clock-stepped): what
+                    only the step made due goes from the next pass; the same token as /clean.
 
-Only /clean changes anything. The GET endpoints need no token (like any Prometheus exporter);
+Only the POSTs change anything. The GET endpoints need no token (like any Prometheus exporter);
 bind to loopback, the default, when paths and process command lines must not leave the machine.
 /status, /plan and /metrics are shared for a second between clients (`routes.VIEW_TTL`).
 

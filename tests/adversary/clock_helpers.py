@@ -52,8 +52,34 @@ def audit_events(path: str, event: str) -> list[dict]:
 
 
 def faketime_env(timestamp_file: Path, offset: str = "+0") -> dict:
-    """The environment of a process whose clock follows `timestamp_file` (re-read at every call:
-    write "+365d" into it to step the running process a year ahead). libfaketime fakes
-    CLOCK_MONOTONIC and CLOCK_BOOTTIME by the same offset; /proc/uptime is the kernel's."""
+    """The environment of a process whose wall clock follows `timestamp_file` (read at every call:
+    write "+365d" into it to step the running process a year ahead). The monotonic clock stays real
+    and `time.sleep` waits on it (faketime_site/sitecustomize.py says why); /proc/uptime, which the
+    clock guard reads, is the kernel's either way."""
     timestamp_file.write_text(offset + "\n")
-    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(timestamp_file), "FAKETIME_NO_CACHE": "1"}
+    site = str(Path(__file__).resolve().parent / "faketime_site")
+    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(timestamp_file), "FAKETIME_NO_CACHE": "1",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "PYTHONPATH": os.pathsep.join([site, *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+def passes(sidecar) -> float:
+    """Cleanup passes the sidecar has run (every kind and outcome), from /metrics."""
+    _, _, body = sidecar.request("GET", "/metrics")
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
+               if line.startswith("retention_passes_total{"))
+
+
+def problems(sidecar) -> list[str]:
+    _, body = sidecar.get_json("/healthz")
+    return body["problems"]
+
+
+def clock_problem(sidecar) -> str | None:
+    return next((p for p in problems(sidecar) if p.startswith("clock-stepped")), None)
+
+
+def more_passes(sidecar, count: int = 3, timeout: float = 60.0) -> None:
+    """Wait until the sidecar has run `count` more passes than now."""
+    start = passes(sidecar)
+    sidecar.wait_for(lambda: passes(sidecar) >= start + count, timeout=timeout, what=f"{count} more passes")

@@ -1,0 +1,93 @@
+"""A forward clock step deletes nothing that was not due: a real sidecar whose clock libfaketime steps
+a year ahead while it runs, and one started with its clock a year ahead of everything on disk.
+
+Before the guard, at +1 year every sealed segment was expired and `etl` stale (`consumer_ttl` 7d),
+so the first pass after the step deleted every segment, those `etl` had not read included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from clock_helpers import audit_events, clock_problem, commit, faketime_env, more_passes, segment_end
+from retention_helpers import config_text, make_log, segment_bases, write_config
+from sidecar_helpers import Sidecar
+
+
+def _setup(tmp_path):
+    """A log of 6 fresh 4 KiB segments (reserve 1h, a delete window every hour, a pass every
+    second), `etl` having read the first two."""
+    log_dir = tmp_path / "staging"
+    bases = make_log(log_dir, 6)
+    commit(str(log_dir), "etl", segment_end(str(log_dir), bases[1]))
+    path, _ = write_config(tmp_path, config_text(tmp_path, sidecar=True, policy={
+        "interval": "1s", "delete_at_hours": "00-23", "consumer_ttl": "7d", "disk_check_interval": "1s"}))
+    return log_dir, bases, path, str(tmp_path / "audit.jsonl")
+
+
+def _accept(sidecar) -> subprocess.CompletedProcess:
+    """`retention clock accept --url`, run with the machine's clock."""
+    return subprocess.run([sys.executable, "-m", "retention.cli", "clock", "accept", "--url", sidecar.url],
+                          capture_output=True, text=True, timeout=120)
+
+
+def _step(stamp, offset: str) -> None:
+    stamp.write_text(offset + "\n")
+
+
+def test_a_sidecar_stepped_a_year_ahead_deletes_nothing_until_the_operator_accepts(tmp_path):
+    log_dir, bases, path, audit = _setup(tmp_path)
+    stamp = tmp_path / "faketime"
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp)) as sidecar:
+        sidecar.wait_ready(timeout=60)
+        more_passes(sidecar)
+        assert segment_bases(log_dir) == bases and clock_problem(sidecar) is None
+
+        _step(stamp, "+365d")
+        problem = sidecar.wait_for(lambda: clock_problem(sidecar), what="clock-stepped")
+        assert "between-looks" in problem
+        more_passes(sidecar)
+        assert segment_bases(log_dir) == bases, sidecar.log()
+        assert audit_events(audit, "deleted") == []
+        _, plan = sidecar.get_json("/plan")
+        kept = plan["logs"][0]["files"]
+        assert "clock-step" in kept[0]["reasons"] and "unconsumed:etl" in kept[2]["reasons"]
+
+        _step(stamp, "+0")                        # the clock comes back: the hold lifts by itself
+        sidecar.wait_for(lambda: clock_problem(sidecar) is None, what="clock-stepped cleared")
+        assert [e["event"] for e in audit_events(audit, "clock-returned")] == ["clock-returned"]
+
+        _step(stamp, "+365d")
+        sidecar.wait_for(lambda: clock_problem(sidecar), what="clock-stepped again")
+        more_passes(sidecar)
+        assert segment_bases(log_dir) == bases
+        done = _accept(sidecar)
+        assert done.returncode == 0 and "accepted the wall clock" in done.stdout, done.stderr
+        sidecar.wait_for(lambda: clock_problem(sidecar) is None, what="clock-stepped cleared by accept")
+        # Accepted: a year on, every sealed segment is expired and etl is stale.
+        sidecar.wait_for(lambda: segment_bases(log_dir) == bases[-1:], timeout=60, what="deletion resumed")
+    events = [e["event"] for e in map(json.loads, open(audit)) if e["event"].startswith("clock-")]
+    assert events == ["clock-stepped", "clock-returned", "clock-stepped", "clock-accepted"]
+    assert "Traceback" not in sidecar.log(), sidecar.log()
+
+
+def test_a_sidecar_started_a_year_ahead_of_the_disk_waits_for_the_operator(tmp_path):
+    log_dir, bases, path, audit = _setup(tmp_path)
+    stamp = tmp_path / "faketime"
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d")) as sidecar:
+        problem = sidecar.wait_for(lambda: clock_problem(sidecar), what="clock-stepped at start")
+        assert "at-start" in problem
+        more_passes(sidecar)
+        assert segment_bases(log_dir) == bases, sidecar.log()
+        assert audit_events(audit, "deleted") == []
+        stepped = audit_events(audit, "clock-stepped")
+        assert len(stepped) == 1 and stepped[0]["detected"] == "at-start"
+        assert stepped[0]["step_seconds"] > 364 * 86400
+        done = _accept(sidecar)
+        assert done.returncode == 0, done.stderr
+        sidecar.wait_for(lambda: segment_bases(log_dir) == bases[-1:], timeout=60, what="deletion after accept")
+    assert "Traceback" not in sidecar.log(), sidecar.log()

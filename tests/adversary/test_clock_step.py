@@ -91,3 +91,35 @@ def test_a_sidecar_started_a_year_ahead_of_the_disk_waits_for_the_operator(tmp_p
         assert done.returncode == 0, done.stderr
         sidecar.wait_for(lambda: segment_bases(log_dir) == bases[-1:], timeout=60, what="deletion after accept")
     assert "Traceback" not in sidecar.log(), sidecar.log()
+
+
+def _cli(tmp_path, stamp, *args) -> subprocess.CompletedProcess:
+    """`retention ARGS --config retention.yaml` with the clock libfaketime reads from `stamp`."""
+    return subprocess.run([sys.executable, "-m", "retention.cli", *args, "--config", str(tmp_path / "retention.yaml")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, **faketime_env(stamp, stamp.read_text().strip())})
+
+
+def test_a_manual_clean_on_a_host_a_year_ahead_deletes_only_what_was_due(tmp_path):
+    log_dir, bases, _, audit = _setup(tmp_path)
+    os.utime(log_dir / f"{bases[0]:020d}.log", (time.time() - 7200, time.time() - 7200))   # due: 2h, read
+    stamp = tmp_path / "faketime"
+    faketime_env(stamp, "+365d")
+    cleaned = _cli(tmp_path, stamp, "clean", "--json")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert segment_bases(log_dir) == bases[1:]                # the rest was not due before the step
+    files = json.loads(cleaned.stdout)["logs"][0]["files"]
+    assert files[0]["action"] == "deleted" and files[1]["reasons"] == ["clock-step"]
+    assert "unconsumed:etl" in files[2]["reasons"]
+    forced = _cli(tmp_path, stamp, "clean", "--force", "--json")    # forced: young, but never unread
+    assert forced.returncode == 0, forced.stderr
+    assert segment_bases(log_dir) == bases[2:]
+    planned = _cli(tmp_path, stamp, "plan", "--at", "2026-01-01T00:00:00Z", "--json")   # the operator asks
+    assert planned.returncode == 0, planned.stderr
+    accepted = _cli(tmp_path, stamp, "clock", "accept")
+    assert accepted.returncode == 0 and "accepted the wall clock" in accepted.stdout, accepted.stderr
+    again = _cli(tmp_path, stamp, "clean", "--json")
+    assert again.returncode == 0, again.stderr
+    assert segment_bases(log_dir) == bases[-1:]               # accepted: a year on, etl is stale
+    events = [e["event"] for e in map(json.loads, open(audit)) if e["event"].startswith("clock-")]
+    assert events == ["clock-stepped", "clock-accepted"]

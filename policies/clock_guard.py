@@ -23,8 +23,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from policies.reasons import CLOCK_STEP, RESERVED
+from policies.units import humanize_duration
 
-__all__ = ["age_reason", "forward_step", "judged_at"]
+__all__ = ["age_reason", "clock_step_detail", "forward_step", "judged_at"]
 
 
 def forward_step(trusted: float, wall: float, threshold: float) -> float | None:
@@ -45,3 +46,8 @@ def age_reason(age_judged: float, age_now: float, reserve: float) -> str | None:
     if age_judged >= reserve:
         return None
     return CLOCK_STEP if age_now >= reserve else RESERVED
+
+
+def clock_step_detail(step: float, age: float) -> str:
+    """The words of ``clock-step``: how far the wall clock is ahead, and the segment's trusted age."""
+    return f"the wall clock is {humanize_duration(step)} ahead of the trusted time, {humanize_duration(age)} old by it"

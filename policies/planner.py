@@ -48,11 +48,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from types import MappingProxyType
 
-from policies.clock_guard import age_reason, judged_at
+from policies.clock_guard import age_reason, clock_step_detail, judged_at
 from policies.config import PolicyConfig
 from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
 from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange, explain_codes  # re-exported
-from policies.reasons import (ACTIVE, ARCHIVED, BATCH_LIMIT, CLOCK_STEP, EXPIRED, HELD, NOT_ARCHIVED, NO_TRIGGER,
+from policies.reasons import (ACTIVE, ARCHIVED, BATCH_LIMIT, EXPIRED, HELD, NOT_ARCHIVED, NO_TRIGGER,
                               PREFIX, RESERVED, unconsumed)
 from policies.snapshot import GroupSnapshot, LogSnapshot, SegmentSnapshot
 from policies.triggers import (
@@ -229,7 +229,7 @@ class _LogWalk:
         if young is not None:
             (overridden if overridden_by else reasons).append(young)
             details[young] = ((_reserved_detail, policy.reserve, age) if young == RESERVED
-                              else (_clock_step_detail, self.wall - self.now, age))
+                              else (clock_step_detail, self.wall - self.now, age))
 
         if self.archive.enabled and segment.archived_at is None:
             (overridden if force_disk else reasons).append(NOT_ARCHIVED)
@@ -344,10 +344,6 @@ def _unconsumed_range(group: GroupSnapshot, segment: SegmentSnapshot) -> Unconsu
 # Formatters of SegmentDecision.detail_facts, called only when an explanation is read.
 def _reserved_detail(reserve: float, age: float) -> str:
     return f"younger than {humanize_duration(reserve)}, {humanize_duration(age)} old"
-
-
-def _clock_step_detail(step: float, age: float) -> str:
-    return f"the wall clock is {humanize_duration(step)} ahead of the trusted time, {humanize_duration(age)} old by it"
 
 
 def _unconsumed_detail(found: UnconsumedRange) -> str:

@@ -13,7 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retention"))   # r
 from commitlog import CommitLog, disk_usage  # noqa: E402
 
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
-YEAR = 365 * 86400.0
 
 
 def fill_to(log_dir: str, mount: str, above: float, *, segment_size: int) -> list[int]:

@@ -55,11 +55,19 @@ def faketime_env(timestamp_file: Path, offset: str = "+0") -> dict:
     write "+365d" into it to step the running process a year ahead). The monotonic clock stays real
     and `time.sleep` waits on it (faketime_site/sitecustomize.py says why); /proc/uptime, which the
     clock guard reads, is the kernel's either way."""
-    timestamp_file.write_text(offset + "\n")
+    step_clock(timestamp_file, offset)
     site = str(Path(__file__).resolve().parent / "faketime_site")
     return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(timestamp_file), "FAKETIME_NO_CACHE": "1",
             "FAKETIME_DONT_FAKE_MONOTONIC": "1",
             "PYTHONPATH": os.pathsep.join([site, *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+def step_clock(timestamp_file: Path, offset: str) -> None:
+    """Set the offset libfaketime reads at every call, atomically: a process reading the file while
+    it is rewritten in place would see it empty, an offset of 0, and its clock return for an instant."""
+    tmp = timestamp_file.with_name(timestamp_file.name + ".tmp")
+    tmp.write_text(offset + "\n")
+    os.replace(tmp, timestamp_file)
 
 
 def passes(sidecar) -> float:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from clock_helpers import audit_events, clock_problem, commit, faketime_env, more_passes, segment_end
+from clock_helpers import audit_events, clock_problem, commit, faketime_env, more_passes, segment_end, step_clock
 from retention_helpers import config_text, make_log, segment_bases, write_config
 from sidecar_helpers import Sidecar
 
@@ -35,8 +35,9 @@ def _accept(sidecar) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def _step(stamp, offset: str) -> None:
-    stamp.write_text(offset + "\n")
+def _metric(sidecar, name: str) -> float:
+    _, _, body = sidecar.request("GET", "/metrics")
+    return next(float(line.split()[1]) for line in body.decode().splitlines() if line.startswith(name + " "))
 
 
 def test_a_sidecar_stepped_a_year_ahead_deletes_nothing_until_the_operator_accepts(tmp_path):
@@ -47,27 +48,31 @@ def test_a_sidecar_stepped_a_year_ahead_deletes_nothing_until_the_operator_accep
         more_passes(sidecar)
         assert segment_bases(log_dir) == bases and clock_problem(sidecar) is None
 
-        _step(stamp, "+365d")
+        step_clock(stamp, "+365d")
         problem = sidecar.wait_for(lambda: clock_problem(sidecar), what="clock-stepped")
         assert "between-looks" in problem
         more_passes(sidecar)
         assert segment_bases(log_dir) == bases, sidecar.log()
         assert audit_events(audit, "deleted") == []
+        _, status = sidecar.get_json("/status")
+        assert status["clock"]["detected"] == "between-looks" and status["clock"]["step_seconds"] > 364 * 86400
+        assert _metric(sidecar, "retention_clock_step_seconds") > 364 * 86400
         _, plan = sidecar.get_json("/plan")
         kept = plan["logs"][0]["files"]
         assert "clock-step" in kept[0]["reasons"] and "unconsumed:etl" in kept[2]["reasons"]
 
-        _step(stamp, "+0")                        # the clock comes back: the hold lifts by itself
+        step_clock(stamp, "+0")                        # the clock comes back: the hold lifts by itself
         sidecar.wait_for(lambda: clock_problem(sidecar) is None, what="clock-stepped cleared")
         assert [e["event"] for e in audit_events(audit, "clock-returned")] == ["clock-returned"]
 
-        _step(stamp, "+365d")
+        step_clock(stamp, "+365d")
         sidecar.wait_for(lambda: clock_problem(sidecar), what="clock-stepped again")
         more_passes(sidecar)
         assert segment_bases(log_dir) == bases
         done = _accept(sidecar)
         assert done.returncode == 0 and "accepted the wall clock" in done.stdout, done.stderr
         sidecar.wait_for(lambda: clock_problem(sidecar) is None, what="clock-stepped cleared by accept")
+        assert _metric(sidecar, "retention_clock_step_seconds") == 0
         # Accepted: a year on, every sealed segment is expired and etl is stale.
         sidecar.wait_for(lambda: segment_bases(log_dir) == bases[-1:], timeout=60, what="deletion resumed")
     events = [e["event"] for e in map(json.loads, open(audit)) if e["event"].startswith("clock-")]
@@ -123,3 +128,22 @@ def test_a_manual_clean_on_a_host_a_year_ahead_deletes_only_what_was_due(tmp_pat
     assert segment_bases(log_dir) == bases[-1:]               # accepted: a year on, etl is stale
     events = [e["event"] for e in map(json.loads, open(audit)) if e["event"].startswith("clock-")]
     assert events == ["clock-stepped", "clock-accepted"]
+
+
+def test_accepting_the_clock_is_a_post_like_clean_that_needs_the_token(tmp_path):
+    log_dir, bases, _, _ = _setup(tmp_path)
+    path, _ = write_config(tmp_path, config_text(tmp_path, sidecar=True, service={"token": "s3cret"}))
+    with Sidecar(path, cwd=tmp_path) as sidecar:
+        sidecar.wait_ready(timeout=60)
+        status, _, body = sidecar.request("POST", "/clock/accept")
+        assert status == 401, body
+        assert sidecar.request("GET", "/clock/accept")[0] == 405
+        status, _, body = sidecar.request("POST", "/clock/accept", headers={"Authorization": "Bearer s3cret"})
+        assert status == 200 and json.loads(body)["clock"]["held"] is False
+        done = subprocess.run([sys.executable, "-m", "retention.cli", "clock", "accept", "--url", sidecar.url,
+                               "--token", "s3cret"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "nothing to accept" in done.stdout, done.stderr
+        refused = subprocess.run([sys.executable, "-m", "retention.cli", "clock", "accept", "--url", sidecar.url],
+                                 capture_output=True, text=True, timeout=120, env={**os.environ, "RETENTION_TOKEN": ""})
+        assert refused.returncode == 1 and "401" in refused.stderr and "Traceback" not in refused.stderr
+    assert segment_bases(log_dir) == bases

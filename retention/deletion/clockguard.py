@@ -124,6 +124,12 @@ class ClockGuard:
         with self._lock:
             return None if self._base is None else self._trusted(self._elapsed())
 
+    def judged(self) -> float:
+        """The time expiry and staleness are judged at: the trusted now while a step is held, else
+        the wall clock (archive total retention asks this)."""
+        trusted = self.trusted_now()
+        return self._clock() if trusted is None else min(trusted, self._clock())
+
     def accept(self) -> dict:
         """The operator accepts the wall clock: the hold lifts (`clock-accepted`). Returns what was
         accepted: `{"held": bool, "step_seconds", "trusted_time", "time"}`."""

@@ -106,7 +106,8 @@ class RetentionScheduler:
         self._stopped = False
         self._retired: list[Cleaner] = []
         self.ledger = PassLedger(self.metrics, self.history)
-        self.archiver = Archiver(ArchiveMetrics(self.metrics.registry), clock=clock, stopping=state.stopping)
+        self.archiver = Archiver(ArchiveMetrics(self.metrics.registry), clock=clock, stopping=state.stopping,
+                                 expiry_clock=state.guard.judged)
         self.checkup = HealthCheck(state, self._scheduler, self.ledger, self.metrics, self.archiver)
         self.problems = self.checkup.problems
         self.passes = DeletionPasses(state, self.ledger, self._scheduler, on_pass=on_pass)

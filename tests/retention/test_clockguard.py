@@ -139,3 +139,14 @@ def test_a_job_a_year_behind_lists_a_few_run_times_not_every_missed_second():
     assert len(runs) <= 2 and runs[0] == start + timedelta(seconds=10)
     assert trigger.get_next_fire_time(runs[-1], now) > now
     assert trigger.get_next_fire_time(start, start + timedelta(seconds=1.5)) == start + timedelta(seconds=1)
+
+
+def test_the_judged_time_is_the_trusted_now_while_held_and_the_wall_clock_otherwise(tmp_path):
+    clocks = Clocks()
+    g = guard(tmp_path, clocks)
+    g.start(T0)
+    assert g.judged() == T0
+    clocks.step(YEAR)
+    assert g.judged() == T0
+    g.accept()
+    assert g.judged() == T0 + YEAR

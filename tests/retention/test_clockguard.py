@@ -150,3 +150,30 @@ def test_the_judged_time_is_the_trusted_now_while_held_and_the_wall_clock_otherw
     assert g.judged() == T0
     g.accept()
     assert g.judged() == T0 + YEAR
+
+
+def test_a_year_ahead_a_compaction_keeps_the_tombstone_a_group_has_not_read(tmp_path):
+    # At +1 year etl (consumer_ttl 7d) looked stale and the tombstone's retention long past: the
+    # scheduler's compaction dropped a tombstone etl had not read. It judges at the trusted now.
+    import time
+
+    from commitlog import CommitLog
+    from compaction_helpers import compaction_config
+    from retention import RetentionScheduler
+    from test_compactor import _keyed_log, _kill_fillers
+
+    log_dir = tmp_path / "a"
+    tomb = _keyed_log(log_dir)
+    _, config = compaction_config(tmp_path, log_dir, keys="true", max_live_ratio=1.0, tombstone_retention="1h")
+    with CommitLog.open(log_dir, readonly=True) as log:
+        log.commit("etl", 0)                    # never read the tombstone
+    now = [time.time()]
+    with RetentionScheduler(config, clock=lambda: now[0]) as scheduler:
+        scheduler.compact()                     # the tombstone first seen now
+        _kill_fillers(log_dir, tomb)
+        now[0] += YEAR
+        kept = scheduler.compact(dry_run=True)
+        assert sum(o.dropped["tombstone"] for o in kept.logs[0].outputs) == 0
+        scheduler.accept_clock()
+        gone = scheduler.compact(dry_run=True)
+        assert sum(o.dropped["tombstone"] for o in gone.logs[0].outputs) == 1

@@ -13,7 +13,11 @@ import subprocess
 import sys
 import time
 
-from clock_helpers import audit_events, clock_problem, commit, faketime_env, more_passes, segment_end, step_clock
+import pytest
+
+from clock_helpers import (audit_events, clock_problem, commit, faketime_env, fill_to, more_passes, segment_end,
+                           step_clock)
+from commitlog import disk_usage
 from retention_helpers import config_text, make_log, segment_bases, write_config
 from sidecar_helpers import Sidecar
 
@@ -147,3 +151,21 @@ def test_accepting_the_clock_is_a_post_like_clean_that_needs_the_token(tmp_path)
                                  capture_output=True, text=True, timeout=120, env={**os.environ, "RETENTION_TOKEN": ""})
         assert refused.returncode == 1 and "401" in refused.stderr and "Traceback" not in refused.stderr
     assert segment_bases(log_dir) == bases
+
+
+@pytest.mark.parametrize("small_fs", [("tmpfs", 8 << 20)], indirect=True)
+def test_a_full_disk_a_year_ahead_is_still_relieved_by_pressure(small_fs, tmp_path):
+    # The guard holds time, not pressure: a disk above force_ratio is brought to force_target as
+    # without a step (and the audit says what pressure overrode).
+    log_dir, audit = os.path.join(small_fs, "log"), str(tmp_path / "audit.jsonl")
+    fill_to(log_dir, small_fs, 0.50, segment_size=256 << 10)
+    path, _ = write_config(tmp_path, config_text(
+        sidecar=True, service={"audit": audit}, log={"path": log_dir, "segment_size": "256KiB"},
+        policy={"files_per_pass": 100, "disk_check_interval": "1s",
+                "disk": {"clean_ratio": 0.25, "force_ratio": 0.45, "force_target": 0.30, "refuse_writes_ratio": 0.60}}))
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(tmp_path / "faketime", "+365d")) as sidecar:
+        sidecar.wait_for(lambda: clock_problem(sidecar), what="clock-stepped at start")
+        sidecar.wait_for(lambda: disk_usage(small_fs).used_ratio <= 0.30, timeout=60, what="down to force_target")
+        assert clock_problem(sidecar)                 # still held: only pressure deleted
+    deleted = audit_events(audit, "deleted")
+    assert deleted and all(e["overridden_by"] == "disk-force" for e in deleted)

@@ -8,8 +8,12 @@ Rules, per log (``plan`` applies them; every input is plain data and nothing is 
   left are within the cap; then the cap justifies nothing more. Unconsumed segments, held ones, the
   active segment, the prefix rule and ``files_per_pass`` still keep segments, as for any trigger.
 - A segment expires ``reserve`` after its last write. Only expired segments go, unless the pass
-  forces: ``disk-force``, ``refuse-writes`` (even with ``disk.force`` off) or a manual trigger
-  with force, which take the oldest segments whatever their age.
+  forces: ``disk-force`` (``disk.force`` on) or a manual trigger with force, which take the oldest
+  segments whatever their age. With ``disk.force`` off nothing forces: above
+  ``refuse_writes_ratio`` the writers are refused and only expired, consumed segments go.
+- With a *trusted now* (``trusted_now``, earlier than ``now``: the wall clock stepped forward),
+  expiry and group staleness are judged at it, not at ``now``: a segment expired only by the step is
+  kept (``clock-step``) unless what overrides ``reserved`` forces (``policies.clock_guard``).
 - With ``protect_unconsumed``, a segment holding an offset a consumer group has not consumed is kept
   (``unconsumed:GROUP``) unless the disk forces; a manual force does not override this. A group silent
   for longer than ``consumer_ttl`` protects nothing and is reported as stale.
@@ -44,15 +48,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from types import MappingProxyType
 
+from policies.clock_guard import age_reason, clock_step_detail, judged_at
 from policies.config import PolicyConfig
 from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
 from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange, explain_codes  # re-exported
-from policies.reasons import (ACTIVE, ARCHIVED, BATCH_LIMIT, EXPIRED, HELD, NOT_ARCHIVED, NO_TRIGGER, PREFIX,
-                              RESERVED, unconsumed)
+from policies.reasons import (ACTIVE, ARCHIVED, BATCH_LIMIT, EXPIRED, HELD, NOT_ARCHIVED, NO_TRIGGER,
+                              PREFIX, RESERVED, unconsumed)
 from policies.snapshot import GroupSnapshot, LogSnapshot, SegmentSnapshot
 from policies.triggers import (
     DISK_CLEAN,
-    REFUSE_WRITES,
     DISK_FORCE,
     TIME_WINDOW,
     MANUAL,
@@ -90,14 +94,17 @@ def plan(
     now: datetime,
     manual: Mapping[str, ManualTrigger] = MappingProxyType({}),
     in_force: Mapping[str, PolicyConfig] = MappingProxyType({}),
+    trusted_now: datetime | None = None,
 ) -> Plan:
     """Decide every segment of ``logs`` at ``now``; ``manual`` holds open manual triggers by policy name;
-    ``in_force``: by log name, the policy a log's ``overrides`` make of its own (``policy_for``).
+    ``in_force``: by log name, the policy a log's ``overrides`` make of its own (``policy_for``);
+    ``trusted_now``: the time before a forward clock step, at which expiry and staleness are judged.
 
-    Raises ``ValueError`` for a naive ``now``, a log naming a policy absent from ``policies`` or two
-    logs with one name.
+    Raises ``ValueError`` for a naive ``now`` or ``trusted_now``, a log naming a policy absent from
+    ``policies`` or two logs with one name.
     """
     require_aware(now)
+    judged = judged_at(now, trusted_now if trusted_now is None else require_aware(trusted_now))
     names = [log.name for log in logs]
     if len(set(names)) != len(names):
         raise ValueError(f"log names repeat: {sorted(names)}")
@@ -106,7 +113,7 @@ def plan(
         if log.policy not in policies:
             raise ValueError(f"log {log.name} names policy {log.policy!r}, which is not configured")
         walks.append(_LogWalk(order, log, in_force.get(log.name, policies[log.policy]), now,
-                              manual.get(log.policy, NO_MANUAL_TRIGGER)))
+                              manual.get(log.policy, NO_MANUAL_TRIGGER), judged))
     filesystems: dict[int, list[_LogWalk]] = {}
     for walk in walks:
         filesystems.setdefault(walk.log.disk.filesystem_id, []).append(walk)
@@ -147,11 +154,13 @@ def stale_groups(groups: Iterable[GroupSnapshot], now: float, consumer_ttl: floa
 class _LogWalk:
     """The mutable state of one log's oldest-first walk during a single ``plan`` call."""
 
-    def __init__(self, order: int, log: LogSnapshot, policy: PolicyConfig, now: datetime, manual: ManualTrigger):
+    def __init__(self, order: int, log: LogSnapshot, policy: PolicyConfig, now: datetime, manual: ManualTrigger,
+                 judged: datetime):
         self.order = order
         self.log = log
         self.policy = policy
-        self.now = now.timestamp()
+        self.now = judged.timestamp()      # ages, staleness and holds: the trusted time after a clock step
+        self.wall = now.timestamp()
         self.at = now
         self.manual = manual
         self.triggers = active_triggers(policy, log.disk.used_ratio, now, manual, log.disk.forcing)
@@ -159,9 +168,8 @@ class _LogWalk:
         if over_size_cap(policy, self.log_bytes):
             self.triggers = tuple(t for t in TRIGGERS if t in self.triggers or t == SIZE_CAP)
         self.freed_bytes = 0
-        # refuse-writes forces even with disk.force off: writers are already being turned away.
-        self.forcing_trigger = (DISK_FORCE if DISK_FORCE in self.triggers
-                                else REFUSE_WRITES if REFUSE_WRITES in self.triggers else None)
+        # Only disk-force forces: with disk.force off, refuse-writes turns writers away instead.
+        self.forcing_trigger = DISK_FORCE if DISK_FORCE in self.triggers else None
         self.stale_groups = stale_groups(log.groups, self.now, policy.consumer_ttl)
         self.protecting = (
             tuple(sorted((g for g in log.groups if g.name not in self.stale_groups), key=lambda g: g.name))
@@ -217,9 +225,11 @@ class _LogWalk:
             reasons.append(NO_TRIGGER)
             details[NO_TRIGGER] = (_no_trigger_detail, policy.delete_at_hours, self.log.disk.used_ratio,
                                    policy.disk.clean_ratio, policy.retention_bytes, left_bytes)
-        if age < policy.reserve:
-            (overridden if overridden_by else reasons).append(RESERVED)
-            details[RESERVED] = (_reserved_detail, policy.reserve, age)
+        young = age_reason(age, self.wall - segment.mtime, policy.reserve)
+        if young is not None:
+            (overridden if overridden_by else reasons).append(young)
+            details[young] = ((_reserved_detail, policy.reserve, age) if young == RESERVED
+                              else (clock_step_detail, self.wall - self.now, age))
 
         if self.archive.enabled and segment.archived_at is None:
             (overridden if force_disk else reasons).append(NOT_ARCHIVED)
@@ -309,7 +319,7 @@ class _LogWalk:
         if overridden_by is not None:
             return (overridden_by,) if age < self.policy.reserve else (EXPIRED, overridden_by)
         triggers = tuple(t for t in self.triggers
-                         if (t != SIZE_CAP or over_cap) and (t not in (DISK_FORCE, REFUSE_WRITES) or force_disk))
+                         if (t != SIZE_CAP or over_cap) and (t != DISK_FORCE or force_disk))
         return (EXPIRED, *triggers)
 
     def result(self) -> LogPlan:

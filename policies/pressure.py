@@ -5,8 +5,8 @@ planner's triggers use the same rules through :mod:`policies.triggers`):
 
 - ``clean`` above the lowest ``clean_ratio`` of the logs on the disk, ``force`` above a
   ``force_ratio``, ``refuse-writes`` above a ``refuse_writes_ratio``; each crossed strictly above.
-- ``forcing``: passes run back to back. It starts above ``force_ratio`` with ``disk.force`` on, or
-  above ``refuse_writes_ratio`` in any case (writers are already turned away), and once started it
+- ``forcing``: passes run back to back. It starts above ``force_ratio`` with ``disk.force`` on
+  (never with it off: above ``refuse_writes_ratio`` writers are refused instead), and once started it
   lasts while the ratio is above the ``force_target`` of a forcing policy (hysteresis: a pass limited
   by ``files_per_pass`` does not leave the disk between ``force_target`` and ``force_ratio``).
 
@@ -49,7 +49,7 @@ def pressure(used_ratio: float, disks: Iterable[DiskConfig], *, forcing_before: 
     """
     disks = tuple(disks)
     refuse = any(used_ratio > d.refuse_writes_ratio for d in disks)
-    forcing = refuse or any(disk_forces(d, used_ratio) for d in disks)
+    forcing = any(disk_forces(d, used_ratio) for d in disks)
     if forcing_before and not forcing:
         forcing = any(force_continues(d, used_ratio) for d in disks)
     if refuse:

@@ -3,7 +3,7 @@
 A kept segment lists every code that applies to it, each one sufficient on its own to keep it in
 this pass. Every code that can appear in output (``retention plan|clean --json``, ``/plan``,
 ``/clean``, TRACE decision lines) is in ``REASONS``: ``active``, ``reserved``, ``no-trigger``,
-``unconsumed:GROUP``, ``prefix``, ``batch-limit``, ``not-archived`` and ``held`` come from the plan; ``held`` also
+``unconsumed:GROUP``, ``prefix``, ``batch-limit``, ``not-archived``, ``clock-step`` and ``held`` come from the plan; ``held`` also
 from a delete attempt that found a reader, and ``not-attempted`` only from an executed pass, for a
 planned deletion the pass did not reach (it stopped at an earlier failure or a held segment, or was
 stopped). The constants are immutable strings and the functions are pure.
@@ -17,6 +17,7 @@ __all__ = [
     "ACTIVE",
     "BATCH_LIMIT",
     "ARCHIVED",
+    "CLOCK_STEP",
     "EXPIRED",
     "HELD",
     "NOT_ARCHIVED",
@@ -40,6 +41,7 @@ BATCH_LIMIT = "batch-limit"
 HELD = "held"
 NOT_ATTEMPTED = "not-attempted"
 NOT_ARCHIVED = "not-archived"
+CLOCK_STEP = "clock-step"
 EXPIRED = "expired"
 """Not a reason to keep: the first code of a deletion's ``because``, older than reserve."""
 ARCHIVED = "archived"
@@ -56,6 +58,8 @@ REASONS = MappingProxyType(
         BATCH_LIMIT: "files_per_pass deletions are already planned for this pass",
         NOT_ARCHIVED: "the log has an archive tier that does not hold it yet: local retention evicts "
         "archived segments only, unless the disk forces",
+        CLOCK_STEP: "it expired only by a wall clock stepped forward past service.clock_step_threshold: it "
+        "waits until the operator accepts the new time (retention clock accept) or the clock returns",
         HELD: "a reader holds it; the delete is retried every retry_every and forced after force_after",
         NOT_ATTEMPTED: "its deletion was planned but the pass stopped before it (a failure, a held "
         "segment or a stop); the next pass plans it again",

@@ -4,10 +4,10 @@
 - ``disk-clean``: the disk's used ratio is above ``clean_ratio``; expired segments go at any hour.
 - ``disk-force``: the ratio is above ``force_ratio`` and ``disk.force`` is on; the oldest segments go
   even unexpired or unconsumed.
-- ``refuse-writes``: the ratio is above ``refuse_writes_ratio``; writers are refused. It forces
-  deletion even when ``disk.force`` is off (until the projected ratio is back at ``force_target``):
-  writers are already being turned away, so keeping unexpired data would stop the producers instead.
-  With ``disk.force`` on, ``disk-force`` is active as well.
+- ``refuse-writes``: the ratio is above ``refuse_writes_ratio``; writers are refused and expired
+  segments go at any hour. It never forces by itself: with ``disk.force`` off nothing unexpired or
+  unconsumed goes (the promise of ``disk.force: false``; the refused writers wait instead). With
+  ``disk.force`` on, ``disk-force`` is active as well and forces.
 - A disk force under way (the scheduler's back-to-back passes) keeps ``disk-force`` active until the
   ratio is at or below ``force_target`` (hysteresis, as writers resume only below ``force_ratio``).
 - ``manual``: an operator asked for cleanup and passes of it remain.
@@ -63,8 +63,9 @@ TRIGGER_DOCS = MappingProxyType({
     DISK_CLEAN: "the disk's used ratio is above `disk.clean_ratio`: expired segments go at any hour",
     DISK_FORCE: "the used ratio is above `disk.force_ratio` and `disk.force` is on: the oldest segments go, "
     "even unexpired or unconsumed, until the projected ratio is at `disk.force_target`",
-    REFUSE_WRITES: "the used ratio is above `disk.refuse_writes_ratio`: writers are refused, and the oldest "
-    "segments go as under `disk-force`, even with `disk.force: false`",
+    REFUSE_WRITES: "the used ratio is above `disk.refuse_writes_ratio`: writers are refused and expired "
+    "segments go at any hour; it forces nothing itself (with `disk.force: false` nothing unexpired or "
+    "unconsumed goes)",
     MANUAL: "an operator asked for a pass (`retention clean`, `POST /clean`) and passes of it remain "
     "(`manual_passes`): expired segments go at any hour; with force, unexpired ones too",
     SIZE_CAP: "the log's segment files take more than `retention_bytes`: its oldest segments go, whatever "

@@ -32,6 +32,11 @@ writers never interleave and a torn line left by a killed writer is told from on
   "bytes", "offsets", "saved", "detail"}`: an entry of a log's damage record (commitlog.damage: what a
   writer's open found damaged and kept), written once per entry id by the pass that first sees it
   (`audit_damage`; the trail is read first, so a restarted sidecar does not repeat it).
+- `{"event": "clock-stepped", "time", "trusted_time", "step_seconds", "detected", "threshold_seconds"}`:
+  the wall clock (`time`) is `step_seconds` ahead of the trusted time, found `at-start` or
+  `between-looks` (`retention.deletion.clockguard`); what only the step makes due waits. It lifts
+  with `{"event": "clock-accepted" | "clock-returned", "time", "trusted_time", "step_seconds"}`: the
+  operator accepted the new time, or the clock came back. A hold no later line lifted resumes at start.
 - A line without `event` is a deletion written before intents existed.
 
 Durability: the intent is fsynced (one fsync per deletion, as before); the outcome is not, because a
@@ -60,12 +65,15 @@ INTENT, ABORTED = "intent", "aborted"
 COMPACTED = "compacted"    # the outcome of a compaction output's intent (retention.compaction.compactor)
 ARCHIVED = "archived"      # the outcome of an upload's intent (retention.archiving.uploader)
 DAMAGED = "damaged"        # an entry of a log's damage record, seen by a pass (commitlog.damage)
-EVENTS = (INTENT, DELETED, ABORTED, COMPACTED, ARCHIVED, DAMAGED)
+CLOCK_STEPPED, CLOCK_ACCEPTED, CLOCK_RETURNED = "clock-stepped", "clock-accepted", "clock-returned"
+CLOCK_EVENTS = (CLOCK_STEPPED, CLOCK_ACCEPTED, CLOCK_RETURNED)   # retention.deletion.clockguard's
+EVENTS = (INTENT, DELETED, ABORTED, COMPACTED, ARCHIVED, DAMAGED, *CLOCK_EVENTS)
 OUTCOMES = (DELETED, ABORTED, COMPACTED, ARCHIVED)
 # Why an intent removed (or archived) nothing.
 ABORT_REASONS = ("held", "head-changed", "error", "not-removed", "removed-by-another", "log-missing",
                  "not-archived")
 _BACKLOG_MAX = 10_000      # lines kept in memory while the audit file cannot be written
+_TAIL_BYTES = 4 << 20      # what `read_tail` reads of a long trail
 
 
 def audit_time(at: float) -> str:
@@ -386,6 +394,30 @@ def read_events(path: str) -> list[dict]:
                     out.append(entry)
     except FileNotFoundError:
         return []
+    return out
+
+
+def read_tail(path: str, size: int = _TAIL_BYTES) -> list[dict]:
+    """The well-formed lines among the last `size` bytes of an audit file (a cut first line and torn
+    lines skipped); [] when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            start = max(0, f.tell() - size)
+            f.seek(start)
+            data = f.read(size)
+    except OSError:
+        return []
+    if start:
+        data = data[data.find(b"\n") + 1:]
+    out = []
+    for raw in data.splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            out.append(entry)
     return out
 
 

@@ -1,4 +1,4 @@
-"""The `retention` command: serve, plan, clean, compact, offsets, archive, check, status.
+"""The `retention` command: serve, plan, clean, compact, offsets, archive, clock, check, status.
 
 `plan`, `clean`, `compact` and `offsets` work on a configuration file (`--config`, or the embedded
 default) or ask a running sidecar (`--url`); either way `--json` prints the JSON the sidecar's HTTP
@@ -104,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     archive.add_argument("action", choices=("status", "upload", "verify"), help="what to do")
     archive.add_argument("--log", action="append", default=[], metavar="NAME",
                          help="only this configured log (repeatable; default: every log with an archive)")
+    clock = _command(sub, "clock", "accept the wall clock after a forward step",
+                     "Accept the wall clock after a forward step (health problem clock-stepped): what only the "
+                     "step would expire or make stale goes from the next pass. With --url, the running sidecar "
+                     "accepts it; without, the audit trail records it for the next start.", remote=True, posts=True)
+    clock.add_argument("action", choices=("accept",), help="what to do")
     _command(sub, "check", "validate the configuration",
              "Validate the configuration and say what it looks after; a problem is one line naming the file, "
              "line, key and reason (exit 2).",
@@ -155,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         source = os.path.abspath(args.config) if args.config else EMBEDDED
         if args.command == "compact":
             return _compact(args, config, source)
+        if args.command == "clock":
+            return _print_clock(args, {"config": source, "clock": _accept_clock(config)})
         if args.command == "archive":
             from .archiving.commands import archive_command, render
             result = archive_command(args.action, config, args.log)
@@ -183,6 +190,9 @@ def _remote(args: argparse.Namespace) -> int:
         raise ValueError("--url: give --config or --url, not both (a sidecar plans with its own configuration)")
     if args.command == "plan" and args.at:
         raise ValueError("--url: --at is for planning from a file; a sidecar plans at its own time")
+    if args.command == "clock":
+        answer = _call(args, url, "POST", "/clock/accept")
+        return answer if isinstance(answer, int) else _print_clock(args, answer)
     method, path, render = {
         "plan": ("GET", "/plan", _render_pass),
         "clean": ("POST", "/clean" + ("?force=1" if getattr(args, "force", False) else ""), _render_pass),
@@ -191,6 +201,12 @@ def _remote(args: argparse.Namespace) -> int:
             [("at", getattr(args, "at", None) or "")] + [("log", name) for name in getattr(args, "log", [])]),
             render_offsets),
     }[args.command]
+    answer = _call(args, url, method, path)
+    return answer if isinstance(answer, int) else _print(args, answer, render)
+
+
+def _call(args: argparse.Namespace, url: str, method: str, path: str) -> dict | int:
+    """The sidecar's answer (labelled with its URL), or the exit status when it gives none."""
     try:
         token = getattr(args, "token", None) or os.environ.get(TOKEN_ENV)
         answer = call_sidecar(url, path, method=method, token=token)
@@ -201,7 +217,36 @@ def _remote(args: argparse.Namespace) -> int:
         print(f"retention: {exc}", file=sys.stderr)
         return EXIT_USAGE if exc.code == 400 else EXIT_FAILED
     answer.setdefault("config", f"the sidecar at {url}")
-    return _print(args, answer, render)
+    return answer
+
+
+def _guard(config: RetentionConfig, *, record: bool):
+    """A clock guard after its start-up look over `config`'s logs and audit trail."""
+    from .audit import AuditTrail
+    from .deletion.clockguard import ClockGuard, newest_time
+    audit = AuditTrail(str(config.service.audit))
+    guard = ClockGuard(config.service.clock_step_threshold, audit=audit, record=record)
+    guard.start(newest_time([str(log.path) for log in config.logs.values()], audit.path))
+    return guard
+
+
+def _accept_clock(config: RetentionConfig) -> dict:
+    return _guard(config, record=True).accept()
+
+
+def _print_clock(args: argparse.Namespace, data: dict) -> int:
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    clock = data["clock"]
+    if clock.get("held"):
+        words = (f"accepted the wall clock {clock['time']}, {clock['step_seconds']:.0f}s ahead of the trusted "
+                 f"time {clock['trusted_time']}: what the step made due goes from the next pass")
+    else:
+        words = f"no forward clock step is held at {clock['time']}; nothing to accept"
+    sys.stdout.write(f"configuration: {data['config']}\nclock: {words}\n")
+    return EXIT_OK
 
 
 def _render_pass(data: dict) -> str:
@@ -231,7 +276,8 @@ def _print(args: argparse.Namespace, data: dict, render) -> int:
 
 def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: datetime | None, source: str) -> int:
     from .deletion.cleaner import Cleaner
-    cleaner = Cleaner(config)
+    # At the clock's time a forward step found at start holds (`plan --at` plans at the time asked).
+    cleaner = Cleaner(config, guard=None if at is not None else _guard(config, record=args.command == "clean"))
 
     def work():
         if args.command == "plan":

@@ -38,7 +38,8 @@ class DiskConfig(_Strict):
     force: bool = Field(
         default=True,
         description="Whether disk pressure may delete unexpired and unconsumed data (RocketMQ "
-        "cleanFileForciblyEnable); off, pressure deletes only expired segments.",
+        "cleanFileForciblyEnable); off, pressure deletes only expired segments no consumer group still "
+        "needs, even above refuse_writes_ratio, where the writers are refused instead.",
     )
     force_target: CleanRatio | None = Field(
         default=None,

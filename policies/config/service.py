@@ -12,8 +12,8 @@ from pydantic import Field, PlainSerializer, PlainValidator, ValidationInfo, fie
 
 
 from policies.units import describe_value, format_duration
-from policies.config.fields import (LOG_LEVELS, PositiveDuration, _HOUR, _SECOND, _Strict, _config_problem,
-                                    _probe, _resolve_path)
+from policies.config.fields import (LOG_LEVELS, PositiveDuration, _DAY, _HOUR, _MINUTE, _SECOND, _Strict,
+                                    _config_problem, _probe, _resolve_path)
 
 
 MAX_ALLOWED_HOSTS = 64
@@ -120,6 +120,22 @@ class ServiceConfig(_Strict):
         "inotify), so pressure is acted on within milliseconds; off (or without inotify), at the next "
         "disk check. A reload applies it.",
     )
+
+    clock_step_threshold: PositiveDuration = Field(
+        default=1 * _DAY,
+        description="How far the wall clock may jump forward between two looks (against the time elapsed on a "
+        "clock no step moves), or stand ahead of the newest time the logs, group commits and audit trail "
+        "hold at start, before it counts as stepped: then what only the step would expire or make stale "
+        "waits until `retention clock accept` or the clock returns (problem clock-stepped). 1m to 30d; "
+        "default 1d. A reload applies it.",
+    )
+
+    @field_validator("clock_step_threshold")
+    @classmethod
+    def _check_clock_step_threshold(cls, value: float) -> float:
+        if not _MINUTE <= value <= 30 * _DAY:
+            raise ValueError(f"must be between 1m and 30d, got {format_duration(value)}")
+        return value
 
     @field_validator("http_timeout")
     @classmethod

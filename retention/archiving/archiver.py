@@ -37,9 +37,11 @@ class Archiver:
     """Every log's uploads (see the module docstring)."""
 
     def __init__(self, metrics: ArchiveMetrics, *, clock: Callable[[], float] = time.time,
-                 stopping: threading.Event | None = None, tier_factory: Callable[..., Tier] = open_tier) -> None:
+                 stopping: threading.Event | None = None, tier_factory: Callable[..., Tier] = open_tier,
+                 expiry_clock: Callable[[], float] | None = None) -> None:
         self.metrics = metrics
         self._clock = clock
+        self._expiry_clock = expiry_clock     # total retention's time: the trusted now after a clock step
         self._stopping = stopping or threading.Event()
         self._open_tier = tier_factory
         self._lock = threading.Lock()
@@ -66,7 +68,8 @@ class Archiver:
                     continue
                 tier = self._tier(policy.archive)
                 self._uploaders[name] = LogUploader(name, config.logs[name], policy, tier, audit,
-                                                    clock=self._clock, stopping=self._stopping)
+                                                    clock=self._clock, stopping=self._stopping,
+                                                    expiry_clock=self._expiry_clock)
                 self._settings[name] = (config.logs[name], policy, audit.path)
         for uploader in retired:
             uploader.close()

@@ -68,7 +68,7 @@ class LogUploader:
 
     def __init__(self, name: str, log: LogConfig, policy: PolicyConfig, tier: Tier, audit: AuditTrail, *,
                  clock: Callable[[], float] = time.time, stopping: threading.Event | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, expiry_clock: Callable[[], float] | None = None) -> None:
         self.name = name
         self.path = str(log.path)
         self.policy = policy
@@ -76,6 +76,7 @@ class LogUploader:
         self.archive = LogArchive(tier, self.path)      # under the directory's name (docs/archive.md)
         self.audit = audit
         self._clock, self._sleep = clock, sleep
+        self._expiry_clock = expiry_clock or clock    # total retention judges age at it (ClockGuard.judged)
         self._stopping = stopping or threading.Event()
         self._log: CommitLog | None = None
         self._claim: str | None = None
@@ -111,7 +112,7 @@ class LogUploader:
                 self._manifest = writer.manifest
             if not self._stopping.is_set():
                 self._manifest = expire(self.archive, self._manifest, self._log, self.policy, self.audit,
-                                        now=self._clock(), clock=self._clock)
+                                        now=self._expiry_clock(), clock=self._clock)
         except (ArchiveError, CommitLogError, OSError) as exc:
             self._failed(exc)
         else:

@@ -37,6 +37,7 @@ from commitlog.damage import read_damage
 
 from ..audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_time, deletion_entry,
                     recovered_deletion)
+from .clockguard import ClockGuard
 from .owner import OwnedElsewhere
 from .pinned import find_pinned
 from .results import LogPassResult, PassResult  # re-exported
@@ -54,9 +55,10 @@ class Cleaner:
     removals."""
 
     def __init__(self, config: RetentionConfig, *, clock: Callable[[], float] = time.time,
-                 audit: AuditTrail | None = None) -> None:
+                 audit: AuditTrail | None = None, guard: ClockGuard | None = None) -> None:
         self.config = config
         self._clock = clock
+        self.guard = guard      # a pass at the clock's time judges expiry at the guard's trusted now
         self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
         self.logs = {name: WatchedLog(name, cfg, archiving=config.policy_for(name).archive.enabled)
                      for name, cfg in config.logs.items()}
@@ -83,15 +85,15 @@ class Cleaner:
 
     # ------------------------------------------------------------------ planning
     def plan(self, now: datetime | None = None, *, names: Iterable[str] | None = None) -> PassResult:
-        """What a pass would do at `now` (default: the clock), without doing it."""
+        """What a pass would do at `now` (default: the clock, and the guard's trusted now), without doing it."""
         at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
-        results, the_plan = self._plan(at, names)
+        results, the_plan = self._plan(at, names, trusted=self._trusted(now))
         self._attach_pins(results)
         return PassResult(at, results, executed=False)
 
     def _plan(self, at: datetime, names: Iterable[str] | None, *,
               finish_interrupted: bool = False, examine_only: bool = False, forcing: bool = False,
-              claim: bool = False) -> tuple[list[LogPassResult], Plan]:
+              claim: bool = False, trusted: datetime | None = None) -> tuple[list[LogPassResult], Plan]:
         """`claim`: become each log's retention owner first (a pass does; a plan does not), and
         leave out a log another process owns."""
         watched = [self.logs[n] for n in (names if names is not None else self.logs)]
@@ -136,7 +138,7 @@ class Cleaner:
             except (CommitLogError, OSError) as exc:
                 errors[w.name] = str(exc)
         the_plan = plan(list(snapshots.values()), self.config.policies, at, manual,
-                        {name: self.config.policy_for(name) for name in snapshots})
+                        {name: self.config.policy_for(name) for name in snapshots}, trusted_now=trusted)
         by_name = {lp.name: lp for lp in the_plan.logs}
         results = []
         for w in watched:
@@ -191,6 +193,11 @@ class Cleaner:
                 logger.error("{}: the audit trail {} cannot be written: the damage of {} is not "
                              "audited yet: {}", r.name, self.audit.path, r.path, exc)
 
+    def _trusted(self, now: datetime | None) -> datetime | None:
+        """The guard's trusted now for a pass at the clock's time; None for an explicit `now`."""
+        trusted = self.guard.trusted_now() if self.guard is not None and now is None else None
+        return None if trusted is None else datetime.fromtimestamp(trusted, timezone.utc)
+
     def _attach_pins(self, results: list[LogPassResult]) -> None:
         pins = find_pinned([r.path for r in results])
         for r in results:
@@ -208,7 +215,7 @@ class Cleaner:
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
             self._settle_intents(names)
             results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True,
-                                           forcing=forcing, claim=True)
+                                           forcing=forcing, claim=True, trusted=self._trusted(now))
             self._consume_manual(the_plan)
             interrupted = self._execute(results, wait)
             self._attach_pins(results)

@@ -17,7 +17,8 @@ from .health import PassLedger
 from .jobs import disk_check_every
 from .metrics import OK, RetentionMetrics
 from ..archiving import Archiver
-from .problems import ARCHIVE_LAGGING, DISK_CHECK_STALLED, RELOAD_FAILED, SCHEDULER_STOPPED, HealthProblems, Problem
+from .problems import (ARCHIVE_LAGGING, CLOCK_STEPPED, DISK_CHECK_STALLED, RELOAD_FAILED, SCHEDULER_STOPPED,
+                       HealthProblems, Problem)
 from .scheduler_state import SchedulerState
 from .statusview import iso
 
@@ -80,6 +81,9 @@ class HealthCheck:
         liveness = self.liveness_problem()
         if liveness is not None:
             found.append(liveness)
+        stepped = self._state.guard.describe()
+        if stepped is not None:
+            found.append(Problem(CLOCK_STEPPED, "", stepped))
         if self.reload_error is not None:
             found.append(Problem(RELOAD_FAILED, "", f"an older configuration runs (loaded "
                                  f"{iso(self.loaded_at)}): {self.reload_error}"))

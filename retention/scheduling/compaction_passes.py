@@ -40,13 +40,14 @@ class CompactionPasses:
     """The scheduler's compactions: one lock per filesystem, what runs now and the last result.
 
     state: the scheduler's shared state (its configuration, filesystems and audit trail change
-    on reload; its stop flag and clock).
+    on reload; its stop flag and clock guard: compactions judge tombstone retention and group
+    staleness at its trusted now after a forward clock step, their audit times too).
     pending: the pending-ranges hook handed to every `Compactor` (see `retention.compaction.compactor`).
     """
 
     def __init__(self, state: SchedulerState, *, metrics, pending: Pending | None = None) -> None:
         self._state = state
-        self._metrics, self._clock, self._stopping, self._pending = metrics, state.clock, state.stopping, pending
+        self._metrics, self._clock, self._stopping, self._pending = metrics, state.guard.judged, state.stopping, pending
         self._guard = threading.Lock()
         self._locks: dict[int, threading.Lock] = {}
         self._running: dict[int, tuple[str, str, float, Compactor]] = {}  # dev -> (kind, mount, start, compactor)

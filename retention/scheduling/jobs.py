@@ -49,6 +49,18 @@ JOB_DISK = "disk-check"
 PRESSURE_PREFIX = "pressure:"
 
 
+class StepSafeInterval(IntervalTrigger):
+    """An interval trigger that, far behind `now` (the wall clock stepped forward), gives the next
+    fire time after `now` at once. APScheduler lists every missed run time one interval at a time
+    before coalescing them: a year's step of a 1 s job is 31.5 million of them, and the scheduler's
+    thread stalled on them for minutes, disk checks included."""
+
+    def get_next_fire_time(self, previous_fire_time, now):
+        if previous_fire_time is not None and (now - previous_fire_time).total_seconds() > 2 * self.interval_length:
+            previous_fire_time = None          # from the start date: the first fire time at or after now
+        return super().get_next_fire_time(previous_fire_time, now)
+
+
 class JobSpec(NamedTuple):
     func: Callable
     args: tuple
@@ -128,7 +140,7 @@ def sync_jobs(scheduler: BackgroundScheduler, desired: dict[str, JobSpec], *, fi
     now = datetime.now(timezone.utc)
     for job_id, (func, args, every, executor) in desired.items():
         grace = max(1, math.ceil(every))      # at least one interval late is still run
-        trigger = IntervalTrigger(seconds=every, timezone=timezone.utc)
+        trigger = StepSafeInterval(seconds=every, timezone=timezone.utc)
         job = existing.get(job_id)
         if job is None:
             immediately = job_id.startswith(("cleanup:", "archive:")) or job_id == JOB_DISK

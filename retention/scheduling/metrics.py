@@ -114,6 +114,9 @@ class RetentionMetrics:
         self.health_problems = Gauge(
             "retention_health_problems", "Active health problems by kind (each makes /healthz 503; "
             "docs/operations.md, \"Health\").", ["problem"], registry=r)
+        self.clock_step = Gauge(
+            "retention_clock_step_seconds", "How far the wall clock is ahead of the trusted time while a "
+            "forward step waits for `retention clock accept` (0: no step held).", registry=r)
         self.interval = Gauge(
             "retention_policy_interval_seconds", "The policy's interval between cleanup passes.",
             ["policy"], registry=r)

@@ -18,6 +18,9 @@ active. Each problem is a kind and a subject (a log name, or "" for the process)
 - `log-damaged`: a writer's open found damage in the log's last segment and recorded it in the
   log's `damage.json` (records lost, saved aside, or offsets skipped; commitlog.damage): active
   until the operator has dealt with it and removed that file (docs/troubleshooting.md).
+- `clock-stepped`: the wall clock jumped forward past `service.clock_step_threshold` (between two
+  looks, or ahead of the newest time on disk at start): what only the step would expire or make
+  stale waits until `retention clock accept` (`POST /clock/accept`) or the clock returns.
 
 `HealthProblems.update` takes the full set of active problems each time it is evaluated and logs
 exactly one WARNING when a problem starts and one INFO when it clears, and keeps the gauge
@@ -45,8 +48,9 @@ LOG_OWNED_ELSEWHERE = "log-owned-elsewhere"
 RELOAD_FAILED = "reload-failed"
 ARCHIVE_LAGGING = "archive-lagging"
 LOG_DAMAGED = "log-damaged"
+CLOCK_STEPPED = "clock-stepped"
 KINDS = (SCHEDULER_STOPPED, DISK_CHECK_STALLED, PASSES_FAILING, PASSES_LATE, LOG_MISSING,
-         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, LOG_DAMAGED)
+         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, LOG_DAMAGED, CLOCK_STEPPED)
 
 
 class Problem(NamedTuple):

@@ -49,6 +49,7 @@ from ..archiving.archive_metrics import ArchiveMetrics
 from ..compaction.compactor import Pending
 from ..compaction.summary import CompactionResult
 from ..deletion.cleaner import Cleaner
+from ..deletion.clockguard import newest_time
 from ..deletion.results import PassResult
 from .checkup import HealthCheck
 from .compaction_passes import CompactionPasses
@@ -105,7 +106,8 @@ class RetentionScheduler:
         self._stopped = False
         self._retired: list[Cleaner] = []
         self.ledger = PassLedger(self.metrics, self.history)
-        self.archiver = Archiver(ArchiveMetrics(self.metrics.registry), clock=clock, stopping=state.stopping)
+        self.archiver = Archiver(ArchiveMetrics(self.metrics.registry), clock=clock, stopping=state.stopping,
+                                 expiry_clock=state.guard.judged)
         self.checkup = HealthCheck(state, self._scheduler, self.ledger, self.metrics, self.archiver)
         self.problems = self.checkup.problems
         self.passes = DeletionPasses(state, self.ledger, self._scheduler, on_pass=on_pass)
@@ -145,6 +147,8 @@ class RetentionScheduler:
                 raise RuntimeError("RetentionScheduler.start() was already called")
             self._started = True
             self.checkup.started()
+            state.guard.start(newest_time([str(log.path) for log in state.config.logs.values()], state.audit.path))
+            self._publish_clock()
             self.ledger.configure(state.config.logs)
             self._publish_config(state.config)
             self.metrics.last_reload.set(self.checkup.loaded_at)
@@ -267,6 +271,8 @@ class RetentionScheduler:
     def _disk_check_job(self) -> None:
         self.checkup.beat()
         state = self._state
+        state.guard.look()
+        self._publish_clock()
         now = time.monotonic()
         if now - self._regrouped >= _REGROUP_EVERY:
             # A stat per log: with a thousand logs, once a second would cost more than the check.
@@ -294,6 +300,18 @@ class RetentionScheduler:
         most one runs at a time: a call while one runs raises `PassRunningError` naming it."""
         return self._manual.run(list(self._state.filesystems.values()), self.passes.manual, force=force,
                                 clock=self._state.clock)
+
+    def accept_clock(self) -> dict:
+        """The operator accepts the wall clock after a forward step (`retention clock accept`): what
+        only the step made due goes from the next pass. Returns what was accepted
+        (`ClockGuard.accept`)."""
+        accepted = self._state.guard.accept()
+        self._publish_clock()
+        self.checkup.evaluate()
+        return accepted
+
+    def _publish_clock(self) -> None:
+        self.metrics.clock_step.set((self._state.guard.state() or {}).get("step_seconds", 0.0))
 
     def compact(self, *, dry_run: bool = False) -> CompactionResult:
         """One compaction pass now over every log whose policy has compaction enabled (the object
@@ -350,6 +368,7 @@ class RetentionScheduler:
                               audit=state.audit.path, loaded_at=self.checkup.loaded_at,
                               started_mono=self.checkup.started_mono)
         status["config"] = self.config_source
+        status["clock"] = state.guard.state()       # a forward step held (ClockGuard.state), or None
         status["compaction"] = self.compactions.status()
         status["archive"] = self.archiver.status()
         status["health"] = {"problems": self.problems.describe_active(), "reload_error": self.checkup.reload_error,

@@ -17,6 +17,7 @@ from policies import RetentionConfig
 
 from ..audit import AuditTrail
 from ..deletion.cleaner import Cleaner
+from ..deletion.clockguard import ClockGuard
 from .filesystems import Filesystem, build_filesystems
 
 __all__ = ["SchedulerState"]
@@ -31,6 +32,7 @@ class SchedulerState:
         self.clock = clock
         self.config = config
         self.audit = AuditTrail(str(config.service.audit))
+        self.guard = ClockGuard(config.service.clock_step_threshold, audit=self.audit, clock=clock)
         self.filesystems: dict[int, Filesystem] = {}
         self.log_devs: dict[str, int] = {}
         self._locks_guard = threading.Lock()
@@ -38,17 +40,18 @@ class SchedulerState:
         self.install(config, build_filesystems(config, {}, self.new_cleaner))
 
     def new_cleaner(self, config: RetentionConfig) -> Cleaner:
-        return Cleaner(config, clock=self.clock, audit=self.audit)
+        return Cleaner(config, clock=self.clock, audit=self.audit, guard=self.guard)
 
     def regroup(self, config: RetentionConfig) -> dict[int, Filesystem]:
         """The logs of `config` grouped by filesystem, cleaners reused where nothing changed
         (the audit trail follows `service.audit` first). Not installed yet."""
         if str(config.service.audit) != self.audit.path:
-            self.audit = AuditTrail(str(config.service.audit))
+            self.audit = self.guard.audit = AuditTrail(str(config.service.audit))
         return build_filesystems(config, self.filesystems, self.new_cleaner)
 
     def install(self, config: RetentionConfig, filesystems: dict[int, Filesystem]) -> None:
         self.config = config
+        self.guard.threshold = config.service.clock_step_threshold
         self.filesystems = filesystems
         self.log_devs = {n: fs.dev for fs in filesystems.values() for n in fs.logs}
 

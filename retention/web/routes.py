@@ -63,6 +63,7 @@ ROUTES: dict[str, Route] = {
     "/offsets": Route("GET", "offsets"),
     "/clean": Route("POST", "clean", flags=("force",)),
     "/compact": Route("POST", "compact", flags=("dry_run",)),
+    "/clock/accept": Route("POST", "clock_accept"),
     "/": Route("GET", "index"),
     "/ui/data": Route("GET", "ui_data"),
 }
@@ -265,6 +266,11 @@ class RetentionApp:
         """One compaction pass now (`?dry_run=1`: what it would do); 409 while one runs on a filesystem."""
         return self._post(request, lambda: self.scheduler.compact(dry_run=request.flag("dry_run")), "compaction",
                           lambda result: self._labelled(result.to_json_dict()))
+
+    def clock_accept(self, request: Request) -> Response:
+        """The operator accepts the wall clock after a forward step (`retention clock accept`)."""
+        return self._post(request, self.scheduler.accept_clock, "clock accept",
+                          lambda accepted: self._labelled({"clock": accepted}))
 
     def clean(self, request: Request) -> Response:
         return self._post(request, lambda: self.scheduler.clean(force=request.flag("force")), "manual pass",

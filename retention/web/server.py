@@ -12,6 +12,8 @@
                     pass as `retention clean --json` does; 409 naming the running pass while one
                     runs.
     POST /compact   a compaction pass now; ?dry_run=1 what it would do.
+    POST /clock/accept  accept the wall clock after a forward step (problem clock-stepped): what
+                    only the step made due goes from the next pass.
 
 Only the POSTs change anything; like every state change they need a header no page of another
 origin can send, and the token when service.token is set (mandatory beyond loopback); every

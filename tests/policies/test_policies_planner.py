@@ -17,6 +17,7 @@ from policies import (
     DELETE,
     DISK_CLEAN,
     DISK_FORCE,
+    EXPIRED,
     HELD,
     KEEP,
     MANUAL,
@@ -270,14 +271,18 @@ def test_after_the_force_expired_segments_still_go_under_disk_clean():
     assert [decision.overridden for decision in result.to_delete] == [(RESERVED,), (), ()]
 
 
-def test_refused_writes_force_deletion_even_without_disk_force():
-    # Writers are already turned away above refuse_writes_ratio, so it forces whatever disk.force says,
-    # until the projected ratio is back at force_target (each deletion frees 5 %: 95 -> 90 -> 85, still
-    # above the 75 % default, so only the active segment stays, and not for its age).
-    result = plan_one(log([100, 5, 1], used_ratio=0.95, segment_bytes=BIG), disk={"force": False})
+def test_refused_writes_without_disk_force_delete_only_expired_consumed_segments():
+    # disk.force off promises that pressure deletes only expired segments: above refuse_writes_ratio
+    # the writers are refused, and nothing unexpired (5 h) or unconsumed (etl at offset 50) goes.
+    segs = log([100, 90, 5, 1], used_ratio=0.95, segment_bytes=BIG)
+    result = plan_one(segs, disk={"force": False})
     assert result.triggers == (DISK_CLEAN, REFUSE_WRITES)
-    assert outcome(result) == [(DELETE, ()), (DELETE, ()), (KEEP, (ACTIVE,))]
-    assert result.decisions[1].overridden_by == REFUSE_WRITES
+    assert outcome(result) == [(DELETE, ()), (DELETE, ()), (KEEP, (RESERVED,)), (KEEP, (ACTIVE, RESERVED, PREFIX))]
+    assert result.decisions[0].because == (EXPIRED, DISK_CLEAN, REFUSE_WRITES)
+    assert result.decisions[0].overridden_by is None
+    lagging = log([100, 90, 5, 1], used_ratio=0.95, segment_bytes=BIG, groups=[group("etl", 150)])
+    kept = plan_one(lagging, disk={"force": False})
+    assert outcome(kept)[:2] == [(DELETE, ()), (KEEP, (unconsumed("etl"),))]
 
 
 def test_without_disk_force_pressure_below_refuse_writes_deletes_only_expired_segments():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from policies import (DISK_FORCE, LEVEL_CLEAN, LEVEL_FORCE, LEVEL_OK, LEVEL_REFUSE, DiskConfig, disk_triggers,
-                      pressure)
+from policies import (DISK_FORCE, LEVEL_CLEAN, LEVEL_FORCE, LEVEL_OK, LEVEL_REFUSE, DiskConfig, Pressure,
+                      disk_triggers, pressure)
 
 DISK = DiskConfig(clean_ratio=0.75, force_ratio=0.85, refuse_writes_ratio=0.90, force_target=0.60)
 
@@ -33,10 +33,10 @@ def test_force_target_unset_means_clean_ratio():
     assert pressure(0.70, [disk], forcing_before=True).forcing is False
 
 
-def test_with_force_off_only_refuse_writes_forces_and_nothing_lingers():
+def test_with_force_off_nothing_forces_even_when_writes_are_refused():
     disk = DiskConfig(clean_ratio=0.75, force_ratio=0.85, refuse_writes_ratio=0.90, force=False)
     assert pressure(0.88, [disk]).forcing is False
-    assert pressure(0.91, [disk]).forcing is True
+    assert pressure(0.91, [disk]) == Pressure(LEVEL_REFUSE, False)
     assert pressure(0.88, [disk], forcing_before=True).forcing is False
 
 

@@ -8,6 +8,7 @@ from policies import (
     ACTIVE,
     BATCH_LIMIT,
     HELD,
+    CLOCK_STEP,
     NOT_ARCHIVED,
     NOT_ATTEMPTED,
     NO_TRIGGER,
@@ -49,7 +50,7 @@ def test_explains_which_group_needs_a_segment():
 
 def test_every_documented_code_is_listed():
     assert set(REASONS) == {ACTIVE, RESERVED, NO_TRIGGER, "unconsumed:GROUP", PREFIX, BATCH_LIMIT, HELD,
-                            NOT_ATTEMPTED, NOT_ARCHIVED}
+                            NOT_ATTEMPTED, NOT_ARCHIVED, CLOCK_STEP}
     assert NOT_ATTEMPTED == "not-attempted"
 
 

@@ -261,3 +261,29 @@ def test_a_tier_that_cannot_be_opened_is_each_runs_error_not_the_schedulers(tmp_
     assert state["failures"] == 1 and state["last_error"] == \
         "archive s3://bucket/p: cannot be opened: No module named 'boto3'"
     assert state["lag_bytes"] > 0
+
+
+def test_a_year_ahead_total_retention_deletes_nothing_from_the_archive_until_the_clock_is_accepted(tmp_path):
+    from retention.deletion.clockguard import ClockGuard
+
+    bases = make_log(tmp_path / "staging", 3)
+    url = f"file://{tmp_path}/archive"
+    clock, boot = Clock(), [100.0]
+    guard = ClockGuard(86400, clock=clock, elapsed=lambda: boot[0])
+    guard.start(clock.now)
+    _, config = write_config(tmp_path, config_text(tmp_path, policy={"archive": {"url": url, "reserve": "2h"}}))
+    archiver = Archiver(ArchiveMetrics(CollectorRegistry()), clock=clock, expiry_clock=guard.judged)
+    archiver.sync(config, AuditTrail(str(tmp_path / "audit.jsonl")))
+    try:
+        assert archiver.upload("staging") == 3
+        with CommitLog.open(tmp_path / "staging", readonly=True) as log:
+            for _ in range(3):
+                log.remove_head()                  # evicted locally: only the archive holds them
+        clock.now += 365 * 86400                   # the wall clock steps; the boot clock does not
+        archiver.upload("staging")
+        assert archived_bases(url, "staging") == bases[:3]
+        guard.accept()
+        archiver.upload("staging")
+    finally:
+        archiver.close()
+    assert archived_bases(url, "staging") == []

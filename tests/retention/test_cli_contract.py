@@ -51,7 +51,7 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
 
 def test_every_subcommand_has_a_description_and_every_option_a_help():
     commands = _subcommands()
-    assert set(commands) == {"serve", "plan", "clean", "compact", "offsets", "check", "status", "archive"}
+    assert set(commands) == {"serve", "plan", "clean", "compact", "offsets", "check", "status", "archive", "clock"}
     for name, sub in commands.items():
         assert sub.description and len(sub.description) > 30, name
         for action in sub._actions:

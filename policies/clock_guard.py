@@ -1,0 +1,53 @@
+"""The clock guard's rules: what a forward step of the wall clock is, and what waits after one.
+
+A wall clock stepped a year ahead makes every sealed segment expired and every consumer group stale:
+a pass would delete what nobody has read. The retention side keeps a *trusted now* (the wall time
+before the step, plus the time elapsed since on a clock the step does not move) and hands it to the
+planner; these functions decide with it:
+
+- :func:`forward_step`: the wall clock is ahead of the trusted time by more than the threshold
+  (``service.clock_step_threshold``); a smaller difference, or one backwards, is no step (a clock
+  going back only delays deletion).
+- :func:`judged_at`: the instant time-based rules are judged at: the trusted now when one is given
+  and earlier than ``now``, else ``now``. Expiry (``reserve``) and group staleness (``consumer_ttl``)
+  use it, so what was due before the step stays due and nothing else becomes due by the step.
+- :func:`age_reason`: why a segment's age keeps it: ``reserved`` (young by either clock) or
+  ``clock-step`` (expired only by the stepped clock). Both yield to whatever overrides ``reserved``
+  (disk force, size cap, manual force): disk pressure acts within its own rules.
+
+Pure (every time is an input), so thread-safe.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from policies.reasons import CLOCK_STEP, RESERVED
+from policies.units import humanize_duration
+
+__all__ = ["age_reason", "clock_step_detail", "forward_step", "judged_at"]
+
+
+def forward_step(trusted: float, wall: float, threshold: float) -> float | None:
+    """The seconds the wall clock ``wall`` is ahead of ``trusted`` (epoch seconds) when that is more
+    than ``threshold``, else None."""
+    step = wall - trusted
+    return step if step > threshold else None
+
+
+def judged_at(now: datetime, trusted: datetime | None) -> datetime:
+    """The instant expiry and staleness are judged at: ``trusted`` when given and before ``now``."""
+    return trusted if trusted is not None and trusted < now else now
+
+
+def age_reason(age_judged: float, age_now: float, reserve: float) -> str | None:
+    """The reason a segment ``age_judged`` seconds old at the judged instant (``age_now`` by the wall
+    clock) is kept for its age, or None when it is expired by both."""
+    if age_judged >= reserve:
+        return None
+    return CLOCK_STEP if age_now >= reserve else RESERVED
+
+
+def clock_step_detail(step: float, age: float) -> str:
+    """The words of ``clock-step``: how far the wall clock is ahead, and the segment's trusted age."""
+    return f"the wall clock is {humanize_duration(step)} ahead of the trusted time, {humanize_duration(age)} old by it"

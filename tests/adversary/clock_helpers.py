@@ -1,0 +1,92 @@
+"""Helpers of the clock and disk-force probes: the retention tests' builders on the path, a log
+filled on a small filesystem, libfaketime for a sidecar whose clock a test steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retention"))   # retention_helpers, sidecar_helpers
+
+from commitlog import CommitLog, disk_usage  # noqa: E402
+
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def fill_to(log_dir: str, mount: str, above: float, *, segment_size: int) -> list[int]:
+    """Append 4 KiB records (the writer's own refusal set past 1) until the filesystem is above
+    `above`; returns the base offsets of the log's segments, the last the active one."""
+    record = os.urandom(4096)
+    with CommitLog.open(log_dir, segment_size=segment_size, flush="none", refuse_writes_ratio=0.99,
+                        resume_ratio=0.98) as log:
+        while disk_usage(mount).used_ratio <= above + 0.03:
+            log.append_batch([record] * 8)
+        return [s.base_offset for s in log.segments()]
+
+
+def commit(log_dir: str, group: str, offset: int) -> None:
+    with CommitLog.open(log_dir) as log:
+        log.commit(group, offset)
+
+
+def segment_end(log_dir: str, base: int) -> int:
+    with CommitLog.open(log_dir, readonly=True) as log:
+        return log.segment_end_offset(base)
+
+
+def age(log_dir: str, bases, seconds: float, now: float) -> None:
+    """Make segments look last written `seconds` before `now`."""
+    for base in bases:
+        os.utime(os.path.join(log_dir, f"{base:020d}.log"), (now - seconds, now - seconds))
+
+
+def audit_events(path: str, event: str) -> list[dict]:
+    try:
+        with open(path) as f:
+            return [e for e in map(json.loads, f) if e.get("event") == event]
+    except FileNotFoundError:
+        return []
+
+
+def faketime_env(timestamp_file: Path, offset: str = "+0") -> dict:
+    """The environment of a process whose wall clock follows `timestamp_file` (read at every call:
+    write "+365d" into it to step the running process a year ahead). The monotonic clock stays real
+    and `time.sleep` waits on it (faketime_site/sitecustomize.py says why); /proc/uptime, which the
+    clock guard reads, is the kernel's either way."""
+    step_clock(timestamp_file, offset)
+    site = str(Path(__file__).resolve().parent / "faketime_site")
+    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(timestamp_file), "FAKETIME_NO_CACHE": "1",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "PYTHONPATH": os.pathsep.join([site, *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+def step_clock(timestamp_file: Path, offset: str) -> None:
+    """Set the offset libfaketime reads at every call, atomically: a process reading the file while
+    it is rewritten in place would see it empty, an offset of 0, and its clock return for an instant."""
+    tmp = timestamp_file.with_name(timestamp_file.name + ".tmp")
+    tmp.write_text(offset + "\n")
+    os.replace(tmp, timestamp_file)
+
+
+def passes(sidecar) -> float:
+    """Cleanup passes the sidecar has run (every kind and outcome), from /metrics."""
+    _, _, body = sidecar.request("GET", "/metrics")
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
+               if line.startswith("retention_passes_total{"))
+
+
+def problems(sidecar) -> list[str]:
+    _, body = sidecar.get_json("/healthz")
+    return body["problems"]
+
+
+def clock_problem(sidecar) -> str | None:
+    return next((p for p in problems(sidecar) if p.startswith("clock-stepped")), None)
+
+
+def more_passes(sidecar, count: int = 3, timeout: float = 60.0) -> None:
+    """Wait until the sidecar has run `count` more passes than now."""
+    start = passes(sidecar)
+    sidecar.wait_for(lambda: passes(sidecar) >= start + count, timeout=timeout, what=f"{count} more passes")

@@ -1,0 +1,79 @@
+"""policies.clock_guard and the planner with a trusted now: after a forward clock step, only what
+was due before it goes (unless what overrides ``reserved`` forces), and no group turns stale by it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from plan_builders import DAY, NOW, disk, group, log, policies, policy
+
+from policies import (ACTIVE, CLOCK_STEP, DELETE, DISK_FORCE, KEEP, MANUAL, PREFIX, RESERVED, ManualTrigger,
+                      age_reason, forward_step, judged_at, plan, unconsumed)
+
+YEAR_AHEAD = NOW + timedelta(days=365)
+BIG = 5000
+
+
+def outcome(log_plan):
+    return [(d.action, d.reasons) for d in log_plan.decisions]
+
+
+def plan_at(snapshot, now, trusted=None, manual=None, **overrides):
+    manual = {"default": manual} if manual else {}
+    return plan([snapshot], policies(default=policy(**overrides)), now, manual, trusted_now=trusted).log(snapshot.name)
+
+
+def test_a_forward_step_beyond_the_threshold_is_a_step_and_a_backward_one_is_not():
+    assert forward_step(1000.0, 1000.0 + 365 * DAY, DAY) == 365 * DAY
+    assert forward_step(1000.0, 1000.0 + DAY, DAY) is None          # at the threshold: not beyond it
+    assert forward_step(1000.0, 1000.0 - 365 * DAY, DAY) is None    # back: deletion is only delayed
+
+
+def test_expiry_is_judged_at_the_trusted_time_when_it_is_earlier():
+    assert judged_at(YEAR_AHEAD, NOW) == NOW
+    assert judged_at(NOW, YEAR_AHEAD) == NOW
+    assert judged_at(NOW, None) == NOW
+    assert age_reason(100.0, 200.0, 150.0) == CLOCK_STEP
+    assert age_reason(100.0, 120.0, 150.0) == RESERVED
+    assert age_reason(160.0, 170.0, 150.0) is None
+
+
+def test_a_year_ahead_a_manual_pass_deletes_only_what_was_due_before_the_step():
+    snapshot = log([100, 5, 1], used_ratio=0.5)       # 72 h reserve: the 100 h segment was due
+    blind = plan_at(snapshot, YEAR_AHEAD, manual=ManualTrigger.open(1))
+    assert [a for a, _ in outcome(blind)] == [DELETE, DELETE, KEEP]   # what the guard prevents
+    guarded = plan_at(snapshot, YEAR_AHEAD, NOW, manual=ManualTrigger.open(1))
+    assert outcome(guarded) == [(DELETE, ()), (KEEP, (CLOCK_STEP,)), (KEEP, (ACTIVE, CLOCK_STEP, PREFIX))]
+    assert "ahead of the trusted time" in guarded.decisions[1].details[CLOCK_STEP]
+
+
+def test_a_year_ahead_a_reading_group_does_not_turn_stale():
+    snapshot = log([100, 90, 1], used_ratio=0.5, groups=[group("etl", 100, idle_hours=1)])
+    blind = plan_at(snapshot, YEAR_AHEAD, manual=ManualTrigger.open(1, force=True))
+    assert blind.stale_groups == ("etl",) and len(blind.to_delete) == 2      # etl's unread data gone
+    guarded = plan_at(snapshot, YEAR_AHEAD, NOW, manual=ManualTrigger.open(1, force=True))
+    assert guarded.stale_groups == ()
+    assert outcome(guarded)[:2] == [(DELETE, ()), (KEEP, (unconsumed("etl"),))]
+
+
+def test_disk_pressure_still_forces_within_its_own_rules():
+    snapshot = log([100, 5, 1], used_ratio=0.95, segment_bytes=BIG, groups=[group("etl", 150)])
+    guarded = plan_at(snapshot, YEAR_AHEAD, NOW, disk={"force_target": 0.85})
+    today = plan_at(snapshot, NOW, disk={"force_target": 0.85})
+    # The same deletions as without a step: 95 % -> 90 % -> 85 %, unexpired and unconsumed data too.
+    assert [a for a, _ in outcome(guarded)] == [a for a, _ in outcome(today)] == [DELETE, DELETE, KEEP]
+    second = guarded.decisions[1]
+    assert second.overridden_by == DISK_FORCE and CLOCK_STEP in second.overridden
+
+
+def test_a_trusted_time_after_now_changes_nothing():
+    snapshot = log([100, 5, 1], used_ratio=0.5)
+    assert outcome(plan_at(snapshot, NOW, YEAR_AHEAD, manual=ManualTrigger.open(1))) == \
+        outcome(plan_at(snapshot, NOW, manual=ManualTrigger.open(1)))
+
+
+def test_a_manual_force_overrides_the_clock_step_as_it_does_reserved():
+    snapshot = log([100, 5, 1], used_ratio=0.5)
+    guarded = plan_at(snapshot, YEAR_AHEAD, NOW, manual=ManualTrigger.open(1, force=True))
+    assert [a for a, _ in outcome(guarded)] == [DELETE, DELETE, KEEP]
+    assert guarded.decisions[1].overridden == (CLOCK_STEP,) and guarded.decisions[1].overridden_by == MANUAL

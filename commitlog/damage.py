@@ -31,7 +31,9 @@ import logging
 import os
 import time
 
+from .errors import UnsafeLogFileError
 from .layout import DAMAGE_FILE, TMP_SUFFIX, damage_path, fsync_directory
+from .safeopen import no_follow, open_file
 
 RECORD_LOST = "record-lost"
 LENGTH_REPAIRED = "length-repaired"
@@ -58,7 +60,8 @@ def entry(segment: str, position: int | None, nbytes: int, kind: str,
 
 def record_damage(directory: str, entries: list[dict]) -> None:
     """Add `entries` to the log's damage record, durably, each logged at ERROR; a record that
-    cannot be written (a full disk) is logged at ERROR too, and the open goes on."""
+    cannot be written (a full disk) is logged at ERROR too, and the open goes on. A symbolic link
+    at either name is never followed: named at ERROR and replaced (a record unreadable so too)."""
     for e in entries:
         log.error("damaged log segment %s%s: %s (%s; offsets %s)%s",
                   os.path.join(directory, e["segment"]),
@@ -67,20 +70,27 @@ def record_damage(directory: str, entries: list[dict]) -> None:
                   f"; bytes saved in {e['saved']}" if e["saved"] else "")
     if not entries:
         return
-    kept = [e for e in read_damage(directory) if e.get("kind") != UNREADABLE]
+    kept = []
+    for e in read_damage(directory):
+        if e.get("kind") == UNREADABLE:
+            log.error("%s; replaced by a new record", e["detail"])
+        else:
+            kept.append(e)
     path = damage_path(directory)
     tmp = path + TMP_SUFFIX
     try:
         with contextlib.suppress(FileNotFoundError):
+            if os.path.islink(tmp):
+                log.error("removed a symbolic link planted at %s (never followed): find out who "
+                          "planted it", tmp)
             os.unlink(tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
             json.dump({"format": 1, "entries": kept + entries}, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_directory(directory)
-    except OSError as exc:  # a full disk must not keep the writer out: the ERROR lines name it
+    except (OSError, UnsafeLogFileError) as exc:  # a full disk, a planted link: the writer opens
         log.error("could not write %s (%s): the damage above is named only in this log", path, exc)
 
 
@@ -88,13 +98,14 @@ def read_damage(directory: str) -> list[dict]:
     """The entries of the log's damage record ([] when there is none)."""
     path = damage_path(directory)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with open(path, "rb", opener=no_follow) as f:
+            raw = f.read(_MAX_BYTES + 1)
     except FileNotFoundError:
         return []
+    except UnsafeLogFileError as exc:
+        return [_unreadable(str(exc))]
     except OSError as exc:
         return [_unreadable(f"cannot open it: {exc.strerror}")]
-    with os.fdopen(fd, "rb") as f:
-        raw = f.read(_MAX_BYTES + 1)
     try:
         if len(raw) > _MAX_BYTES:
             raise ValueError(f"more than {_MAX_BYTES} bytes")

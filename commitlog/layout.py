@@ -72,9 +72,10 @@ DAMAGED_SUFFIX = ".damaged"
 _NAME_DIGITS = 20
 
 
-def layout_names() -> tuple[str, ...]:
+def layout_names(damaged_at: int = 0) -> tuple[str, ...]:
     """Every name of the module docstring's table, in its order, a pattern given by one example
-    (base offset 0, prepared slot 0): read from the table, so a row added there is listed."""
+    (base offset 0, prepared slot 0, byte `damaged_at`: by default the first record's): read from
+    the table, so a row added there is listed."""
     rows = __doc__.split("<log>/\n", 1)[1].split("\n\n", 1)[0].splitlines()
     names: list[str] = []
     for row in rows:
@@ -83,7 +84,8 @@ def layout_names() -> tuple[str, ...]:
         found = [side[1]] + [side[1] + s.strip() for s in side[2].split(",")] if side else [column]
         for pattern, examples in (("<segment or index>", (segment_name(0), _index_name(0))),
                                   ("<segment>", (segment_name(0)[:-len(SEGMENT_SUFFIX)],)),
-                                  ("-N", ("-0",)), (".*.", (SEGMENT_SUFFIX + ".", INDEX_SUFFIX + "."))):
+                                  ("<byte>", (str(damaged_at),)), ("-N", ("-0",)),
+                                  (".*.", (SEGMENT_SUFFIX + ".", INDEX_SUFFIX + "."))):
             found = [n for f in found for n in ([f.replace(pattern, e, 1) for e in examples]
                                                 if pattern in f else [f])]
         for name in found:   # .prepared-segment-0.log/.index

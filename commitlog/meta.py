@@ -17,7 +17,7 @@ from .errors import CorruptLogError, NotALogError, SegmentSizeMismatchError
 from .layout import (META_FILE, START_OFFSET_FILE, STATE_FILE, TMP_SUFFIX, fsync_directory,
                      meta_path, parse_segment_name)
 from .options import DEFAULT_SEGMENT_SIZE, MAX_SEGMENT_SIZE, MIN_SEGMENT_SIZE
-from .safeopen import no_follow, temporary
+from .safeopen import check_not_link, no_follow, temporary
 
 FORMAT_VERSION = 2
 FORMATS_READ = (1, 2)
@@ -90,8 +90,9 @@ def _read(directory: str, *, missing_ok: bool) -> dict | None:
 
 def refuse_orphaned(directory: str) -> None:
     """CorruptLogError when `directory` holds a log's files but no meta.json: its segment size is
-    lost, and writing a default one would misread every segment. Checked before a writer's open
-    creates anything."""
+    lost, and writing a default one would misread every segment. UnsafeLogFileError instead when
+    one of those names is a symbolic link (planted, not a log's file). Checked before a writer's
+    open creates anything."""
     if os.path.lexists(meta_path(directory)):
         return
     try:
@@ -100,6 +101,8 @@ def refuse_orphaned(directory: str) -> None:
         return
     found = sorted(n for n in names if parse_segment_name(n) is not None
                    or n in (STATE_FILE, START_OFFSET_FILE))
+    for name in found:
+        check_not_link(os.path.join(directory, name))
     if found:
         raise CorruptLogError(meta_path(directory), None,
                               f"{META_FILE} is missing, but the directory holds a log's files "

@@ -23,6 +23,7 @@ from typing import NamedTuple
 from .. import damage
 from .. import record as rec
 from ..layout import damaged_path
+from ..safeopen import temporary
 
 _ZEROS = bytes(1 << 20)
 SEARCH_LIMIT = 4 << 20       # bytes searched for a record after damage; what lies further is saved
@@ -124,8 +125,9 @@ def _next_verifying(mm, start: int, stop: int, size: int) -> int | None:
 
 
 def _save(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "wb") as f:
+    """`data` durably in `path` (a crash's earlier copy replaced); UnsafeLogFileError, before the
+    tail is cut, when a symbolic link is planted there."""
+    with open(path, "wb", opener=temporary) as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

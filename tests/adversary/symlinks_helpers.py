@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from commitlog import CommitLog, UnsafeLogFileError, roll_idle
+from commitlog import record as rec
 from commitlog.archive import open_tier
 from commitlog.archive.log_archive import LogArchive
 from commitlog.spark.ledger_view import LedgerView
@@ -20,10 +21,58 @@ SEGMENT = 4096
 RECORD = b"r" * 100                       # 33 records a 4 KiB segment
 VICTIM = b"the victim's bytes, not the store's\n" * 200
 VICTIM_MTIME_NS = 1_000_000_000_000_000_000   # 2001: any write would move it
+DAMAGED_AT = 0        # where damage_and_recover hides record boundaries: the first record's byte
 
 
 def drop_marked(offset, key, tombstone, marked):
     return "dead" if marked else None
+
+
+def damage_and_recover(log_dir: Path) -> None:
+    """Damage in the active segment of a closed log, found by the next writer's open: at byte
+    DAMAGED_AT, damage hiding where records end (the records after it saved aside,
+    `<segment>.log.<byte>.damaged`, and cut); then a record that does not verify with records
+    after it that do (its offset lost). Each is written to `damage.json` through its `.tmp`."""
+    segment, positions = _append_to_active(log_dir)
+    assert positions[0] == DAMAGED_AT, positions  # a fresh segment, no index checkpoint after it
+    _flip(segment, range(DAMAGED_AT, DAMAGED_AT + rec.FRAME_SIZE))   # length and CRC both
+    CommitLog.open(log_dir).close()
+    segment, positions = _append_to_active(log_dir)
+    _flip(segment, [positions[-2] + rec.HEADER_SIZE + 10])   # a value byte: its boundary known
+    CommitLog.open(log_dir).close()
+
+
+def _append_to_active(log_dir: Path) -> tuple[str, list[int]]:
+    """Records appended until the active segment holds three; its path and their positions."""
+    while True:
+        with CommitLog.open(log_dir, segment_size=SEGMENT, flush="none") as log:
+            log.append_batch([RECORD] * 3)
+            segment = log.segments()[-1].path
+        positions = _record_positions(segment)
+        if len(positions) >= 3:
+            return segment, positions
+
+
+def _record_positions(segment: str) -> list[int]:
+    """The byte position of every record of `segment` (never through a link: the probe's own
+    reads and writes must not be what touches a victim)."""
+    fd = os.open(segment, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    out, pos = [], 0
+    while (r := rec.decode_at(data, pos, len(data))).status == rec.OK:
+        out.append(pos)
+        pos = r.next_position
+    return out
+
+
+def _flip(segment: str, positions) -> None:
+    fd = os.open(segment, os.O_RDWR | os.O_NOFOLLOW)
+    try:
+        for at in positions:
+            os.pwrite(fd, bytes([os.pread(fd, 1, at)[0] ^ 0x5A]), at)
+    finally:
+        os.close(fd)
 
 
 def write_roll_compact(log_dir: Path) -> None:
@@ -74,6 +123,7 @@ def sidecar_and_readers(log_dir: Path, tier_dir: Path) -> None:
 
 
 def scenario(log_dir: Path, tier_dir: Path) -> None:
+    damage_and_recover(log_dir)
     write_roll_compact(log_dir)
     rebuild_index_and_remove_head(log_dir)
     sidecar_and_readers(log_dir, tier_dir)

@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from commitlog import CommitLog, CorruptLogError
-from commitlog.layout import META_FILE
+from commitlog import CommitLog, CorruptLogError, UnsafeLogFileError
+from commitlog.layout import META_FILE, START_OFFSET_FILE, STATE_FILE, segment_name
+from commitlog.meta import refuse_orphaned
 
 
 def _log_with_records(path: str) -> None:
@@ -27,6 +28,24 @@ def test_a_writer_open_of_a_log_whose_meta_json_is_gone_is_refused_and_creates_n
     assert META_FILE in str(err.value) and "00000000000000000000.log" in str(err.value)
     assert sorted(os.listdir(path)) == before
     assert "Traceback" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", [START_OFFSET_FILE, STATE_FILE, segment_name(0)])
+def test_a_link_planted_at_a_log_files_name_without_meta_json_is_named_as_the_link(tmp_path, name):
+    """A link is the more precise finding than a log's files without meta.json: named first."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"not the store's")
+    path = tmp_path / "log"
+    path.mkdir()
+    link = path / name
+    link.symlink_to(victim)
+    with pytest.raises(UnsafeLogFileError) as err:
+        refuse_orphaned(str(path))
+    assert err.value.path == str(link)
+    with pytest.raises(UnsafeLogFileError) as err:
+        CommitLog.open(str(path))
+    assert err.value.path == str(link) and sorted(os.listdir(path)) == [name]
+    assert victim.read_bytes() == b"not the store's"
 
 
 def test_a_new_log_in_an_empty_directory_still_opens(tmp_path):

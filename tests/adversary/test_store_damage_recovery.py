@@ -12,10 +12,10 @@ import signal
 
 import pytest
 
-from commitlog import CommitLog, CorruptLogError, OffsetRemovedError
+from commitlog import CommitLog, CorruptLogError, OffsetRemovedError, UnsafeLogFileError
 from commitlog.damage import (LENGTH_REPAIRED, OFFSETS_SKIPPED, RECORD_LOST, RECORDS_UNPLACED,
                               read_damage)
-from commitlog.layout import segment_path
+from commitlog.layout import damaged_path, segment_path
 from commitlog.record import encode
 
 from storea_helpers import acked_writer, expect, flip, payload, record_positions, spawn
@@ -105,6 +105,30 @@ def test_damage_that_hides_where_records_end_saves_them_aside_and_skips_committe
     assert len(data) == (COUNT - 190) * (21 + VALUE)
     assert all(payload(i, VALUE) in data for i in range(191, COUNT))
     assert any(r.levelno >= logging.ERROR for r in caplog.records)
+
+
+def test_a_link_planted_where_unplaced_bytes_are_saved_is_refused_and_nothing_is_cut(tmp_path):
+    path = str(tmp_path / "log")
+    seg = _write_and_kill(path)
+    pos = record_positions(seg)[190]
+    for at in range(pos, pos + 8):
+        flip(seg, at, 0x5A)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    link = damaged_path(seg, pos)
+    os.symlink(victim, link)
+    with open(seg, "rb") as f:
+        before = f.read()
+    with pytest.raises(UnsafeLogFileError) as err:
+        CommitLog.open(path)
+    assert err.value.path == link and victim.read_bytes() == b"keep me"
+    with open(seg, "rb") as f:
+        assert f.read() == before
+    os.unlink(link)
+    with CommitLog.open(path) as log:
+        assert [r.offset for r in log.scan()] == list(range(190))
+    with open(link, "rb") as f:
+        assert len(f.read()) == (COUNT - 190) * (21 + VALUE)
 
 
 def test_a_torn_tail_is_cut_quietly_with_no_damage_record(tmp_path, caplog):

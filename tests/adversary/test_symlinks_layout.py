@@ -8,9 +8,9 @@ import pytest
 
 from commitlog.layout import layout_names
 
-from symlinks_helpers import plant_and_run
+from symlinks_helpers import DAMAGED_AT, plant_and_run
 
-NAMES = layout_names()
+NAMES = layout_names(DAMAGED_AT)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -4,6 +4,7 @@ symlink planted at its name is never followed."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 from commitlog.damage import (RECORD_LOST, UNREADABLE, entry, read_damage, record_damage)
@@ -46,3 +47,19 @@ def test_a_symlink_at_its_name_is_replaced_never_followed(tmp_path):
     assert victim.read_text() == "keep me"
     assert not os.path.islink(log / DAMAGE_FILE)
     assert json.loads((log / DAMAGE_FILE).read_text())["entries"][0]["offsets"] == [1, 2]
+
+
+def test_a_symlink_at_either_name_is_named_at_error(tmp_path, caplog):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    log = tmp_path / "log"
+    log.mkdir()
+    for name in (DAMAGE_FILE, DAMAGE_FILE + ".tmp"):
+        os.symlink(victim, log / name)
+    [e] = read_damage(str(log))
+    assert str(log / DAMAGE_FILE) in e["detail"] and "symbolic link" in e["detail"]
+    with caplog.at_level(logging.ERROR, logger="commitlog"):
+        record_damage(str(log), [_entry(1)])
+    lines = " ".join(r.getMessage() for r in caplog.records)
+    assert str(log / DAMAGE_FILE) in lines and str(log / (DAMAGE_FILE + ".tmp")) in lines
+    assert victim.read_text() == "keep me"

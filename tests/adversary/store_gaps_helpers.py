@@ -1,18 +1,17 @@
 """Helpers of the gap probes (tests/adversary/test_store_gaps_*.py): logs whose segments a
 compaction drops whole, and a compactor child that SIGKILLs itself at its Nth file-system call.
-Run the child as `python -c "import store_gaps_helpers as h; h.kill_compactor(...)"` with this
-directory on PYTHONPATH."""
+The child is a fork of the test (no interpreter start per kill)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import sys
 
 from commitlog import CommitLog
 
 SEG = 4096
 FS_CALLS = ("rename", "unlink", "fsync", "write", "replace", "utime")
+_REAL = {name: getattr(os, name) for name in FS_CALLS}
 
 
 def value(offset: int) -> bytes:
@@ -27,15 +26,15 @@ def one_key_log(path: str, n: int = 100) -> list[int]:
         return [s.base_offset for s in log.segments()]
 
 
-def junk_log(path: str) -> tuple[list[int], set[int]]:
+def junk_log(path: str, *, head: bool = False) -> tuple[list[int], set[int]]:
     """Unkeyed records, two runs of whole segments marked dead (the second segment, and the
-    fourth and fifth: a middle and a later gap once compacted), the first segment kept. Returns
-    the bases and the offsets marked."""
+    fourth and fifth: a middle and a later gap once compacted), the first segment kept unless
+    `head`. Returns the bases and the offsets marked."""
     with CommitLog.open(path, segment_size=SEG) as log:
         for o in range(300):
             log.append(value(o))
         bases = [s.base_offset for s in log.segments()]
-        dead = set(range(bases[1], bases[2])) | set(range(bases[3], bases[5]))
+        dead = set(range(bases[0 if head else 1], bases[2])) | set(range(bases[3], bases[5]))
         log.mark_dead(sorted(dead))
         return bases, dead
 
@@ -44,16 +43,19 @@ def dead_only(offset, key, tombstone, marked):
     return "dead" if marked else None
 
 
-def compact_junk(path: str) -> list:
-    """Compact every sealed segment of `junk_log` alone: the dead ones go whole."""
+def compact_junk(path: str, *, dropped_only: bool = False) -> list:
+    """Compact every sealed segment of `junk_log` alone: the dead ones go whole. `dropped_only`:
+    only the dead ones (the first two alone, the fourth and fifth as one run)."""
     with CommitLog.open(path) as log:
         sealed = [s.base_offset for s in log.segments()[:-1]]
+        if dropped_only:
+            return log.compact([sealed[0:1], sealed[1:2], sealed[3:5]], dead_only)
         return log.compact([[b] for b in sealed], dead_only)
 
 
-def kill_compactor(path: str, kill_at: int) -> None:
-    """`compact_junk`, SIGKILLing this process at its `kill_at`th file-system call (0: never;
-    then it prints how many calls it made)."""
+def kill_compactor(path: str, kill_at: int) -> int:
+    """`compact_junk(dropped_only=True)`, SIGKILLing this process at its `kill_at`th file-system
+    call (0: never; then it returns how many calls it made)."""
     calls = [0]
 
     def wrap(name):
@@ -68,9 +70,23 @@ def kill_compactor(path: str, kill_at: int) -> None:
 
     for name in FS_CALLS:
         setattr(os, name, wrap(name))
-    compact_junk(path)
-    print(calls[0])
-    sys.stdout.flush()
+    try:
+        compact_junk(path, dropped_only=True)
+    finally:
+        for name in FS_CALLS:
+            setattr(os, name, _REAL[name])
+    return calls[0]
+
+
+def forked_kill(path: str, kill_at: int) -> int:
+    """Run `kill_compactor` in a forked child; its wait status."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            kill_compactor(path, kill_at)
+        finally:
+            os._exit(3)
+    return os.waitpid(pid, 0)[1]
 
 
 def live_offsets(path: str) -> list[int]:

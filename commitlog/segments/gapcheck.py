@@ -5,6 +5,8 @@ offsets, as CorruptLogError. Functions over a SegmentList; read-only, thread-saf
 
 from __future__ import annotations
 
+import bisect
+
 from .. import gaps
 from ..errors import CorruptLogError
 from .segment_list import SegmentList
@@ -41,6 +43,19 @@ def overlap(segs: SegmentList, base: int, end: int, size: int, later: int) -> Co
                            f"its name says offset {later}, but {segs.segment_path(base)} "
                            f"({size} bytes, not a compaction's output) holds offsets up to {end}: "
                            f"a segment file renamed outside the store?")
+
+
+def check_previous(segs: SegmentList, base: int) -> None:
+    """CorruptLogError when the segment before `base`, not a compaction's output, holds offsets
+    at or past `base` (one of the two files was renamed)."""
+    bases = segs.bases
+    i = bisect.bisect_left(bases, base)
+    if 0 < i < len(bases) and bases[i] == base:
+        prev = bases[i - 1]
+        summary = segs.summary(prev)
+        end = summary.end_offset(prev)
+        if end > base and not summary.compacted:
+            raise overlap(segs, prev, end, segs.segment_size, base)
 
 
 def found_gaps(segs: SegmentList) -> list[tuple[int, int]]:

@@ -34,6 +34,7 @@ def read(segs: SegmentList, offset: int) -> Record:
     path = segs.segment_path(base)
     ended = None
     try:
+        gapcheck.check_previous(segs, base)
         segs.marks.refresh()
         limit, kind, floor = segs.view_limits(base, mm, ino)
         rel, pos = floor(offset - base)

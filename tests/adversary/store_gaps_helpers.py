@@ -5,7 +5,9 @@ The child is a fork of the test (no interpreter start per kill)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 
 from commitlog import CommitLog
 
@@ -92,3 +94,24 @@ def forked_kill(path: str, kill_at: int) -> int:
 def live_offsets(path: str) -> list[int]:
     with CommitLog.open(path, readonly=True) as log:
         return [r.offset for r in log.scan()]
+
+
+def java_walk(path: str, start: int = 0, end: int = 1 << 62) -> subprocess.CompletedProcess:
+    """The JVM reader's walk of [start, end) (DumpRecords: "start S", one line a record, "stop
+    WHY AT"); skips the test when the jar is not built (`make` builds it)."""
+    import pyspark
+    import pytest
+    from commitlog.spark import jvm
+    if not jvm.available() or shutil.which("java") is None:
+        pytest.skip(f"{jvm.JAR} is not built (`make` builds it) or no java")
+    classpath = f"{jvm.JAR}:{os.path.join(os.path.dirname(pyspark.__file__), 'jars', '*')}"
+    return subprocess.run(["java", "-cp", classpath, "commitlog.spark.jvm.DumpRecords", path,
+                           str(start), str(end)], capture_output=True, text=True, timeout=120)
+
+
+def walked(proc: subprocess.CompletedProcess) -> tuple[int, list[int], str]:
+    """(start offset, record offsets, why it stopped) of a successful `java_walk`."""
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    return int(lines[0].split()[1]), [int(line.split()[0]) for line in lines[1:-1]], \
+        lines[-1].split()[1]

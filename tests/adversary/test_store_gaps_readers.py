@@ -114,6 +114,9 @@ def test_a_segment_renamed_over_the_previous_ones_offsets_is_corrupt_naming_the_
         with pytest.raises(CorruptLogError) as err:
             list(log.scan())
         assert err.value.path == renamed and "renamed" in str(err.value)
+        with pytest.raises(CorruptLogError) as err:
+            log.read(bases[2] - 2)                          # was served from the renamed file
+        assert err.value.path == renamed
 
 
 def test_a_segment_renamed_past_its_offsets_is_corrupt(tmp_path):

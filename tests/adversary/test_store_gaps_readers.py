@@ -6,6 +6,8 @@ deleted middle segment, a renamed one, and a log an older store compacted (commi
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -170,3 +172,33 @@ def test_a_symlink_planted_at_the_records_names_is_never_followed(tmp_path):
         with pytest.raises(CorruptLogError, match="symbolic link"):
             list(log.scan())
     assert victim.read_bytes() == b"precious"
+
+
+def test_the_issues_reproduction_with_retention_compact_in_another_process(tmp_path):
+    """One key written 100 times to 4 KiB segments, `it = log.scan()`, `retention compact` (a
+    real process), `next(it)`: was OffsetOutOfRangeError "removed by retention"."""
+    path = str(tmp_path / "log")
+    bases = one_key_log(path)
+    config = tmp_path / "retention.yaml"
+    config.write_text(f"""
+service:
+  listen: 127.0.0.1:0
+  audit: {tmp_path / "audit.jsonl"}
+logs:
+  a:
+    path: {path}
+    segment_size: 4KiB
+policies:
+  default:
+    interval: 1h
+    delete_at_hours: []
+    compaction:
+      keys: true
+""")
+    with CommitLog.open(path) as log, CommitLog.open(path, readonly=True) as reader:
+        it, other = log.scan(), reader.scan()
+        subprocess.run([sys.executable, "-m", "retention.cli", "compact", "--config", str(config)],
+                       check=True, capture_output=True, timeout=120)
+        assert not os.path.exists(segment_path(path, 0))
+        assert next(it).offset == next(other).offset == bases[-1]
+        assert log.retention_start_offset == reader.retention_start_offset == 0

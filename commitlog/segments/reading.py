@@ -6,6 +6,7 @@ Functions over a SegmentList; thread-safe as it is (a scan iterator has one cons
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import chain
 
@@ -71,9 +72,10 @@ def read(segs: SegmentList, offset: int) -> Record:
     finally:
         segs.release(base)
     if ended is not None and offset >= ended:
-        nxt = next((b for b in segs.bases if b > offset), None)
-        if nxt is not None:
-            gapcheck.check_gap(segs, ended, nxt, base, nxt)
+        bases = segs.bases
+        i = bisect_right(bases, offset)
+        if i < len(bases):
+            gapcheck.check_gap(segs, ended, bases[i], base, bases[i])
     raise _removed(segs, offset)
 
 
@@ -203,11 +205,11 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
         # A base below `current` is a merged input a compaction's swap has not unlinked yet
         # (this segment, its shorter output, covers it now); a base above it starts after a gap.
         bases = segs.bases
-        nxt = next((b for b in bases if b > base and b >= current), None)
-        if size == segs.segment_size:
-            covered = next((b for b in bases if base < b < current), None)
-            if covered is not None:
-                raise gapcheck.overlap(segs, base, current, size, covered)
+        i = bisect_right(bases, base)
+        if size == segs.segment_size and i < len(bases) and bases[i] < current:
+            raise gapcheck.overlap(segs, base, current, size, bases[i])
+        i = bisect_left(bases, current, i)
+        nxt = bases[i] if i < len(bases) else None
         if nxt is None:
             return  # sealed and nothing after it yet (a crash or a full disk at the roll)
         if nxt > current:

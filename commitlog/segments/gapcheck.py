@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 
 from .. import gaps
-from ..errors import CorruptLogError
+from ..errors import CorruptLogError, OffsetOutOfRangeError
 from .segment_list import SegmentList
 
 
@@ -52,7 +52,10 @@ def check_previous(segs: SegmentList, base: int) -> None:
     i = bisect.bisect_left(bases, base)
     if 0 < i < len(bases) and bases[i] == base:
         prev = bases[i - 1]
-        summary = segs.summary(prev)
+        try:
+            summary = segs.summary(prev)
+        except OffsetOutOfRangeError:
+            return  # removed since this list was read (another handle's compaction, say)
         end = summary.end_offset(prev)
         if end > base and not summary.compacted:
             raise overlap(segs, prev, end, segs.segment_size, base)

@@ -73,6 +73,15 @@ def test_a_compactions_middle_gaps_are_recorded_and_passed(tmp_path):
             log.read(bases[3] + 1)
 
 
+def test_a_read_beside_a_segment_another_handle_compacted_away_is_served(tmp_path):
+    path = str(tmp_path / "log")
+    bases, _ = junk_log(path)
+    with CommitLog.open(path) as log:                       # its list still names bases[1]
+        with CommitLog.open(path, readonly=True) as other:
+            other.compact([[bases[1]]], dead_only)
+        assert log.read(bases[2] + 1).offset == bases[2] + 1
+
+
 def _delete(path: str, base: int) -> None:
     os.unlink(segment_path(path, base))
     if os.path.exists(index_path(segment_path(path, base))):

@@ -9,6 +9,8 @@
         marks                           offset ranges marked dead (commitlog.marks)
         marks.tmp                       marks being replaced
         tombstones                      when a compaction first saw each tombstone it kept
+        compacted                       offset ranges compactions removed whole segments of (commitlog.gaps)
+        compacted.tmp                   compacted being replaced
         .remove.lock                    serialises head removers of any process
         .compact.lock                   serialises compactions of any process
         .retention.lock                 the retention owner's flock, naming its pid (retention.deletion.owner)
@@ -65,6 +67,7 @@ SPARK_LEDGER_FILE = "spark.db"
 SPARK_TURN_FILE = ".spark-append.lock"
 MARKS_FILE = "marks"
 TOMBSTONES_FILE = "tombstones"
+COMPACTED_FILE = "compacted"
 CLEANED_SUFFIX = ".cleaned"
 ARCHIVE_MANIFEST_FILE = "archive-manifest.json"
 DAMAGE_FILE = "damage.json"
@@ -151,6 +154,10 @@ def start_offset_path(directory: str) -> str:
 
 def tombstones_path(directory: str) -> str:
     return os.path.join(directory, TOMBSTONES_FILE)
+
+
+def compacted_path(directory: str) -> str:
+    return os.path.join(directory, COMPACTED_FILE)
 
 
 def compact_lock_path(directory: str) -> str:

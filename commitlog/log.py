@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from .segments import reading
 from . import record as rec
 from .cleanup import removal
-from .segments import seginfo, timelookup
+from .segments import gapcheck, seginfo, timelookup
 from .arguments import check_commit, check_offset, check_record, check_scan_range, check_timestamp
 from .errors import (InvalidArgumentError, LogClosedError, LogNotWritableError, OffsetOutOfRangeError,
                      ReadOnlyLogError)
@@ -108,6 +108,13 @@ class CommitLog(TieredReads, DeadRecords):
         """The first offset still kept (on either tier, with an archive)."""
         self._check_open()
         return self._segs.start() if self._archive is None else self._tiered_start()
+
+    @property
+    def retention_start_offset(self) -> int:
+        """The first offset retention has not removed, at or below `start_offset`: offsets
+        between the two held only dead records a compaction removed (scans pass them)."""
+        self._check_open()
+        return self.start_offset if self._archive is not None else gapcheck.retained_start(self._segs)
 
     @property
     def archive(self) -> ArchiveReader | None:
@@ -240,7 +247,7 @@ class CommitLog(TieredReads, DeadRecords):
         segs = self._segs
         offset = segs.start() if start is None else start
         if offset < segs.start():
-            if offset < segs.state.start_offset():
+            if offset < gapcheck.retained_start(segs):
                 raise segs.out_of_range(offset)  # removed by retention: names the start
             offset = segs.start()  # before the first segment, a compaction's gap: passed like any
 

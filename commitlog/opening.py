@@ -23,7 +23,7 @@ from .meta import load_meta, refuse_orphaned
 from .append.writer import Writer
 from .cleanup import removal, swap
 from .errors import NotALogError
-from .layout import META_FILE, is_log_directory, state_path
+from .layout import META_FILE, compact_lock_path, is_log_directory, state_path
 from .locks import WriterLock
 from .options import LogOptions
 from .segments.prealloc import SegmentPreallocator
@@ -131,6 +131,8 @@ def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, loc
     with swap.compaction_lock(path, wait=False) as idle, removal.removal_lock(path):
         if swap.finish_swaps(segs, cleaned=idle):
             segs.load()
+        if idle and os.path.exists(compact_lock_path(path)):
+            swap.adopt_gaps(segs, legacy=True)  # a log an older store compacted (commitlog.gaps)
     found: list[dict] = []
     active = recover(segs, found)
     parts.writer.adopt(active)

@@ -20,6 +20,10 @@ max of both) and copies into the file when it is created (by the writer at open 
 removal, with the removal lock held). From then on the file is authoritative and the row is
 never written again.
 
+Only retention (head removal) advances it. A compaction that drops the head segments leaves it
+where it is and records their range in `compacted` (commitlog.gaps): offsets below the start
+offset were removed by retention, those above it and below the first segment by a compaction.
+
 Thread- and process-safe: advances serialise on an flock of the file; a reader that meets a slot
 being written sees a CRC failure there and takes the other, older slot, and a process never sees
 its value go back (it keeps the highest it read).

@@ -29,7 +29,7 @@ from . import swap
 from ..diskusage import disk_usage
 from ..errors import CorruptLogError, InvalidArgumentError, StoreFullError
 from ..segments.index import SegmentSummary, write_sealed
-from ..layout import TMP_SUFFIX, cleaned_path, fsync_directory, index_path
+from ..layout import TMP_SUFFIX, cleaned_path, compact_lock_path, fsync_directory, index_path
 from ..meta import upgrade_format
 from .marks_shrink import shrink_marks
 from .output import OutputWriter
@@ -156,9 +156,11 @@ def compact(segs: SegmentList, runs: Sequence[Sequence[int]], decide: Decide,
     """Rewrite each run of consecutive sealed segments (base offsets) into one output; see the
     module docstring. Stops between outputs when `should_stop()` is true."""
     marks = snapshot(segs) if marks is None else marks
+    legacy = os.path.exists(compact_lock_path(segs.path))   # an older store's compactions ran
     with swap.compaction_lock(segs.path):
         with removal_lock(segs.path):
             swap.finish_swaps(segs, cleaned=True)
+            swap.adopt_gaps(segs, legacy=legacy)
         if runs:
             upgrade_format(segs.path)  # before the first offset delta is written
         out = []
@@ -223,7 +225,7 @@ def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: Marks
             writer.discard()
             with removal_lock(segs.path):
                 _check_unchanged(segs, run, inodes)
-                swap.commit(segs, first, run[1:], None, None)
+                swap.drop(segs, run, end)
             return CompactionOutput(None, tuple(run), sum(sizes), 0, 0, dict(dropped))
         mtime_ns = max(os.stat(p).st_mtime_ns for p in paths)
         summary = writer.finish(end, mtime_ns, marks.seq)

@@ -17,8 +17,11 @@ offset and its end. Steps:
 4. rename `<b2..bk>.log` and their indexes to `.deleted`, unlink them, fsync the directory. A crash
    here leaves inputs whose base lies below the end of the segment before them: leftovers,
    superseded by it, removed at open (`finish_swaps`) and passed by readers meanwhile.
-An output with no live record at all is no file: the inputs are removed as in step 4 and their
-offsets become a gap (per offset: the old record, or no record, never both).
+An output with no live record at all is no file: its range [b1, end(bk)) is first recorded in
+`<log>/compacted` (commitlog.gaps, durably), then the inputs are removed as in step 4 and their
+offsets become a gap (per offset: the old record, or no record, never both). A crash after the
+record leaves a recorded range whose files still serve it; there is no gap without its record, so
+a reader never takes a compaction's gap for a lost segment (CorruptLogError) or for retention.
 
 So after a SIGKILL at any instant every offset is served by the old segments or by the new one,
 never both (leftovers are told apart by offsets, not by timing) and never neither. A reader of
@@ -36,12 +39,15 @@ over a SegmentList; call them with the removal lock held.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 from collections.abc import Iterator
 
-from ..layout import CLEANED_SUFFIX, compact_lock_path, fsync_directory, index_path
+from .. import gaps
+from ..layout import CLEANED_SUFFIX, compact_lock_path, compacted_path, fsync_directory, index_path
+from ..segments import gapcheck
 from ..locks import try_exclusive
 from ..safeopen import open_file
 from .removal import unlink_segment
@@ -116,15 +122,41 @@ def finish_swaps(segs: SegmentList, *, cleaned: bool) -> list[str]:
     return done
 
 
-def commit(segs: SegmentList, first: int, rest: list[int], data: str | None, index: str | None) -> None:
-    """Steps 2 to 4 for inputs `[first] + rest`; `data`/`index`: the `.cleaned` pair, or None
-    for an output with nothing live."""
-    target = segs.segment_path(first)
-    if data is None:
-        for base in [first] + rest:
-            unlink_segment(segs.path, segs.segment_path(base))
-            segs.forget(base)
+def drop(segs: SegmentList, run: list[int], end: int) -> None:
+    """An output with nothing live: [run[0], end) recorded as a compaction's gap, then the inputs
+    removed (see the module docstring)."""
+    adopt_gaps(segs, legacy=True)  # still missing: the compaction's own adoption found no room
+    gaps.record(segs.path, [(run[0], end)], segs.state.start_offset())
+    for base in run:
+        unlink_segment(segs.path, segs.segment_path(base))
+        segs.forget(base)
+
+
+def adopt_gaps(segs: SegmentList, *, legacy: bool) -> None:
+    """Create `<log>/compacted` when missing (commitlog.gaps): with the gaps found between the
+    segment files when an older store compacted the log (`legacy`); prune it when retention
+    passed some of its ranges."""
+    start = segs.state.start_offset()
+    try:
+        if os.path.lexists(compacted_path(segs.path)):
+            known = gaps.read(segs.path)
+            if known.ends and known.ends[0] <= start:
+                gaps.write(segs.path, gaps.merged(known.pairs(), start))
+            return
+        found = gapcheck.found_gaps(segs) if legacy else []
+        gaps.adopt(segs.path, found, start, legacy=legacy)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        log.warning("no room to write %s yet", compacted_path(segs.path))
         return
+    if found:
+        log.info("adopted %d gap(s) of %s as an older compaction's", len(found), segs.path)
+
+
+def commit(segs: SegmentList, first: int, rest: list[int], data: str, index: str) -> None:
+    """Steps 2 to 4 for inputs `[first] + rest`; `data`/`index`: the `.cleaned` pair."""
+    target = segs.segment_path(first)
     os.rename(index, index_path(target))
     os.rename(data, target)  # the commit point
     fsync_directory(segs.path)

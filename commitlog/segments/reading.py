@@ -6,12 +6,14 @@ Functions over a SegmentList; thread-safe as it is (a scan iterator has one cons
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import chain
 
 from .. import record as rec
 from ..errors import CorruptLogError, OffsetOutOfRangeError, OffsetRemovedError
 from ..record import Record
+from . import gapcheck
 from .segment_list import ACTIVE, LIVE, SEALED, SegmentList
 
 SCAN_CHUNK = 1 << 18                 # bytes a scan reads ahead into one list of records
@@ -26,12 +28,14 @@ def read(segs: SegmentList, offset: int) -> Record:
     try:
         base, mm, ino = _acquire(segs, offset)
     except OffsetOutOfRangeError:
-        if segs.state.start_offset() <= offset < segs.start():
+        if gapcheck.retained_start(segs) <= offset < segs.start():
             # Retention kept it, but a compaction removed every segment before the first one.
             raise _removed(segs, offset) from None
         raise
     path = segs.segment_path(base)
+    ended = None
     try:
+        gapcheck.check_previous(segs, base)
         segs.marks.refresh()
         limit, kind, floor = segs.view_limits(base, mm, ino)
         rel, pos = floor(offset - base)
@@ -44,6 +48,7 @@ def read(segs: SegmentList, offset: int) -> Record:
                 if kind == LIVE and _damaged(segs, base, mm, pos, limit):
                     raise _corrupt(path, pos, r.status, offset, current)
                 if r.status == rec.END or (r.status == rec.EMPTY and kind == SEALED):
+                    ended = current
                     break  # past this segment's end: a gap up to the next segment
                 if segs.readonly:
                     segs.catch_up()
@@ -66,6 +71,11 @@ def read(segs: SegmentList, offset: int) -> Record:
             pos = r.next_position
     finally:
         segs.release(base)
+    if ended is not None and offset >= ended:
+        bases = segs.bases
+        i = bisect_right(bases, offset)
+        if i < len(bases):
+            gapcheck.check_gap(segs, ended, bases[i], base, bases[i])
     raise _removed(segs, offset)
 
 
@@ -123,6 +133,7 @@ def scan(segs: SegmentList, offset: int, end: int | None, zero_copy: bool) -> "S
 def _scan(segs: SegmentList, offset: int, end: int | None,
           zero_copy: bool) -> Iterator[list[Record]]:
     stop = end if end is not None else _NO_END
+    recheck = None
     while offset < stop:
         if segs.readonly or offset >= segs.end():
             segs.refresh()
@@ -133,8 +144,12 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
         except OffsetOutOfRangeError:
             if offset >= segs.start():
                 return
+            if offset >= gapcheck.retained_start(segs):
+                offset = segs.start()  # a compaction removed the head segments since: passed
+                continue
             raise
         try:
+            size = 0 if mm is None else len(mm)
             marks = segs.marks
             marks.refresh()
             limit, kind, floor = segs.view_limits(base, mm, ino)
@@ -193,10 +208,23 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
         if segs.readonly:
             segs.refresh()
         # A base below `current` is a merged input a compaction's swap has not unlinked yet
-        # (this segment covers it now); a base above it starts after a gap.
-        nxt = next((b for b in segs.bases if b > base and b >= current), None)
+        # (this segment, its shorter output, covers it now); a base above it starts after a gap.
+        bases = segs.bases
+        i = bisect_right(bases, base)
+        if size == segs.segment_size and i < len(bases) and bases[i] < current:
+            raise gapcheck.overlap(segs, base, current, size, bases[i])
+        i = bisect_left(bases, current, i)
+        nxt = bases[i] if i < len(bases) else None
         if nxt is None:
             return  # sealed and nothing after it yet (a crash or a full disk at the roll)
+        if nxt > current:
+            if recheck != (base, current):
+                # Read once more from here: a compaction's output may have replaced this file
+                # (the one held is the old one), covering what follows.
+                recheck = (base, current)
+                offset = max(offset, current)
+                continue
+            gapcheck.check_gap(segs, current, nxt, base, nxt)
         offset = max(offset, nxt)
 
 

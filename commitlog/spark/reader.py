@@ -150,16 +150,20 @@ def read_partition(options: Options, schema: pa.Schema, partition: LogPartition,
 
 
 def check_lost(options: Options, clog: CommitLog, start: int, group: str | None = None) -> int:
-    """The first offset to read at or after `start`: `start` itself, or, when retention removed
-    [start, log start), a DataLossError naming that range (failOnDataLoss=true) or the log's start
-    offset with a warning."""
+    """The first offset to read at or after `start`: `start` itself; the log's start offset when
+    compactions removed [start, log start) (dead records only: passed silently); or, when
+    retention removed [start, r), a DataLossError naming that range (failOnDataLoss=true) or the
+    log's start offset with a warning."""
     first = clog.start_offset
     if start >= first:
         return start
+    kept = clog.retention_start_offset
+    if start >= kept:
+        return first
     if options.fail_on_data_loss:
-        raise DataLossError(options.path, start, first, group)
+        raise DataLossError(options.path, start, kept, group)
     log.warning("skipping offsets [%d, %d) of %s: removed by retention before they were read "
-                "(failOnDataLoss=false)", start, first, options.path)
+                "(failOnDataLoss=false)", start, kept, options.path)
     return first
 
 

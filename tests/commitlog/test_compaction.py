@@ -139,7 +139,7 @@ def crash_fixture_log(path: str) -> tuple[set[int], dict]:
         return marked, {r.offset: r for r in log.scan()}
 
 
-CRASH_STEPS = 61  # file-system calls of the first round of cx_compactor on crash_fixture_log
+CRASH_STEPS = 66  # file-system calls of the first round of cx_compactor on crash_fixture_log (5: creating `compacted`)
 
 
 def test_the_crash_fixture_makes_that_many_steps_with_merges_and_an_empty_output(tmp_path):

@@ -72,7 +72,9 @@ public final class SegmentCursor implements AutoCloseable {
     /**
      * The log's start offset: the newer valid slot of {@code start.offset} (two 4 KiB slots, each
      * magic "CLSO", u64 sequence, u64 offset, CRC32 of those, big endian), or the first segment's
-     * base when that is higher or the file is missing; -1 for a log without segments.
+     * base when that is higher or the file is missing; -1 for a log without segments. Offsets
+     * before the first segment that a compaction recorded removing ({@code compacted}) count as
+     * kept: a read from them passes them (they held dead records only); retention removed the rest.
      */
     public long startOffset() {
         long first = bases.isEmpty() ? -1 : bases.first();
@@ -97,7 +99,81 @@ public final class SegmentCursor implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException("cannot read the start offset of commit log " + directory, e);
         }
-        return Math.max(first, recorded);
+        if (first < 0 || recorded >= first) {
+            return Math.max(first, recorded);
+        }
+        return coveredFrom(first, Math.max(recorded, 0));
+    }
+
+    /**
+     * The ranges compactions removed with whole segments: {@code compacted} (magic "CLGP", u32
+     * count, count x (u64 start, u64 end) sorted and disjoint, CRC32 of all before it, big endian;
+     * commitlog/gaps.py). Null when the file is missing on a log an older store compacted (its
+     * {@code .compact.lock} exists): every gap then counts as recorded.
+     */
+    private long[][] compactedRanges() {
+        Path file = directory.resolve("compacted");
+        byte[] raw;
+        try {
+            if (Files.isSymbolicLink(file)) {
+                throw new IllegalStateException(corrupt(file, "is a symbolic link, not the store's file"));
+            }
+            raw = Files.readAllBytes(file);
+        } catch (NoSuchFileException e) {
+            return Files.exists(directory.resolve(".compact.lock")) ? null : new long[][] {{}, {}};
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot read " + file, e);
+        }
+        ByteBuffer b = ByteBuffer.wrap(raw);
+        int count = raw.length < 12 ? -1 : b.getInt(4);
+        CRC32 check = new CRC32();
+        check.update(raw, 0, Math.max(0, raw.length - 4));
+        if (count < 0 || b.getInt(0) != 0x434c4750 || raw.length != 12 + 16L * count
+                || (int) check.getValue() != b.getInt(raw.length - 4)) {
+            throw new IllegalStateException(corrupt(file, "compacted ranges file does not verify"));
+        }
+        long[][] ranges = new long[2][count];
+        for (int i = 0; i < count; i++) {
+            ranges[0][i] = b.getLong(8 + 16 * i);
+            ranges[1][i] = b.getLong(16 + 16 * i);
+        }
+        return ranges;
+    }
+
+    /** The first part of [lo, hi) no compaction recorded removing, or null when all of it is. */
+    private long[] unrecorded(long lo, long hi) {
+        long[][] ranges = compactedRanges();
+        if (ranges == null) {
+            return null;
+        }
+        for (int i = 0; i < ranges[0].length && lo < hi; i++) {
+            if (ranges[1][i] <= lo) {
+                continue;
+            }
+            if (ranges[0][i] > lo) {
+                return new long[] {lo, Math.min(hi, ranges[0][i])};
+            }
+            lo = ranges[1][i];
+        }
+        return lo < hi ? new long[] {lo, hi} : null;
+    }
+
+    /** The lowest offset at or above {@code floor} from which up to {@code hi} is recorded removed. */
+    private long coveredFrom(long hi, long floor) {
+        long[][] ranges = compactedRanges();
+        if (ranges == null) {
+            return Math.min(floor, hi);
+        }
+        for (int i = 0; i < ranges[0].length; i++) {
+            if (ranges[0][i] < hi && ranges[1][i] >= hi) {
+                return Math.max(floor, ranges[0][i]);
+            }
+        }
+        return hi;
+    }
+
+    private String corrupt(Path file, String why) {
+        return "CorruptLogError: corrupt log file " + file + ": " + why;
     }
 
     /**
@@ -108,7 +184,10 @@ public final class SegmentCursor implements AutoCloseable {
     public boolean seek(long target) {
         Long found = bases.floor(target);
         if (found == null) {
-            return false;
+            if (bases.isEmpty() || target < startOffset()) {
+                return false;
+            }
+            found = bases.first();            // before it, a compaction's gap: passed
         }
         boolean ahead = segment != null && base == found && offset <= target && stop == Stop.NONE;
         if (!ahead && !open(found)) {
@@ -188,12 +267,18 @@ public final class SegmentCursor implements AutoCloseable {
             }
             stop = length == 0 ? Stop.EMPTY : Stop.END;
             Long following = bases.higher(base);
+            while (following != null && following < offset) {
+                following = bases.higher(following);  // a compaction's swap leftover, superseded
+            }
             if (following == null) {
                 return false;
             }
             if (stop == Stop.EMPTY && !zerosToTheEnd(limit)) {
                 stop = Stop.BAD;              // zeros where records should be: damage
                 return false;
+            }
+            if (following > offset && !passGap(following, end)) {
+                continue;                     // this segment's file was replaced: read on in it
             }
             if (!open(following)) {
                 bases.remove(following);
@@ -202,6 +287,39 @@ public final class SegmentCursor implements AutoCloseable {
         }
         return false;
     }
+
+    /**
+     * At the end of the segment, before a gap up to {@code following}: true when a compaction
+     * recorded removing it. False, once, when the file under this name now goes on (a compaction's
+     * output replaced the one mapped): the cursor is then on the same offset in the new file. A
+     * gap nobody recorded (a segment file deleted or renamed outside the store) is corruption.
+     */
+    private boolean passGap(long following, long end) {
+        long at = offset;
+        long[] missing = unrecorded(at, following);
+        if (missing == null) {
+            return true;
+        }
+        if (recheckBase != base || recheckOffset != at) {
+            recheckBase = base;
+            recheckOffset = at;
+            long mine = base;
+            if (open(mine)) {
+                while (offset < at && next(at)) {
+                    // walking back up to where the mapped file ended
+                }
+                if (offset >= at && segment != null) {
+                    return false;
+                }
+            }
+        }
+        throw new IllegalStateException(corrupt(directory.resolve(String.format("%020d.log", following)),
+                "offsets [" + missing[0] + ", " + missing[1] + ") are missing before this segment: no "
+                + "compaction recorded removing them (a segment file deleted or renamed outside the store?)"));
+    }
+
+    private long recheckBase = -1;
+    private long recheckOffset = -1;
 
     /** Whether the segment holds only zeros from {@code position}: a segment rolled without its
      * end marker (a crash or a full disk at the roll), not one with records after a zeroed run. */

@@ -25,6 +25,8 @@
         <segment>.index.cleaned         its index; both removed at open when found
         archive-manifest.json           the archive tier's manifest of this log, as last seen (commitlog.archive)
         archive-manifest.json.tmp       that copy being replaced
+        archive-state.json              the archive tier's identity and when it last confirmed (commitlog.archive.identity)
+        archive-state.json.tmp          that state being replaced
 
 Anything else in the directory is the user's and never touched. Pure names and listings: this
 module opens nothing but the directory it lists. Thread- and process-safe (no state).
@@ -59,6 +61,7 @@ MARKS_FILE = "marks"
 TOMBSTONES_FILE = "tombstones"
 CLEANED_SUFFIX = ".cleaned"
 ARCHIVE_MANIFEST_FILE = "archive-manifest.json"
+ARCHIVE_STATE_FILE = "archive-state.json"
 _NAME_DIGITS = 20
 
 
@@ -90,6 +93,10 @@ def prepared_stem(directory: str, slot: int) -> str:
 
 def archive_manifest_path(directory: str) -> str:
     return os.path.join(directory, ARCHIVE_MANIFEST_FILE)
+
+
+def archive_state_path(directory: str) -> str:
+    return os.path.join(directory, ARCHIVE_STATE_FILE)
 
 
 def meta_path(directory: str) -> str:

@@ -21,7 +21,8 @@ Rules, per log (``plan`` applies them; every input is plain data and nothing is 
   passed since the last attempt; after ``force_after`` since the first attempt it is deleted even if
   still held (``forced``).
 - A log whose policy has an archive tier (``archive.url``) evicts archived segments only: one the
-  tier does not hold whole yet is kept (``not-archived``) unless the disk forces. The walk of a
+  tier does not hold whole yet is kept (``not-archived``) unless the disk forces and the tier is
+  down or did not keep up (``policies.archive_trust``). The walk of a
   filesystem takes the archived segments at the logs' heads before any unarchived one, so a force
   evicts what the archive holds first and loses data only when that is not enough. An archived
   segment's deletion says so (``archived`` in ``because``). A consumer group's unconsumed records do
@@ -44,6 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from types import MappingProxyType
 
+from policies.archive_trust import unarchived_may_go
 from policies.config import PolicyConfig
 from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
 from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange, explain_codes  # re-exported
@@ -222,7 +224,8 @@ class _LogWalk:
             details[RESERVED] = (_reserved_detail, policy.reserve, age)
 
         if self.archive.enabled and segment.archived_at is None:
-            (overridden if force_disk else reasons).append(NOT_ARCHIVED)
+            may_go = force_disk and unarchived_may_go(self.forcing_trigger, self.log.archive_up)
+            (overridden if may_go else reasons).append(NOT_ARCHIVED)
             details[NOT_ARCHIVED] = (_not_archived_detail, self.archive.url)
 
         ranges = tuple(_unconsumed_range(group, segment) for group in self.groups_by_name)

@@ -62,6 +62,9 @@ class Tier(Protocol):
 
     def head(self, key: str) -> ObjectInfo | None: ...
 
+    def size(self, key: str) -> int | None:
+        """The object's size, None when there is none; reads no bytes of it."""
+
     def delete(self, key: str) -> None: ...
 
     def keys(self, prefix: str = "") -> Iterator[str]: ...
@@ -169,6 +172,14 @@ class DirectoryTier:
         data = self.read(key)    # a directory stores no checksum: the object is hashed
         return None if data is None else ObjectInfo(key, len(data), sha256_hex(data))
 
+    def size(self, key: str) -> int | None:
+        try:
+            return os.stat(self._path(key)).st_size
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._fail(key, exc) from exc
+
     def delete(self, key: str) -> None:
         try:
             os.unlink(self._path(key))
@@ -270,6 +281,14 @@ class S3Tier:
         return ObjectInfo(key, answer["ContentLength"],
                           None if stored is None else base64.b64decode(stored).hex())
 
+    def size(self, key: str) -> int | None:
+        try:
+            return self._client.head_object(Bucket=self.bucket, Key=self.prefix + key)["ContentLength"]
+        except self._errors() as exc:
+            if _missing(exc):
+                return None
+            raise self._fail(key, exc) from exc
+
     def delete(self, key: str) -> None:
         try:
             self._client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
@@ -289,7 +308,7 @@ class S3Tier:
 
 def _missing(exc: Exception) -> bool:
     code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")   # None: no answer at all
-    return code in ("404", "NoSuchKey", "NotFound")
+    return code in ("404", "NoSuchKey", "NotFound", "NoSuchBucket")   # a bucket gone holds no key
 
 
 class _Exact:

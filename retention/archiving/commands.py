@@ -58,20 +58,23 @@ def archive_command(action: str, config: RetentionConfig, logs: list[str]) -> di
             out[name] = entry
     finally:
         archiver.close()
-    failed = any(e.get("error") or e.get("problems") for e in out.values())
+    failed = any(e.get("error") or e.get("problems") or e.get("missing") for e in out.values())
     return {"action": action, "logs": out, "failed": failed}
 
 
 def _state(state) -> dict:
     return {"archived_segments": state.archived_segments, "archived_bytes": state.archived_bytes,
             "lag_seconds": round(state.lag_seconds, 3), "lag_bytes": state.lag_bytes,
-            **({"error": state.last_error} if state.last_error else {})}
+            **({"error": state.last_error} if state.last_error else {}),
+            **({"missing": state.missing} if state.missing else {})}
 
 
 def _verify(uploader) -> dict:
     started = time.monotonic()
+    doubt = uploader.archive.doubt()      # a tier gone is no empty tier whose objects all match
     manifest = uploader.archive.manifest()
-    problems = [problem for segment in manifest.segments for problem in uploader.archive.verify(segment)]
+    problems = [doubt] if doubt else \
+        [problem for segment in manifest.segments for problem in uploader.archive.verify(segment)]
     return {"archived_segments": len(manifest.segments), "archived_bytes": sum(s.bytes for s in manifest.segments),
             "problems": problems, "seconds": round(time.monotonic() - started, 3)}
 
@@ -98,6 +101,8 @@ def render(data: dict) -> str:
                          + ("every object matches the manifest" if not entry["problems"] else
                             f"{len(entry['problems'])} problem(s)"))
             lines.extend(f"  problem: {problem}" for problem in entry["problems"])
+        if entry.get("missing"):
+            lines.append(f"  archive missing: {entry['missing']}")
         if entry.get("error"):
             lines.append(f"  error: {entry['error']}")
     return "\n".join(lines)

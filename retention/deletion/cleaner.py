@@ -56,7 +56,7 @@ class Cleaner:
         self.config = config
         self._clock = clock
         self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
-        self.logs = {name: WatchedLog(name, cfg, archiving=config.policy_for(name).archive.enabled)
+        self.logs = {name: WatchedLog(name, cfg, archive=config.policy_for(name).archive)
                      for name, cfg in config.logs.items()}
         self.manual: dict[str, ManualTrigger] = {}
         self._pass_lock = threading.Lock()

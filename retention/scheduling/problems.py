@@ -15,6 +15,10 @@ active. Each problem is a kind and a subject (a log name, or "" for the process)
 - `archive-lagging`: a log's oldest segment due for upload to its archive tier has waited longer
   than its `archive.lag_unhealthy` (the tier is down or refuses it, or uploads cannot keep up):
   nothing it holds can be evicted locally meanwhile.
+- `archive-missing`: a log's archive tier cannot prove it is the tier the log archived to (its
+  `tier-identity.json` is gone or another: an unmounted directory, a bucket recreated empty), lost
+  its manifest while this host's copy lists segments, or lacks objects its manifest lists. Uploads
+  to it and evictions of what it lists wait; nothing is reset (`commitlog.archive.identity`).
 
 `HealthProblems.update` takes the full set of active problems each time it is evaluated and logs
 exactly one WARNING when a problem starts and one INFO when it clears, and keeps the gauge
@@ -41,8 +45,9 @@ LOG_MISSING = "log-missing"
 LOG_OWNED_ELSEWHERE = "log-owned-elsewhere"
 RELOAD_FAILED = "reload-failed"
 ARCHIVE_LAGGING = "archive-lagging"
+ARCHIVE_MISSING = "archive-missing"
 KINDS = (SCHEDULER_STOPPED, DISK_CHECK_STALLED, PASSES_FAILING, PASSES_LATE, LOG_MISSING,
-         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING)
+         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, ARCHIVE_MISSING)
 
 
 class Problem(NamedTuple):

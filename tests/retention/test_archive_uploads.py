@@ -83,7 +83,7 @@ def test_a_tier_that_is_down_is_retried_with_backoff_reported_as_lag_and_caught_
     try:
         assert archiver.upload("staging") == 0
         first = archiver.status()["staging"]
-        assert first["failures"] == 1 and "staging/manifest.json" in first["last_error"]
+        assert first["failures"] == 1 and "staging/tier-identity.json" in first["last_error"]
         with CommitLog.open(tmp_path / "staging", readonly=True) as log:
             sealed_bytes = sum(s.used_bytes for s in log.segments()[:2])
         assert first["lag_seconds"] > 7000 and first["lag_bytes"] == sealed_bytes

@@ -1,0 +1,34 @@
+"""When local retention may act on what a log's archive tier says, and when an unarchived segment
+may go under disk pressure while the tier could still take it.
+
+- Eviction trusts the tier's manifest (as this host copied it) only while the tier proved itself
+  within ``trust_window`` (``CONFIRM_INTERVALS`` upload intervals, at least ``CONFIRM_MIN_S``): a tier
+  that went away, cannot be asked, or lost what it listed evicts nothing (``commitlog.archive.identity``).
+- Under a disk force below ``refuse_writes_ratio`` (``disk-force``), an unarchived segment is kept while
+  the tier is up (``archive_up``: it proved itself within the window, has no problem, and its last
+  upload run did not fail): the force started an upload run, and the archived segments are evicted as
+  they land. It goes (data lost, audited so) when the tier is down, or when the disk reaches
+  ``refuse_writes_ratio`` (``refuse-writes``): the tier did not keep up with the disk.
+
+Pure functions of plain values; thread-safe.
+"""
+
+from __future__ import annotations
+
+from policies.config import ArchiveConfig
+from policies.triggers import DISK_FORCE
+
+__all__ = ["CONFIRM_INTERVALS", "CONFIRM_MIN_S", "trust_window", "unarchived_may_go"]
+
+CONFIRM_INTERVALS = 3
+CONFIRM_MIN_S = 60.0
+
+
+def trust_window(archive: ArchiveConfig) -> float:
+    """Seconds a tier's last proof is trusted for eviction."""
+    return max(CONFIRM_INTERVALS * archive.interval, CONFIRM_MIN_S)
+
+
+def unarchived_may_go(forcing_trigger: str | None, archive_up: bool) -> bool:
+    """Whether a forcing pass may delete a segment its log's archive does not hold yet."""
+    return forcing_trigger is not None and not (archive_up and forcing_trigger == DISK_FORCE)

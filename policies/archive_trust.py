@@ -21,7 +21,7 @@ from policies.triggers import DISK_FORCE
 __all__ = ["CONFIRM_INTERVALS", "CONFIRM_MIN_S", "trust_window", "unarchived_may_go"]
 
 CONFIRM_INTERVALS = 3
-CONFIRM_MIN_S = 60.0
+CONFIRM_MIN_S = 10.0
 
 
 def trust_window(archive: ArchiveConfig) -> float:

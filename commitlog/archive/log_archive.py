@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import BinaryIO
 
 from ..errors import ArchiveCorruptError, ArchiveMissingError, CorruptLogError
-from ..layout import TMP_SUFFIX, archive_manifest_path, index_path, segment_name
+from ..layout import TMP_SUFFIX, archive_manifest_path, archive_state_path, index_path, segment_name
 from ..segments.segment import SegmentInfo
 from . import identity
 from .manifest import MANIFEST_KEY, ArchivedSegment, Manifest
@@ -81,6 +81,18 @@ class LogArchive:
         data = self.tier.read(self.key(MANIFEST_KEY))
         return state, shown, data, identity.proven(state, shown, manifest_found=data is not None,
                                                     cached=self.cached_manifest())
+
+    def forget(self) -> bool:
+        """Drop what this host remembers of the tier (its state and manifest copy), for a tier gone
+        for good: the next `confirm` meets it as new. True when there was something to drop."""
+        dropped = False
+        for path in (archive_state_path(self.log_dir), self._cache):
+            try:
+                os.unlink(path)
+                dropped = True
+            except FileNotFoundError:
+                pass
+        return dropped
 
     def state(self) -> identity.ArchiveState:
         """What this host remembers of the tier (`identity.ArchiveState`)."""

@@ -5,7 +5,10 @@ from a configuration file, without a sidecar.
 - `upload`: one upload run per log now (what the sidecar's job does; a log a running sidecar owns
   is left to it, and said so).
 - `verify`: every archived object checked against the manifest: present, its size, its SHA-256
-  (the tier's stored checksum, or the object read and hashed); exit status 1 on any problem.
+  (the tier's stored checksum, or the object read and hashed); exit status 1 on any problem, a tier
+  that cannot prove it is the log's (`commitlog.archive.identity`) included.
+- `forget` (named logs only): drop what this host remembers of the tier (`LogArchive.forget`), for
+  a tier gone for good: the next upload takes it as new and archives every local segment again.
 
 Each returns the JSON object the command prints with `--json`; `render` makes the text.
 """
@@ -31,6 +34,8 @@ def archive_command(action: str, config: RetentionConfig, logs: list[str]) -> di
     unknown = sorted(set(logs) - set(config.logs))
     if unknown:
         raise ValueError(f"--log: no configured log named {', '.join(unknown)}")
+    if action == "forget" and not logs:
+        raise ValueError("--log: forget names the logs whose tier is gone for good")
     archiver = Archiver(ArchiveMetrics(CollectorRegistry()))
     archiver.sync(config, AuditTrail(str(config.service.audit)))
     try:
@@ -45,6 +50,8 @@ def archive_command(action: str, config: RetentionConfig, logs: list[str]) -> di
                     entry.update(_state(uploader.state))
                 elif action == "verify":
                     entry.update(_verify(uploader))
+                elif action == "forget":
+                    entry["forgot"] = uploader.archive.forget()
                 else:
                     uploader.look()
                     entry.update(_state(uploader.state))
@@ -91,6 +98,9 @@ def render(data: dict) -> str:
         if "start_offset" in entry:
             head += f", offsets [{entry['start_offset']}, {entry['end_offset']})"
         lines.append(head)
+        if "forgot" in entry:
+            lines.append("  forgotten: the next upload takes the tier as new" if entry["forgot"] else
+                         "  nothing remembered of it here")
         if "uploaded" in entry:
             lines.append(f"  uploaded now: {entry['uploaded']}")
         if "lag_seconds" in entry:

@@ -15,8 +15,10 @@ Pure functions of plain values; thread-safe.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from policies.config import ArchiveConfig
-from policies.triggers import DISK_FORCE
+from policies.triggers import DISK_FORCE, REFUSE_WRITES
 
 __all__ = ["CONFIRM_INTERVALS", "CONFIRM_MIN_S", "trust_window", "unarchived_may_go"]
 
@@ -29,6 +31,7 @@ def trust_window(archive: ArchiveConfig) -> float:
     return max(CONFIRM_INTERVALS * archive.interval, CONFIRM_MIN_S)
 
 
-def unarchived_may_go(forcing_trigger: str | None, archive_up: bool) -> bool:
-    """Whether a forcing pass may delete a segment its log's archive does not hold yet."""
-    return forcing_trigger is not None and not (archive_up and forcing_trigger == DISK_FORCE)
+def unarchived_may_go(triggers: Collection[str], archive_up: bool) -> bool:
+    """Whether a pass with these active triggers, forcing, may delete a segment its log's archive
+    does not hold yet."""
+    return REFUSE_WRITES in triggers or (DISK_FORCE in triggers and not archive_up)

@@ -224,7 +224,7 @@ class _LogWalk:
             details[RESERVED] = (_reserved_detail, policy.reserve, age)
 
         if self.archive.enabled and segment.archived_at is None:
-            may_go = force_disk and unarchived_may_go(self.forcing_trigger, self.log.archive_up)
+            may_go = force_disk and unarchived_may_go(self.triggers, self.log.archive_up)
             (overridden if may_go else reasons).append(NOT_ARCHIVED)
             details[NOT_ARCHIVED] = (_not_archived_detail, self.archive.url)
 

@@ -49,10 +49,11 @@ class LogArchive:
         self._write_cache(data)
         return manifest
 
-    def confirm(self, now_ms: int) -> Manifest:
+    def confirm(self) -> Manifest:
         """The manifest on the tier once the tier proved it is the one this log archived to
-        (`identity`), writing its identity object at first use; the proof is remembered with
-        `now_ms`. ArchiveMissingError (remembered too: eviction stops) when it cannot."""
+        (`identity`), writing its identity object at first use; the proof is remembered with the
+        wall-clock time (eviction compares it with its own). ArchiveMissingError (remembered
+        too: eviction stops) when it cannot."""
         state, shown, data, why = self._proof()
         key = self.key(MANIFEST_KEY)
         if why is not None:
@@ -65,7 +66,7 @@ class LogArchive:
         manifest = Manifest(self.name) if data is None else Manifest.from_json(data, self.tier.url, key)
         if data is not None:
             self._write_cache(data)
-        self._remember(identity.confirmed(state, shown, self.tier.url, now_ms))
+        self._remember(identity.confirmed(state, shown, self.tier.url, _wall_ms()))
         return manifest
 
     def doubt(self) -> str | None:
@@ -115,7 +116,7 @@ class LogArchive:
         """The manifest as last read or written here, without asking the tier."""
         return cached_manifest(self.log_dir, self.name)
 
-    def write_manifest(self, manifest: Manifest, now_ms: int | None = None) -> None:
+    def write_manifest(self, manifest: Manifest) -> None:
         """Replace the manifest on the tier, once the tier shows the identity this host knows
         (a mount gone since the last look must not take a manifest); the local copy follows."""
         state = identity.read_state(self.log_dir)
@@ -129,8 +130,7 @@ class LogArchive:
         self.tier.put(self.key(MANIFEST_KEY), io.BytesIO(data), len(data))
         self._write_cache(data)
         if state.tier is not None:
-            self._remember(identity.confirmed(state, state.tier, self.tier.url,
-                                              int(time.time() * 1000) if now_ms is None else now_ms))
+            self._remember(identity.confirmed(state, state.tier, self.tier.url, _wall_ms()))
 
     def _write_cache(self, data: bytes) -> None:
         tmp = self._cache + TMP_SUFFIX
@@ -201,6 +201,10 @@ def cached_manifest(log_dir: str, name: str) -> Manifest | None:
     except (FileNotFoundError, ArchiveCorruptError):
         return None
     return manifest if manifest.log == name else None
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def index_name(base_offset: int) -> str:

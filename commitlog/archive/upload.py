@@ -112,7 +112,7 @@ def upload_sealed(archive: LogArchive, segments: list[SegmentInfo], *, now_ms: i
     archived before it (ArchiveMissingError, uploading nothing, when the tier cannot prove it is
     the log's: `LogArchive.confirm`). A segment removed locally meanwhile is passed. `manifest_every_s`: how
     often the manifest is rewritten during the pass (0: after every segment)."""
-    writer = ManifestWriter(archive, archive.confirm(now_ms), every_s=manifest_every_s)
+    writer = ManifestWriter(archive, archive.confirm(), every_s=manifest_every_s)
     pace = throttle.pace if throttle is not None else (lambda f: f)
     done: list[ArchivedSegment] = []
     try:

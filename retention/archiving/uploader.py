@@ -121,7 +121,7 @@ class LogUploader:
             return []
         done: list[SegmentInfo] = []
         try:
-            self._manifest = manifest = self.archive.confirm(int(now * 1000))
+            self._manifest = manifest = self.archive.confirm()
             self._settle(manifest)
             settle_deletes(self.archive, manifest, self.audit, self._clock)
             doubtful = self._check_objects(manifest)

@@ -20,7 +20,7 @@ from collections.abc import Collection
 from policies.config import ArchiveConfig
 from policies.triggers import DISK_FORCE, REFUSE_WRITES
 
-__all__ = ["CONFIRM_INTERVALS", "CONFIRM_MIN_S", "trust_window", "unarchived_may_go"]
+__all__ = ["CONFIRM_INTERVALS", "CONFIRM_MIN_S", "not_archived_detail", "trust_window", "unarchived_may_go"]
 
 CONFIRM_INTERVALS = 3
 CONFIRM_MIN_S = 10.0
@@ -35,3 +35,9 @@ def unarchived_may_go(triggers: Collection[str], archive_up: bool) -> bool:
     """Whether a pass with these active triggers, forcing, may delete a segment its log's archive
     does not hold yet."""
     return REFUSE_WRITES in triggers or (DISK_FORCE in triggers and not archive_up)
+
+
+def not_archived_detail(url: str, doubt: str | None = None) -> str:
+    """Why a segment counts as not archived: not uploaded yet, or a tier not trusted now."""
+    return f"not in the archive {url} yet" if doubt is None else \
+        f"the archive {url} is not trusted now ({doubt}): nothing it lists counts as archived"

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from types import MappingProxyType
 
-from policies.archive_trust import unarchived_may_go
+from policies.archive_trust import not_archived_detail, unarchived_may_go
 from policies.config import PolicyConfig
 from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
 from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange, explain_codes  # re-exported
@@ -226,7 +226,7 @@ class _LogWalk:
         if self.archive.enabled and segment.archived_at is None:
             may_go = force_disk and unarchived_may_go(self.triggers, self.log.archive_up)
             (overridden if may_go else reasons).append(NOT_ARCHIVED)
-            details[NOT_ARCHIVED] = (_not_archived_detail, self.archive.url)
+            details[NOT_ARCHIVED] = (not_archived_detail, self.archive.url, self.log.archive_doubt)
 
         ranges = tuple(_unconsumed_range(group, segment) for group in self.groups_by_name)
         ranges = tuple(found for found in ranges if found is not None)
@@ -391,10 +391,6 @@ def _clean_detail(used_ratio: float, clean_ratio: float) -> str:
 def _manual_detail(remaining: int, forcing: bool) -> str:
     return f"an operator's request, {remaining} pass{'es' if remaining != 1 else ''} of it left" + \
         (", forcing" if forcing else "")
-
-
-def _not_archived_detail(url: str) -> str:
-    return f"not in the archive {url} yet"
 
 
 def _archived_detail(archived_at: float, url: str) -> str:

@@ -142,6 +142,9 @@ class LogSnapshot:
     archive_up: bool = False
     """The log's archive tier is up and trusted (``policies.archive_trust``): a disk force below
     refuse_writes_ratio keeps its unarchived segments for it."""
+    archive_doubt: str | None = None
+    """Why nothing the log's archive lists counts as archived now (the tier went away, or was not
+    confirmed lately); None when it is trusted or there is none."""
 
     def __post_init__(self) -> None:
         # Frozen dataclasses allow assignment only through object.__setattr__, here to freeze the inputs.

@@ -141,7 +141,8 @@ class WatchedLog:
         hung.forget_below(start)
         self.start_seen = start
         snap = LogSnapshot(self.name, self.path, self.config.policy, tuple(segments), groups,
-                           disk or disk_snapshot(self.path), hung.snapshot(), archive_up=archive_up)
+                           disk or disk_snapshot(self.path), hung.snapshot(), archive_up=archive_up,
+                           archive_doubt=self.archive_doubt)
         return snap, left_out
 
     def _trusted(self) -> tuple[Manifest | None, bool]:

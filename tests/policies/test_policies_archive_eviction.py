@@ -101,3 +101,10 @@ def test_a_tier_is_trusted_for_three_upload_intervals_and_ten_seconds_at_least()
     assert not unarchived_may_go((), False)
     assert unarchived_may_go(("disk-force",), False) and not unarchived_may_go(("disk-force",), True)
     assert unarchived_may_go(("disk-force", "refuse-writes"), True)
+
+
+def test_a_tier_not_trusted_now_is_named_in_the_keep():
+    snapshot = replace(log([100, 1], at=WINDOW_NOW), archive_doubt="the tier shows no tier-identity.json")
+    decided = plan([snapshot], {"default": policy(**ARCHIVING)}, WINDOW_NOW).log("staging").decisions
+    assert decided[0].action == KEEP and NOT_ARCHIVED in decided[0].reasons
+    assert f"the archive {URL} is not trusted now (the tier shows no tier-identity.json)" in decided[0].explain()

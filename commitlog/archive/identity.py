@@ -51,6 +51,8 @@ class ArchiveState:
         age = (now_ms - self.confirmed_at_ms) / 1000
         if age > within_s:
             return f"the tier last confirmed its manifest {age:.0f}s ago (more than {within_s:g}s)"
+        if age < -within_s:          # the clock stepped back: a time that cannot be aged is no proof
+            return f"the tier's last confirmation is {-age:.0f}s ahead of this host's clock"
         return None
 
 

@@ -82,6 +82,8 @@ def test_eviction_trusts_a_recent_confirmation_less_the_segments_without_objects
     stale, why = trusted_manifest(copy, state, now_ms=NOW_MS + 11_000, within_s=10)
     assert stale is None and "11s ago" in why
     assert trusted_manifest(copy, ArchiveState(), now_ms=NOW_MS, within_s=10)[0] is None
+    ahead, why = trusted_manifest(copy, state, now_ms=NOW_MS - 60_000, within_s=10)
+    assert ahead is None and "ahead of this host's clock" in why
     assert trusted_manifest(copy, replace(state, missing="gone"), now_ms=NOW_MS, within_s=10) == (None, "gone")
     first = copy.segments[0].base_offset
     kept, _ = trusted_manifest(copy, replace(state, unconfirmed=(first,)), now_ms=NOW_MS, within_s=10)

@@ -5,10 +5,10 @@ may go under disk pressure while the tier could still take it.
   within ``trust_window`` (``CONFIRM_INTERVALS`` upload intervals, at least ``CONFIRM_MIN_S``): a tier
   that went away, cannot be asked, or lost what it listed evicts nothing (``commitlog.archive.identity``).
 - Under a disk force below ``refuse_writes_ratio`` (``disk-force``), an unarchived segment is kept while
-  the tier is up (``archive_up``: it proved itself within the window, has no problem, and its last
-  upload run did not fail): the force started an upload run, and the archived segments are evicted as
-  they land. It goes (data lost, audited so) when the tier is down, or when the disk reaches
-  ``refuse_writes_ratio`` (``refuse-writes``): the tier did not keep up with the disk.
+  the tier is up (``archive_up``: it proved itself within ``up_window``, nothing is missing, and its
+  last upload run did not fail): the force started an upload run, and the archived segments are
+  evicted as they land. It goes (data lost, audited so) when the tier is down, or when the disk
+  reaches ``refuse_writes_ratio`` (``refuse-writes`` among the triggers): the tier did not keep up.
 
 Pure functions of plain values; thread-safe.
 """
@@ -20,7 +20,8 @@ from collections.abc import Collection
 from policies.config import ArchiveConfig
 from policies.triggers import DISK_FORCE, REFUSE_WRITES
 
-__all__ = ["CONFIRM_INTERVALS", "CONFIRM_MIN_S", "not_archived_detail", "trust_window", "unarchived_may_go"]
+__all__ = ["CONFIRM_INTERVALS", "CONFIRM_MIN_S", "not_archived_detail", "trust_window", "unarchived_may_go",
+           "up_window"]
 
 CONFIRM_INTERVALS = 3
 CONFIRM_MIN_S = 10.0
@@ -29,6 +30,13 @@ CONFIRM_MIN_S = 10.0
 def trust_window(archive: ArchiveConfig) -> float:
     """Seconds a tier's last proof is trusted for eviction."""
     return max(CONFIRM_INTERVALS * archive.interval, CONFIRM_MIN_S)
+
+
+def up_window(archive: ArchiveConfig) -> float:
+    """Seconds a tier's last proof keeps it *up* for a disk force (``archive.lag_unhealthy``, at
+    least ``trust_window``): a sidecar restarted under pressure waits for its first upload run
+    instead of deleting what a tier that was fine a moment ago would take."""
+    return max(trust_window(archive), archive.lag_unhealthy)
 
 
 def unarchived_may_go(triggers: Collection[str], archive_up: bool) -> bool:

@@ -13,7 +13,7 @@ from commitlog import ROLLED, CommitLog, SegmentInfo, disk_usage, is_log_directo
 from commitlog.archive import Manifest, cached_manifest
 from commitlog.archive.identity import read_state, trusted_manifest
 from commitlog.layout import archive_manifest_path, index_path
-from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot, trust_window
+from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot, trust_window, up_window
 
 from . import owner
 from .hung import HungRegistry
@@ -150,9 +150,10 @@ class WatchedLog:
         and whether the tier is up; None, False without an archive."""
         if self.archive is None:
             return None, False
-        state, now_ms, within = read_state(self.path), int(time.time() * 1000), trust_window(self.archive)
-        manifest, self.archive_doubt = trusted_manifest(self.archived(), state, now_ms=now_ms, within_s=within)
-        return manifest, state.up(now_ms, within)
+        state, now_ms = read_state(self.path), int(time.time() * 1000)
+        manifest, self.archive_doubt = trusted_manifest(self.archived(), state, now_ms=now_ms,
+                                                        within_s=trust_window(self.archive))
+        return manifest, state.up(now_ms, up_window(self.archive))
 
     def archived(self) -> Manifest | None:
         """The log's archive manifest as this host last saw it (its uploads refresh the copy), read

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from plan_builders import DAY, NOW, WINDOW_NOW, disk, group, log, policy
 
-from policies import ARCHIVED, DELETE, EXPIRED, KEEP, NOT_ARCHIVED, SIZE_CAP, plan, trust_window, unarchived_may_go
+from policies import ARCHIVED, DELETE, EXPIRED, KEEP, NOT_ARCHIVED, SIZE_CAP, plan, trust_window, unarchived_may_go, up_window
 
 URL = "s3://bucket/prod"
 ARCHIVING = {"archive": {"url": URL}}
@@ -98,6 +98,7 @@ def test_at_refuse_writes_ratio_a_tier_that_did_not_keep_up_loses_unarchived_seg
 def test_a_tier_is_trusted_for_three_upload_intervals_and_ten_seconds_at_least():
     assert trust_window(policy(archive={"url": URL, "interval": "30s"}).archive) == 90
     assert trust_window(policy(archive={"url": URL, "interval": "1s"}).archive) == 10
+    assert up_window(policy(archive={"url": URL}).archive) == 3600          # lag_unhealthy
     assert not unarchived_may_go((), False)
     assert unarchived_may_go(("disk-force",), False) and not unarchived_may_go(("disk-force",), True)
     assert unarchived_may_go(("disk-force", "refuse-writes"), True)

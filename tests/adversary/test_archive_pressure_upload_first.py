@@ -9,6 +9,7 @@ audited as lost, as before."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -17,6 +18,7 @@ from archive_identity_helpers import Sidecar, deletions, sidecar_config
 
 from commitlog import CommitLog
 from commitlog.archive import open_tier
+from commitlog.layout import archive_state_path
 
 SEGMENT = 1 << 20
 RECORD = os.urandom(4000)
@@ -69,3 +71,32 @@ def test_a_force_uploads_first_and_deletes_unarchived_data_only_with_the_tier_do
         sidecar.wait_for(lambda: _forces_ended(sidecar) == 2, timeout=60, what="the disk back under force_target")
     lost = [e for e in deletions(tmp_path) if not e["archived"]]
     assert lost and all(any(u["group"] == "etl" for u in e["unconsumed"]) for e in lost)
+
+
+@pytest.mark.parametrize("small_fs", [("tmpfs", 32 << 20)], indirect=True)
+def test_a_sidecar_started_on_a_forcing_disk_uploads_before_it_deletes(small_fs, tmp_path):
+    # The issue's case: the sidecar (re)starts with the disk at 75 % and a tier that was fine
+    # minutes ago; its first pass used to delete at once what the upload job, 30 s later, would
+    # have taken in under a second.
+    log_dir = f"{small_fs}/staging"
+    url = f"file://{tmp_path}/tier"
+    with CommitLog.open(log_dir, segment_size=SEGMENT, flush="none") as log:
+        log.append_batch([RECORD] * 16)
+        log.commit("etl", 0)
+    config = sidecar_config(tmp_path, {"url": url, "interval": "30s"}, policy={
+        "reserve": "72h", "delete_at_hours": [], "interval": "1h", "disk_check_interval": "1s",
+        "disk": {"clean_ratio": 0.5, "force_ratio": FORCE, "force_target": 0.1, "refuse_writes_ratio": 0.95}})
+    config.write_text(config.read_text().replace(f"path: {tmp_path}/staging", f"path: {log_dir}")
+                      .replace("segment_size: 4KiB", "segment_size: 1MiB"))
+    with Sidecar(config, cwd=tmp_path) as sidecar:
+        sidecar.wait_for(lambda: sidecar.get_json("/status")[1]["archive"]["staging"]["last_success_at"],
+                         timeout=60, what="the tier's first confirmation")
+    state = json.loads(open(archive_state_path(log_dir)).read())
+    state["confirmed_at_ms"] -= 5 * 60 * 1000         # stopped five minutes ago
+    open(archive_state_path(log_dir), "w").write(json.dumps(state))
+    end = _fill(log_dir, 0.75)
+    with Sidecar(config, cwd=tmp_path) as sidecar:
+        sidecar.wait_for(lambda: _forces_ended(sidecar) == 1, timeout=60, what="the disk back under force_target")
+    assert deletions(tmp_path) and [e for e in deletions(tmp_path) if not e["archived"]] == []
+    with CommitLog.open(log_dir, readonly=True, archive=open_tier(url)) as log:
+        assert [r.offset for r in log.scan()] == list(range(end))

@@ -127,8 +127,8 @@ class Archiver:
         and evictions wait meanwhile."""
         with self._lock:
             uploaders = list(self._uploaders.items())
-        return [(name, f"the archive {u.archive.tier.url}: {u.state.missing}; nothing it lists is evicted "
-                       f"meanwhile") for name, u in uploaders if u.state.missing]
+        return [(name, f"the archive {u.archive.tier.url}: {u.state.missing}") for name, u in uploaders
+                if u.state.missing]
 
     def kick(self, names: list[str]) -> list[str]:
         """Of `names`, the logs with an uploader whose tier is not in a failure's backoff (a disk

@@ -263,8 +263,9 @@ class LogUploader:
         waiting = due(segments, manifest, now_ms=int(now * 1000), upload_after_s=self.settings.upload_after)
         since = waiting[0].mtime + self.settings.upload_after if waiting else None
         kept = self.archive.state()
-        missing = kept.missing or (f"listed segments at offsets {list(kept.unconfirmed)} lack their objects "
-                                   f"on the tier (deleted there?)" if kept.unconfirmed else None)
+        missing = f"{kept.missing}; uploads, and evictions of what it lists, wait" if kept.missing else \
+            (f"listed segments at offsets {list(kept.unconfirmed)} lack their objects on the tier (deleted "
+             f"there?): not evicted, sent again while on disk" if kept.unconfirmed else None)
         self.state = replace(self.state, lag_seconds=max(0.0, now - since) if since is not None else 0.0,
                              oldest_due_at=since, lag_bytes=sum(s.used_bytes for s in waiting),
                              archived_segments=len(manifest.segments),

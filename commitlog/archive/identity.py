@@ -82,9 +82,10 @@ def write_state(log_dir: str, state: ArchiveState) -> None:
 
 
 def proven(state: ArchiveState, shown: str | None, *, manifest_found: bool,
-           cached: Manifest | None) -> str | None:
-    """Why a tier showing identity `shown` (None: no identity object) and a manifest or none is
-    not the tier of `state`; None when it is (or is met for the first time)."""
+           cached: Manifest | None, found: Manifest | None = None) -> str | None:
+    """Why a tier showing identity `shown` (None: no identity object) and a manifest (`found`,
+    when read) or none is not the tier of `state`, or contradicts this host's copy `cached`;
+    None when it is (or is met for the first time)."""
     if state.tier is not None and shown is None:
         return (f"the tier shows no {IDENTITY_KEY}, which it had: not the tier this log archived to "
                 f"(unmounted, or recreated empty?)")
@@ -93,6 +94,13 @@ def proven(state: ArchiveState, shown: str | None, *, manifest_found: bool,
     if not manifest_found and cached is not None and cached.segments:
         return (f"the tier has no manifest, while this host's copy lists {len(cached.segments)} "
                 f"archived segments")
+    if found is not None and cached is not None:
+        # Only total retention takes a segment out of a manifest, and it moves the start past it.
+        lost = [s.base_offset for s in cached.segments
+                if s.end_offset > found.start_offset and found.find(s.base_offset) is None]
+        if lost:
+            return (f"the tier's manifest no longer lists {len(lost)} segments this host's copy lists "
+                    f"(from offset {lost[0]}): an older or another manifest")
     return None
 
 

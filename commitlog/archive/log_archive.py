@@ -46,7 +46,10 @@ class LogArchive:
         if data is None:
             return Manifest(self.name)
         manifest = Manifest.from_json(data, self.tier.url, key)
-        self._write_cache(data)
+        state = identity.read_state(self.log_dir)
+        if identity.proven(state, state.tier, manifest_found=True, cached=self.cached_manifest(),
+                           found=manifest) is None:
+            self._write_cache(data)      # (a manifest contradicting the copy is `confirm`'s to report)
         return manifest
 
     def confirm(self) -> Manifest:
@@ -54,8 +57,7 @@ class LogArchive:
         (`identity`), writing its identity object at first use; the proof is remembered with the
         wall-clock time (eviction compares it with its own). ArchiveMissingError (remembered
         too: eviction stops) when it cannot."""
-        state, shown, data, why = self._proof()
-        key = self.key(MANIFEST_KEY)
+        state, shown, data, found, why = self._proof()
         if why is not None:
             self._remember(replace(state, missing=why))
             raise ArchiveMissingError(self.tier.url, None, why)
@@ -63,25 +65,26 @@ class LogArchive:
             created = identity.new_identity()
             self.tier.put(self.key(identity.IDENTITY_KEY), io.BytesIO(created), len(created))
             shown = identity.parse_identity(created)
-        manifest = Manifest(self.name) if data is None else Manifest.from_json(data, self.tier.url, key)
         if data is not None:
             self._write_cache(data)
         self._remember(identity.confirmed(state, shown, self.tier.url, _wall_ms()))
-        return manifest
+        return found or Manifest(self.name)
 
     def doubt(self) -> str | None:
         """Why the tier is not the one this log archived to (`confirm`'s test), writing nothing;
         None when it is, or when it was never used."""
-        return self._proof()[3]
+        return self._proof()[-1]
 
-    def _proof(self) -> tuple[identity.ArchiveState, str | None, bytes | None, str | None]:
-        """The remembered state, the identity and manifest the tier shows, and why they do not
-        prove it is this log's tier (None: they do)."""
+    def _proof(self) -> tuple:
+        """The remembered state, the identity the tier shows, its manifest (bytes and parsed, None
+        when there is none), and why they do not prove it is this log's tier (None: they do)."""
         state = identity.read_state(self.log_dir)
         shown = identity.parse_identity(self.tier.read(self.key(identity.IDENTITY_KEY)))
-        data = self.tier.read(self.key(MANIFEST_KEY))
-        return state, shown, data, identity.proven(state, shown, manifest_found=data is not None,
-                                                    cached=self.cached_manifest())
+        key = self.key(MANIFEST_KEY)
+        data = self.tier.read(key)
+        found = None if data is None else Manifest.from_json(data, self.tier.url, key)
+        return state, shown, data, found, identity.proven(state, shown, manifest_found=data is not None,
+                                                           cached=self.cached_manifest(), found=found)
 
     def forget(self) -> bool:
         """Drop what this host remembers of the tier (its state and manifest copy), for a tier gone

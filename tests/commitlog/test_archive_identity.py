@@ -66,6 +66,21 @@ def test_another_tier_or_a_manifest_gone_is_missing_too(tmp_path):
         archive.confirm()                 # ... but its manifest is gone while the copy lists
 
 
+def test_a_manifest_that_lost_listed_segments_contradicts_the_local_copy(tmp_path):
+    archive, _ = _archived(tmp_path)
+    older = archive.cached_manifest()
+    shorter = replace(older, segments=older.segments[1:])      # an older or another manifest
+    (tmp_path / "tier" / "log" / "manifest.json").write_bytes(shorter.to_json())
+    with pytest.raises(ArchiveMissingError, match=f"no longer lists 1 segments .* offset {older.segments[0].base_offset}"):
+        archive.confirm()
+    assert archive.manifest() == shorter                        # a reader sees the tier's ...
+    assert archive.cached_manifest() == older                   # ... and the copy stays
+    # Total retention's own removal moves the start past what it removed: no contradiction.
+    expired = older.without_before(older.segments[0].end_offset)
+    (tmp_path / "tier" / "log" / "manifest.json").write_bytes(expired.to_json())
+    assert archive.confirm() == expired
+
+
 def test_a_manifest_rewrite_is_refused_once_the_mount_is_gone(tmp_path):
     archive, _ = _archived(tmp_path)
     manifest = archive.confirm()

@@ -20,7 +20,7 @@ sub-packages `segments` (segment files and reading), `append` (writing and recov
 
 from .cleanup.rewrite import CompactionOutput, MarksSnapshot
 from .diskusage import DiskUsage, disk_usage
-from .errors import (ArchiveCorruptError, ArchiveError, CommitLogError, CorruptLogError, InvalidArgumentError, InvalidCommitError,
+from .errors import (ArchiveCorruptError, ArchiveError, ArchiveMissingError, CommitLogError, CorruptLogError, InvalidArgumentError, InvalidCommitError,
                      LogClosedError, LogLockedError, LogNotWritableError, NotALogError, OffsetOutOfRangeError,
                      OffsetRemovedError,
                      ReadOnlyLogError, RecordTooLargeError, SegmentSizeMismatchError,
@@ -41,7 +41,7 @@ __all__ = [
     "DEFAULT_ON_FULL", "DEFAULT_REFUSE_WRITES_RATIO", "DEFAULT_RESUME_RATIO",
     "DEFAULT_SEGMENT_SIZE", "DELETED_SUFFIX", "FLUSH_MODES", "MAX_SEGMENT_SIZE", "META_FILE", "MIN_SEGMENT_SIZE",
     "ON_FULL_MODES",
-    "ArchiveCorruptError", "ArchiveError", "CommitLog", "CommitLogError", "CompactionOutput", "MarksSnapshot", "CorruptLogError", "DiskUsage", "InvalidArgumentError",
+    "ArchiveCorruptError", "ArchiveError", "ArchiveMissingError", "CommitLog", "CommitLogError", "CompactionOutput", "MarksSnapshot", "CorruptLogError", "DiskUsage", "InvalidArgumentError",
     "InvalidCommitError", "LogClosedError", "LogLockedError", "LogNotWritableError", "LogOptions", "NotALogError",
     "OffsetOutOfRangeError", "OffsetRemovedError", "ReadOnlyLogError", "Record", "RecordTooLargeError",
     "RemovalResult", "SegmentFile", "SegmentInfo", "SegmentListing", "SegmentSizeMismatchError",

@@ -182,5 +182,10 @@ class ArchiveError(CommitLogError):
         self.reason = reason
 
 
+class ArchiveMissingError(ArchiveError):
+    """The archive tier cannot prove it is the one the log archived to, or lost what it listed
+    (an unmounted directory, a bucket recreated empty): nothing is uploaded to or evicted on it."""
+
+
 class ArchiveCorruptError(ArchiveError):
     """An object on the archive tier is not what was recorded (checksum, size, or format)."""

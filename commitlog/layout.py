@@ -32,6 +32,8 @@
         damage.json                     damage a writer's open found, and what it kept (commitlog.damage)
         damage.json.tmp                 that record being replaced
         <segment>.log.<byte>.damaged    bytes after damage that could not be given offsets, saved aside
+        archive-state.json              the archive tier's identity and when it last confirmed (commitlog.archive.identity)
+        archive-state.json.tmp          that state being replaced
 
 Anything else in the directory is the user's and never touched. Every name above is opened
 through commitlog.safeopen: a symbolic link there is refused, never followed (`layout_names()`
@@ -72,6 +74,7 @@ CLEANED_SUFFIX = ".cleaned"
 ARCHIVE_MANIFEST_FILE = "archive-manifest.json"
 DAMAGE_FILE = "damage.json"
 DAMAGED_SUFFIX = ".damaged"
+ARCHIVE_STATE_FILE = "archive-state.json"
 _NAME_DIGITS = 20
 
 
@@ -138,6 +141,10 @@ def damage_path(directory: str) -> str:
 def damaged_path(segment_path: str, position: int) -> str:
     """`<base>.log.<position>.damaged`: bytes from `position` of a segment, saved aside."""
     return f"{segment_path}.{position}{DAMAGED_SUFFIX}"
+
+
+def archive_state_path(directory: str) -> str:
+    return os.path.join(directory, ARCHIVE_STATE_FILE)
 
 
 def meta_path(directory: str) -> str:

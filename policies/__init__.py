@@ -12,12 +12,14 @@ Typical use::
 """
 
 # Each module's __all__ is its public API, listed once there; the package exports all of them.
-from policies import archive_expiry as _archive_expiry, clock_guard as _clock_guard
+from policies import archive_expiry as _archive_expiry, archive_trust as _archive_trust
+from policies import clock_guard as _clock_guard
 from policies import compaction as _compaction, config as _config, liveness as _liveness, loading as _loading
 from policies import planner as _planner, pressure as _pressure, reasons as _reasons, snapshot as _snapshot
 from policies import triggers as _triggers, units as _units
 from policies.archive_expiry import *  # noqa: F401,F403
 from policies.clock_guard import *  # noqa: F401,F403
+from policies.archive_trust import *  # noqa: F401,F403
 from policies.compaction import *  # noqa: F401,F403
 from policies.config import *  # noqa: F401,F403
 from policies.liveness import *  # noqa: F401,F403
@@ -35,5 +37,5 @@ __all__ = [
     *_triggers.__all__, *_pressure.__all__, *_reasons.__all__,  # what starts a pass; why a segment stays
     *_planner.__all__, *_clock_guard.__all__,                   # deletion plans; a stepped clock
     *_liveness.__all__, *_compaction.__all__,                   # what is live; compaction plans
-    *_archive_expiry.__all__,                                   # the archive's total retention
+    *_archive_expiry.__all__, *_archive_trust.__all__,          # the archive's total retention; trusting it
 ]

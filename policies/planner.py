@@ -25,7 +25,8 @@ Rules, per log (``plan`` applies them; every input is plain data and nothing is 
   passed since the last attempt; after ``force_after`` since the first attempt it is deleted even if
   still held (``forced``).
 - A log whose policy has an archive tier (``archive.url``) evicts archived segments only: one the
-  tier does not hold whole yet is kept (``not-archived``) unless the disk forces. The walk of a
+  tier does not hold whole yet is kept (``not-archived``) unless the disk forces and the tier is
+  down or did not keep up (``policies.archive_trust``). The walk of a
   filesystem takes the archived segments at the logs' heads before any unarchived one, so a force
   evicts what the archive holds first and loses data only when that is not enough. An archived
   segment's deletion says so (``archived`` in ``because``). A consumer group's unconsumed records do
@@ -49,6 +50,7 @@ from datetime import datetime, timezone
 from types import MappingProxyType
 
 from policies.clock_guard import age_reason, clock_step_detail, judged_at
+from policies.archive_trust import not_archived_detail, unarchived_may_go
 from policies.config import PolicyConfig
 from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
 from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange, explain_codes  # re-exported
@@ -232,8 +234,9 @@ class _LogWalk:
                               else (clock_step_detail, self.wall - self.now, age))
 
         if self.archive.enabled and segment.archived_at is None:
-            (overridden if force_disk else reasons).append(NOT_ARCHIVED)
-            details[NOT_ARCHIVED] = (_not_archived_detail, self.archive.url)
+            may_go = force_disk and unarchived_may_go(self.triggers, self.log.archive_up)
+            (overridden if may_go else reasons).append(NOT_ARCHIVED)
+            details[NOT_ARCHIVED] = (not_archived_detail, self.archive.url, self.log.archive_doubt)
 
         ranges = tuple(_unconsumed_range(group, segment) for group in self.groups_by_name)
         ranges = tuple(found for found in ranges if found is not None)
@@ -398,10 +401,6 @@ def _clean_detail(used_ratio: float, clean_ratio: float) -> str:
 def _manual_detail(remaining: int, forcing: bool) -> str:
     return f"an operator's request, {remaining} pass{'es' if remaining != 1 else ''} of it left" + \
         (", forcing" if forcing else "")
-
-
-def _not_archived_detail(url: str) -> str:
-    return f"not in the archive {url} yet"
 
 
 def _archived_detail(archived_at: float, url: str) -> str:

@@ -139,6 +139,12 @@ class LogSnapshot:
     disk: DiskSnapshot
     hung: Mapping[int, HungSegment] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     """Base offset -> state, for segments earlier passes found held by a reader."""
+    archive_up: bool = False
+    """The log's archive tier is up and trusted (``policies.archive_trust``): a disk force below
+    refuse_writes_ratio keeps its unarchived segments for it."""
+    archive_doubt: str | None = None
+    """Why nothing the log's archive lists counts as archived now (the tier went away, or was not
+    confirmed lately); None when it is trusted or there is none."""
 
     def __post_init__(self) -> None:
         # Frozen dataclasses allow assignment only through object.__setattr__, here to freeze the inputs.

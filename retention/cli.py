@@ -96,12 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the time (ISO 8601; naive: this machine's local time)")
     offsets.add_argument("--log", action="append", default=[], metavar="NAME",
                          help="only this configured log (repeatable; default: every log)")
-    archive = _command(sub, "archive", "the archive tier: status, upload, verify",
+    archive = _command(sub, "archive", "the archive tier: status, upload, verify, forget",
                        "Work on the archive tier of every configured log that has one (archive.url): status "
                        "prints what each manifest lists and the upload lag, upload runs one upload now (a log a "
                        "running sidecar owns is left to it), verify checks every archived object's size and "
-                       "SHA-256 against the manifest (exit 1 on a problem).")
-    archive.add_argument("action", choices=("status", "upload", "verify"), help="what to do")
+                       "SHA-256 against the manifest (exit 1 on a problem), forget (with --log) drops what this "
+                       "host remembers of a tier that is gone for good (archive-missing), so the next upload "
+                       "takes the tier as new and archives every local segment again.")
+    archive.add_argument("action", choices=("status", "upload", "verify", "forget"), help="what to do")
     archive.add_argument("--log", action="append", default=[], metavar="NAME",
                          help="only this configured log (repeatable; default: every log with an archive)")
     clock = _command(sub, "clock", "accept the wall clock after a forward step",

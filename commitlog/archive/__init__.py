@@ -5,10 +5,11 @@ local disk, listed by a per-log manifest that is the truth for readers.
     LogArchive(tier, log_dir)            one log's objects and manifest on a tier
     cached_manifest(log_dir, name)       the manifest as this host last saw it (no tier asked)
     upload_sealed(archive, segments, now_ms=, ...)   the upload pass; Throttle caps its bytes/s
+    identity.trusted_manifest(...)       what eviction may take as archived (the tier proved itself lately)
     CommitLog.open(path, archive=URL)    reads across both tiers (commitlog.archive.tiered)
     open_archive(url, name)              a log read from its archive alone (an ArchivedLog)
 
-Errors: commitlog.errors.ArchiveError, ArchiveCorruptError.
+Errors: commitlog.errors.ArchiveError, ArchiveCorruptError, ArchiveMissingError.
 """
 
 from .log_archive import LogArchive, cached_manifest

@@ -1,7 +1,8 @@
 """One log's part of an archive tier: its objects' keys, its manifest, a sealed segment's upload.
 
 Keys, under the tier's prefix: `<log>/<20-digit base>.log` (the segment's bytes up to its end
-marker), `<log>/<20-digit base>.index` (its sealed index) and `<log>/manifest.json`. `<log>` is the
+marker), `<log>/<20-digit base>.index` (its sealed index), `<log>/manifest.json` and
+`<log>/tier-identity.json` (`identity`: the proof the tier is still the same). `<log>` is the
 log directory's name unless given: two hosts archiving logs of one name to one prefix give each
 its own name.
 
@@ -13,13 +14,16 @@ from __future__ import annotations
 
 import io
 import os
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import BinaryIO
 
-from ..errors import ArchiveCorruptError, CorruptLogError
-from ..layout import TMP_SUFFIX, archive_manifest_path, index_path, segment_name
+from ..errors import ArchiveCorruptError, ArchiveMissingError, CorruptLogError
+from ..layout import TMP_SUFFIX, archive_manifest_path, archive_state_path, index_path, segment_name
 from ..safeopen import no_follow, temporary
 from ..segments.segment import SegmentInfo
+from . import identity
 from .manifest import MANIFEST_KEY, ArchivedSegment, Manifest
 from .tiers import Tier
 from .validation import log_name
@@ -39,25 +43,101 @@ class LogArchive:
 
     # ------------------------------------------------------------------ the manifest
     def manifest(self) -> Manifest:
-        """The manifest on the tier (an empty one when there is none yet); cached locally."""
+        """The manifest on the tier (an empty one when there is none); cached locally. A tier
+        without one never empties the local copy: it may be a tier that went away (`confirm`)."""
         key = self.key(MANIFEST_KEY)
         data = self.tier.read(key)
         if data is None:
-            manifest = Manifest(self.name)
-            data = manifest.to_json()     # none on the tier: the local copy must not say otherwise
-        else:
-            manifest = Manifest.from_json(data, self.tier.url, key)
-        self._write_cache(data)
+            return Manifest(self.name)
+        manifest = Manifest.from_json(data, self.tier.url, key)
+        state = identity.read_state(self.log_dir)
+        if identity.proven(state, state.tier, manifest_found=True, cached=self.cached_manifest(),
+                           found=manifest) is None:
+            self._write_cache(data)      # (a manifest contradicting the copy is `confirm`'s to report)
         return manifest
+
+    def confirm(self) -> Manifest:
+        """The manifest on the tier once the tier proved it is the one this log archived to
+        (`identity`), writing its identity object at first use; the proof is remembered with the
+        wall-clock time (eviction compares it with its own). ArchiveMissingError (remembered
+        too: eviction stops) when it cannot."""
+        state, shown, data, found, why = self._proof()
+        if why is not None:
+            self._remember(replace(state, missing=why))
+            raise ArchiveMissingError(self.tier.url, None, why)
+        if shown is None:
+            created = identity.new_identity()
+            self.tier.put(self.key(identity.IDENTITY_KEY), io.BytesIO(created), len(created))
+            shown = identity.parse_identity(created)
+        if data is not None:
+            self._write_cache(data)
+        self._remember(identity.confirmed(state, shown, self.tier.url, _wall_ms()))
+        return found or Manifest(self.name)
+
+    def doubt(self) -> str | None:
+        """Why the tier is not the one this log archived to (`confirm`'s test), writing nothing;
+        None when it is, or when it was never used."""
+        return self._proof()[-1]
+
+    def _proof(self) -> tuple:
+        """The remembered state, the identity the tier shows, its manifest (bytes and parsed, None
+        when there is none), and why they do not prove it is this log's tier (None: they do)."""
+        state = identity.read_state(self.log_dir)
+        shown = identity.parse_identity(self.tier.read(self.key(identity.IDENTITY_KEY)))
+        key = self.key(MANIFEST_KEY)
+        data = self.tier.read(key)
+        found = None if data is None else Manifest.from_json(data, self.tier.url, key)
+        return state, shown, data, found, identity.proven(state, shown, manifest_found=data is not None,
+                                                           cached=self.cached_manifest(), found=found)
+
+    def forget(self) -> bool:
+        """Drop what this host remembers of the tier (its state and manifest copy), for a tier gone
+        for good: the next `confirm` meets it as new. True when there was something to drop."""
+        dropped = False
+        for path in (archive_state_path(self.log_dir), self._cache):
+            try:
+                os.unlink(path)
+                dropped = True
+            except FileNotFoundError:
+                pass
+        return dropped
+
+    def state(self) -> identity.ArchiveState:
+        """What this host remembers of the tier (`identity.ArchiveState`)."""
+        return identity.read_state(self.log_dir)
+
+    def note(self, **changes) -> None:
+        """Remember `changes` to the state (`unconfirmed`: listed segments found without their
+        objects, passed over by eviction; `down`: the last upload run's failure, or None)."""
+        state = identity.read_state(self.log_dir)
+        if any(getattr(state, k) != v for k, v in changes.items()):
+            self._remember(replace(state, **changes))
+
+    def _remember(self, state: identity.ArchiveState) -> None:
+        try:
+            identity.write_state(self.log_dir, state)
+        except OSError:
+            pass    # a read-only log directory: nothing of it is evicted by this host anyway
 
     def cached_manifest(self) -> Manifest | None:
         """The manifest as last read or written here, without asking the tier."""
         return None if self.log_dir is None else cached_manifest(self.log_dir, self.name)
 
     def write_manifest(self, manifest: Manifest) -> None:
+        """Replace the manifest on the tier, once the tier shows the identity this host knows
+        (a mount gone since the last look must not take a manifest); the local copy follows."""
+        state = identity.read_state(self.log_dir)
+        if state.tier is not None:
+            shown = identity.parse_identity(self.tier.read(self.key(identity.IDENTITY_KEY)))
+            why = identity.proven(state, shown, manifest_found=True, cached=None)
+            if why is not None:
+                self._remember(replace(state, missing=why))
+                raise ArchiveMissingError(self.tier.url, None, why)
         data = manifest.to_json()
         self.tier.put(self.key(MANIFEST_KEY), io.BytesIO(data), len(data))
         self._write_cache(data)
+        if state.tier is not None:
+            self._remember(identity.confirmed(state, state.tier, self.tier.url, _wall_ms()))
 
     def _write_cache(self, data: bytes) -> None:
         if self._cache is None:
@@ -90,6 +170,19 @@ class LogArchive:
         return ArchivedSegment(info.base_offset, info.end_offset, info.used_bytes, stored.sha256,
                                index_bytes, stored_index.sha256, info.last_timestamp_ms, now_ms)
 
+    def absent(self, segment: ArchivedSegment) -> list[str]:
+        """Cheap problems of `segment`'s objects on the tier: missing, or of another size than
+        listed (no object is read: `verify` hashes)."""
+        problems = []
+        for name, size in ((segment_name(segment.base_offset), segment.bytes),
+                           (index_name(segment.base_offset), segment.index_bytes)):
+            found = self.tier.size(self.key(name))
+            if found is None:
+                problems.append(f"{self.key(name)}: missing")
+            elif found != size:
+                problems.append(f"{self.key(name)}: {found} bytes, listed {size}")
+        return problems
+
     def verify(self, segment: ArchivedSegment) -> list[str]:
         """Problems of `segment`'s objects on the tier: missing, another size, another
         checksum (the tier's stored checksum, or the object hashed when it keeps none)."""
@@ -118,6 +211,10 @@ def cached_manifest(log_dir: str, name: str) -> Manifest | None:
     except (FileNotFoundError, ArchiveCorruptError):
         return None
     return manifest if manifest.log == name else None
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def index_name(base_offset: int) -> str:

@@ -68,6 +68,11 @@ class Manifest:
         kept = [s for s in self.segments if s.base_offset != segment.base_offset]
         return replace(self, segments=tuple(sorted([*kept, segment], key=lambda s: s.base_offset)))
 
+    def without(self, bases: tuple[int, ...]) -> "Manifest":
+        """The manifest less the segments of these base offsets."""
+        gone = set(bases)
+        return replace(self, segments=tuple(s for s in self.segments if s.base_offset not in gone))
+
     def without_before(self, offset: int) -> "Manifest":
         """The manifest once total retention removed every segment ending at or before
         `offset`."""

@@ -311,7 +311,7 @@ class S3Tier:
 
 def _missing(exc: Exception) -> bool:
     code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")   # None: no answer at all
-    return code in ("404", "NoSuchKey", "NotFound")
+    return code in ("404", "NoSuchKey", "NotFound", "NoSuchBucket")   # a bucket gone holds no key
 
 
 class _Exact:

@@ -109,9 +109,10 @@ def upload_sealed(archive: LogArchive, segments: list[SegmentInfo], *, now_ms: i
     """Upload the sealed segments of `segments` (a `CommitLog.segments()` listing) not in the
     manifest and sealed for `upload_after_s` at least, oldest first, at most `limit` of them;
     returns what was archived. An ArchiveError leaves the manifest listing every segment
-    archived before it. A segment removed locally meanwhile is passed. `manifest_every_s`: how
+    archived before it (ArchiveMissingError, uploading nothing, when the tier cannot prove it is
+    the log's: `LogArchive.confirm`). A segment removed locally meanwhile is passed. `manifest_every_s`: how
     often the manifest is rewritten during the pass (0: after every segment)."""
-    writer = ManifestWriter(archive, archive.manifest(), every_s=manifest_every_s)
+    writer = ManifestWriter(archive, archive.confirm(), every_s=manifest_every_s)
     pace = throttle.pace if throttle is not None else (lambda f: f)
     done: list[ArchivedSegment] = []
     try:

@@ -38,8 +38,10 @@ class Archiver:
 
     def __init__(self, metrics: ArchiveMetrics, *, clock: Callable[[], float] = time.time,
                  stopping: threading.Event | None = None, tier_factory: Callable[..., Tier] = open_tier,
-                 expiry_clock: Callable[[], float] | None = None) -> None:
+                 expiry_clock: Callable[[], float] | None = None,
+                 on_listed: Callable[[str], None] = lambda name: None) -> None:
         self.metrics = metrics
+        self._on_listed = on_listed        # `on_listed(log)` once its manifest lists more segments
         self._clock = clock
         self._expiry_clock = expiry_clock     # total retention's time: the trusted now after a clock step
         self._stopping = stopping or threading.Event()
@@ -69,7 +71,8 @@ class Archiver:
                 tier = self._tier(policy.archive)
                 self._uploaders[name] = LogUploader(name, config.logs[name], policy, tier, audit,
                                                     clock=self._clock, stopping=self._stopping,
-                                                    expiry_clock=self._expiry_clock)
+                                                    expiry_clock=self._expiry_clock,
+                                                    on_listed=lambda name=name: self._on_listed(name))
                 self._settings[name] = (config.logs[name], policy, audit.path)
         for uploader in retired:
             uploader.close()
@@ -104,24 +107,45 @@ class Archiver:
             return dict(sorted(self._uploaders.items()))
 
     def problems(self) -> list[tuple[str, str]]:
-        """(log, message) of every log whose upload lag is above its `archive.lag_unhealthy`."""
+        """(log, message) of every log whose upload lag, measured now (a run that hangs does not
+        hide it), is above its `archive.lag_unhealthy`; the lag gauges follow."""
         out = []
+        now = self._clock()
         with self._lock:
             uploaders = list(self._uploaders.items())
         for name, uploader in uploaders:
             state, limit = uploader.state, uploader.settings.lag_unhealthy
-            if state.lag_seconds > limit:
+            lag = state.lag_at(now)
+            self.metrics.lag_seconds.labels(name).set(lag)
+            if lag > limit:
                 why = f": {state.last_error}" if state.last_error else ""
                 out.append((name, f"the oldest segment due for upload to {uploader.archive.tier.url} has waited "
-                                  f"{state.lag_seconds:.0f}s (lag_unhealthy {limit:g}s), {state.lag_bytes} bytes "
+                                  f"{lag:.0f}s (lag_unhealthy {limit:g}s), {state.lag_bytes} bytes "
                                   f"waiting{why}"))
         return out
+
+    def missing(self) -> list[tuple[str, str]]:
+        """(log, message) of every log whose tier is not trusted (`commitlog.archive.identity`):
+        it cannot prove it is the log's, lost its manifest, or lacks listed objects. Its uploads
+        and evictions wait meanwhile."""
+        with self._lock:
+            uploaders = list(self._uploaders.items())
+        return [(name, f"the archive {u.archive.tier.url}: {u.state.missing}") for name, u in uploaders
+                if u.state.missing]
+
+    def kick(self, names: list[str]) -> list[str]:
+        """Of `names`, the logs with an uploader whose tier is not in a failure's backoff (a disk
+        force asks them to upload at once: `retention.scheduling.pressure_watch`)."""
+        now = self._clock()
+        with self._lock:
+            return [n for n in names if n in self._uploaders and self._uploaders[n].state.next_try_at <= now]
 
     def status(self) -> dict[str, dict]:
         """By log: its tier and the figures of its uploads (the `archive` object of /status)."""
         with self._lock:
             uploaders = list(self._uploaders.items())
-        return {name: {"url": u.archive.tier.url, **_state_json(u.state)} for name, u in sorted(uploaders)}
+        now = self._clock()
+        return {name: {"url": u.archive.tier.url, **_state_json(u.state, now)} for name, u in sorted(uploaders)}
 
     def close(self) -> None:
         with self._lock:
@@ -130,8 +154,8 @@ class Archiver:
             uploader.close()
 
 
-def _state_json(state) -> dict:
-    return {"lag_seconds": round(state.lag_seconds, 3), "lag_bytes": state.lag_bytes,
+def _state_json(state, now: float) -> dict:
+    return {"lag_seconds": round(state.lag_at(now), 3), "lag_bytes": state.lag_bytes, "missing": state.missing,
             "archived_segments": state.archived_segments, "archived_bytes": state.archived_bytes,
             "failures": state.failures, "last_error": state.last_error,
             "last_success_at": None if state.last_success_at is None else audit_time(state.last_success_at),
@@ -149,4 +173,4 @@ class _Unopened:
     def _fail(self, *_: object, **__: object):
         raise ArchiveError(self.url, None, f"cannot be opened: {self._exc}")
 
-    put = read_range = read = head = delete = keys = _fail
+    put = read_range = read = head = size = delete = keys = _fail

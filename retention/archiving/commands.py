@@ -5,7 +5,10 @@ from a configuration file, without a sidecar.
 - `upload`: one upload run per log now (what the sidecar's job does; a log a running sidecar owns
   is left to it, and said so).
 - `verify`: every archived object checked against the manifest: present, its size, its SHA-256
-  (the tier's stored checksum, or the object read and hashed); exit status 1 on any problem.
+  (the tier's stored checksum, or the object read and hashed); exit status 1 on any problem, a tier
+  that cannot prove it is the log's (`commitlog.archive.identity`) included.
+- `forget` (named logs only): drop what this host remembers of the tier (`LogArchive.forget`), for
+  a tier gone for good: the next upload takes it as new and archives every local segment again.
 
 Each returns the JSON object the command prints with `--json`; `render` makes the text.
 """
@@ -31,6 +34,8 @@ def archive_command(action: str, config: RetentionConfig, logs: list[str]) -> di
     unknown = sorted(set(logs) - set(config.logs))
     if unknown:
         raise ValueError(f"--log: no configured log named {', '.join(unknown)}")
+    if action == "forget" and not logs:
+        raise ValueError("--log: forget names the logs whose tier is gone for good")
     archiver = Archiver(ArchiveMetrics(CollectorRegistry()))
     archiver.sync(config, AuditTrail(str(config.service.audit)))
     try:
@@ -45,6 +50,8 @@ def archive_command(action: str, config: RetentionConfig, logs: list[str]) -> di
                     entry.update(_state(uploader.state))
                 elif action == "verify":
                     entry.update(_verify(uploader))
+                elif action == "forget":
+                    entry["forgot"] = uploader.archive.forget()
                 else:
                     uploader.look()
                     entry.update(_state(uploader.state))
@@ -58,20 +65,23 @@ def archive_command(action: str, config: RetentionConfig, logs: list[str]) -> di
             out[name] = entry
     finally:
         archiver.close()
-    failed = any(e.get("error") or e.get("problems") for e in out.values())
+    failed = any(e.get("error") or e.get("problems") or e.get("missing") for e in out.values())
     return {"action": action, "logs": out, "failed": failed}
 
 
 def _state(state) -> dict:
     return {"archived_segments": state.archived_segments, "archived_bytes": state.archived_bytes,
             "lag_seconds": round(state.lag_seconds, 3), "lag_bytes": state.lag_bytes,
-            **({"error": state.last_error} if state.last_error else {})}
+            **({"error": state.last_error} if state.last_error else {}),
+            **({"missing": state.missing} if state.missing else {})}
 
 
 def _verify(uploader) -> dict:
     started = time.monotonic()
+    doubt = uploader.archive.doubt()      # a tier gone is no empty tier whose objects all match
     manifest = uploader.archive.manifest()
-    problems = [problem for segment in manifest.segments for problem in uploader.archive.verify(segment)]
+    problems = [doubt] if doubt else \
+        [problem for segment in manifest.segments for problem in uploader.archive.verify(segment)]
     return {"archived_segments": len(manifest.segments), "archived_bytes": sum(s.bytes for s in manifest.segments),
             "problems": problems, "seconds": round(time.monotonic() - started, 3)}
 
@@ -88,6 +98,9 @@ def render(data: dict) -> str:
         if "start_offset" in entry:
             head += f", offsets [{entry['start_offset']}, {entry['end_offset']})"
         lines.append(head)
+        if "forgot" in entry:
+            lines.append("  forgotten: the next upload takes the tier as new" if entry["forgot"] else
+                         "  nothing remembered of it here")
         if "uploaded" in entry:
             lines.append(f"  uploaded now: {entry['uploaded']}")
         if "lag_seconds" in entry:
@@ -98,6 +111,8 @@ def render(data: dict) -> str:
                          + ("every object matches the manifest" if not entry["problems"] else
                             f"{len(entry['problems'])} problem(s)"))
             lines.extend(f"  problem: {problem}" for problem in entry["problems"])
+        if entry.get("missing"):
+            lines.append(f"  archive missing: {entry['missing']}")
         if entry.get("error"):
             lines.append(f"  error: {entry['error']}")
     return "\n".join(lines)

@@ -38,9 +38,21 @@ from ..audit import ABORTED, ARCHIVED, AuditTrail, aborted_entry, audit_time
 from ..deletion import owner
 from .expiry import expire, settle_deletes
 
-__all__ = ["LogUploader", "UploadState"]
+__all__ = ["LogUploader", "UploadState", "checked_segments"]
 
 ARCHIVE = "archive"          # the audit intent's action
+CHECKED_PER_RUN = 8          # listed segments of each kind whose objects a run asks the tier for
+
+
+def checked_segments(listed, local_start: int, cursor: int) -> list:
+    """The listed segments a run checks on the tier: the oldest `CHECKED_PER_RUN` still held
+    locally (eviction's next ones), and `CHECKED_PER_RUN` more from `cursor` on, round the rest."""
+    local = [s for s in listed if s.end_offset > local_start][:CHECKED_PER_RUN]
+    rest = [s for s in listed if s not in local]
+    if len(rest) > CHECKED_PER_RUN:
+        start = cursor % len(rest)
+        rest = (rest[start:] + rest[:start])[:CHECKED_PER_RUN]
+    return local + rest
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,17 @@ class UploadState:
     """Epoch seconds before which a failing tier is not tried again."""
     last_success_at: float | None = None
     owned_elsewhere: str | None = None
+    oldest_due_at: float | None = None
+    """Epoch seconds since which the oldest segment due for upload has waited (None: none waits),
+    measured before each run touches the tier and after each segment is listed, so `lag_at`
+    grows while a run hangs."""
+    missing: str | None = None
+    """Why the tier is not trusted (`commitlog.archive.identity`: gone, another tier, or listed
+    objects it lacks); None when it is."""
+
+    def lag_at(self, now: float) -> float:
+        """The upload lag at `now`: the seconds the oldest due segment has waited."""
+        return max(0.0, now - self.oldest_due_at) if self.oldest_due_at is not None else 0.0
 
 
 class LogUploader:
@@ -68,7 +91,8 @@ class LogUploader:
 
     def __init__(self, name: str, log: LogConfig, policy: PolicyConfig, tier: Tier, audit: AuditTrail, *,
                  clock: Callable[[], float] = time.time, stopping: threading.Event | None = None,
-                 sleep: Callable[[float], None] = time.sleep, expiry_clock: Callable[[], float] | None = None) -> None:
+                 sleep: Callable[[float], None] = time.sleep, expiry_clock: Callable[[], float] | None = None,
+                 on_listed: Callable[[], None] = lambda: None) -> None:
         self.name = name
         self.path = str(log.path)
         self.policy = policy
@@ -78,9 +102,11 @@ class LogUploader:
         self._clock, self._sleep = clock, sleep
         self._expiry_clock = expiry_clock or clock    # total retention judges age at it (ClockGuard.judged)
         self._stopping = stopping or threading.Event()
+        self._on_listed = on_listed                # after the manifest lists more (a force evicts them)
         self._log: CommitLog | None = None
         self._claim: str | None = None
         self._manifest: Manifest | None = None     # as last read from (or written to) the tier
+        self._cursor = 0                           # where the rotating check of listed objects goes on
         self.state = UploadState()
 
     # ------------------------------------------------------------------ the job
@@ -92,34 +118,67 @@ class LogUploader:
             return []
         if not self._owned():
             return []
+        self._measure(self._listing(), now)      # before the tier is asked: a hung tier shows as lag
         if now < self.state.next_try_at:
-            self._measure(self._listing(), now)
             return []
         done: list[SegmentInfo] = []
         try:
-            self._manifest = manifest = self.archive.manifest()
+            self._manifest = manifest = self.archive.confirm()
             self._settle(manifest)
             settle_deletes(self.archive, manifest, self.audit, self._clock)
+            doubtful = self._check_objects(manifest)
             writer = ManifestWriter(self.archive, manifest)
             try:
-                for info in due(self._listing(), manifest, now_ms=int(now * 1000),
+                # A listed segment whose objects the tier lacks, still held here, is sent again.
+                for info in due(self._listing(), manifest.without(doubtful), now_ms=int(now * 1000),
                                 upload_after_s=self.settings.upload_after):
                     if self._stopping.is_set():
                         break
-                    done.extend(self._listed(self._upload(info, writer)))
+                    listed = self._listed(self._upload(info, writer))
+                    if listed:        # the manifest on the tier lists them now: the lag moves on
+                        done.extend(listed)
+                        self._manifest = writer.manifest
+                        self._measure(self._listing(), self._clock())
+                        self._on_listed()
             finally:
-                done.extend(self._listed(self._flush(writer)))
+                last = self._listed(self._flush(writer))
+                done.extend(last)
                 self._manifest = writer.manifest
+                if last:
+                    self._on_listed()
             if not self._stopping.is_set():
                 self._manifest = expire(self.archive, self._manifest, self._log, self.policy, self.audit,
                                         now=self._expiry_clock(), clock=self._clock)
         except (ArchiveError, CommitLogError, OSError) as exc:
             self._failed(exc)
         else:
+            self.archive.note(down=None)
             self.state = replace(self.state, failures=0, last_error=None, next_try_at=0.0,
                                  last_success_at=self._clock())
         self._measure(self._listing(), self._clock())
         return done
+
+    def _check_objects(self, manifest: Manifest) -> tuple[int, ...]:
+        """Ask the tier for the objects of a bounded number of listed segments (`checked_segments`:
+        the still-local ones eviction would take next, then a rotating share of the rest); the
+        ones found missing or of another size are remembered (eviction passes them over, the
+        health problem archive-missing names them) and returned."""
+        local_start = self._log.start_offset if self._log is not None else 0
+        chosen = checked_segments(manifest.segments, local_start, self._cursor)
+        self._cursor += CHECKED_PER_RUN
+        bad: dict[int, list[str]] = {}
+        for segment in chosen:
+            problems = self.archive.absent(segment)
+            if problems:
+                bad[segment.base_offset] = problems
+        known = self.archive.state().unconfirmed
+        checked = {s.base_offset for s in chosen}
+        keep = sorted({b for b in known if b not in checked and manifest.find(b) is not None} | set(bad))
+        self.archive.note(unconfirmed=tuple(keep))
+        if bad:
+            logger.error("{}: the archive {} lacks objects it lists: {}", self.name, self.archive.tier.url,
+                         "; ".join(p for ps in bad.values() for p in ps))
+        return tuple(keep)
 
     def look(self) -> None:
         """Read the manifest on the tier and measure the lag, uploading nothing (`archive status`)."""
@@ -187,6 +246,7 @@ class LogUploader:
             return None
 
     def _failed(self, exc: Exception) -> None:
+        self.archive.note(down=str(exc))
         failures = self.state.failures + 1
         wait = min(self.settings.retry_after * 2 ** (failures - 1), self.settings.max_retry_after)
         level = "WARNING" if failures == 1 else "DEBUG"     # one line when a tier fails, not one a try
@@ -203,10 +263,15 @@ class LogUploader:
     def _measure(self, segments: list[SegmentInfo], now: float) -> None:
         manifest = self._manifest or self.archive.cached_manifest() or Manifest(self.archive.name)
         waiting = due(segments, manifest, now_ms=int(now * 1000), upload_after_s=self.settings.upload_after)
-        lag_seconds = max(0.0, now - waiting[0].mtime - self.settings.upload_after) if waiting else 0.0
-        self.state = replace(self.state, lag_seconds=lag_seconds, lag_bytes=sum(s.used_bytes for s in waiting),
+        since = waiting[0].mtime + self.settings.upload_after if waiting else None
+        kept = self.archive.state()
+        missing = f"{kept.missing}; uploads, and evictions of what it lists, wait" if kept.missing else \
+            (f"listed segments at offsets {list(kept.unconfirmed)} lack their objects on the tier (deleted "
+             f"there?): not evicted, sent again while on disk" if kept.unconfirmed else None)
+        self.state = replace(self.state, lag_seconds=max(0.0, now - since) if since is not None else 0.0,
+                             oldest_due_at=since, lag_bytes=sum(s.used_bytes for s in waiting),
                              archived_segments=len(manifest.segments),
-                             archived_bytes=sum(s.bytes for s in manifest.segments))
+                             archived_bytes=sum(s.bytes for s in manifest.segments), missing=missing)
 
     # ------------------------------------------------------------------ crash recovery, ownership
     def _settle(self, manifest: Manifest) -> None:

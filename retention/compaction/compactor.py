@@ -97,7 +97,7 @@ class Compactor:
         self._clock, self._mono, self._sleep = clock, monotonic, sleep
         self._pending = pending
         self._stop = stop or (lambda: False)
-        self.logs = {name: WatchedLog(name, cfg, archiving=config.policy_for(name).archive.enabled)
+        self.logs = {name: WatchedLog(name, cfg, archive=config.policy_for(name).archive)
                      for name, cfg in config.logs.items()}
         self._progress_lock = threading.Lock()
         self._progress: dict | None = None
@@ -190,7 +190,7 @@ class Compactor:
             logger.error("{}: {}", watched.name, entry.error)
             return False
         rule, live, runs, fresh = self._rule(log, policy, at, marks, pending, infos, end)
-        segments = compaction_segments(infos, live, runs, watched.archived() if watched.archiving else None)
+        segments = compaction_segments(infos, live, runs, watched.archived() if watched.archive is not None else None)
         if only_if is not None and not only_if(segments, policy):
             return False
         if fresh and not dry_run:

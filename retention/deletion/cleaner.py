@@ -60,7 +60,7 @@ class Cleaner:
         self._clock = clock
         self.guard = guard      # a pass at the clock's time judges expiry at the guard's trusted now
         self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
-        self.logs = {name: WatchedLog(name, cfg, archiving=config.policy_for(name).archive.enabled)
+        self.logs = {name: WatchedLog(name, cfg, archive=config.policy_for(name).archive)
                      for name, cfg in config.logs.items()}
         self.manual: dict[str, ManualTrigger] = {}
         self._pass_lock = threading.Lock()

@@ -11,8 +11,9 @@ import time
 
 from commitlog import ROLLED, CommitLog, SegmentInfo, disk_usage, is_log_directory, list_segments, roll_idle
 from commitlog.archive import Manifest, cached_manifest
+from commitlog.archive.identity import read_state, trusted_manifest
 from commitlog.layout import archive_manifest_path, index_path
-from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot
+from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot, trust_window, up_window
 
 from . import owner
 from .hung import HungRegistry
@@ -50,10 +51,11 @@ class WatchedLog:
     """A configured log as the cleaner sees it: opened read-only on first use (the sidecar is never
     the writer), with its hung-segment registry. Not thread-safe: one pass uses it at a time."""
 
-    def __init__(self, name: str, config: LogConfig, *, archiving: bool = False) -> None:
+    def __init__(self, name: str, config: LogConfig, *, archive=None) -> None:
         self.name = name
         self.config = config
-        self.archiving = archiving             # the policy in force has an archive tier
+        self.archive = archive if archive is not None and archive.enabled else None   # its ArchiveConfig
+        self.archive_doubt: str | None = None  # why the last snapshot trusted nothing the tier lists
         self.path = str(config.path)
         self._log: CommitLog | None = None
         self._hung: HungRegistry | None = None
@@ -113,7 +115,7 @@ class WatchedLog:
         self.left_out_bytes = self._bytes_of_unexamined(listing, chosen) if left_out else 0
         segments = []
         self.last_seen = None
-        manifest = self.archived() if self.archiving else None
+        manifest, archive_up = self._trusted()
         last = len(chosen) - 1
         covered = -1  # the end of the segment before: a base below it is a swap's leftover
         for i, seg in enumerate(chosen):
@@ -139,8 +141,19 @@ class WatchedLog:
         hung.forget_below(start)
         self.start_seen = start
         snap = LogSnapshot(self.name, self.path, self.config.policy, tuple(segments), groups,
-                           disk or disk_snapshot(self.path), hung.snapshot())
+                           disk or disk_snapshot(self.path), hung.snapshot(), archive_up=archive_up,
+                           archive_doubt=self.archive_doubt)
         return snap, left_out
+
+    def _trusted(self) -> tuple[Manifest | None, bool]:
+        """What eviction may take as archived now (`commitlog.archive.identity.trusted_manifest`)
+        and whether the tier is up; None, False without an archive."""
+        if self.archive is None:
+            return None, False
+        state, now_ms = read_state(self.path), int(time.time() * 1000)
+        manifest, self.archive_doubt = trusted_manifest(self.archived(), state, now_ms=now_ms,
+                                                        within_s=trust_window(self.archive))
+        return manifest, state.up(now_ms, up_window(self.archive))
 
     def archived(self) -> Manifest | None:
         """The log's archive manifest as this host last saw it (its uploads refresh the copy), read

@@ -17,8 +17,8 @@ from .health import PassLedger
 from .jobs import disk_check_every
 from .metrics import OK, RetentionMetrics
 from ..archiving import Archiver
-from .problems import (ARCHIVE_LAGGING, CLOCK_STEPPED, DISK_CHECK_STALLED, RELOAD_FAILED, SCHEDULER_STOPPED,
-                       HealthProblems, Problem)
+from .problems import (ARCHIVE_LAGGING, ARCHIVE_MISSING, CLOCK_STEPPED, DISK_CHECK_STALLED, RELOAD_FAILED,
+                       SCHEDULER_STOPPED, HealthProblems, Problem)
 from .scheduler_state import SchedulerState
 from .statusview import iso
 
@@ -78,6 +78,7 @@ class HealthCheck:
         """The active problems, evaluated now (transitions logged)."""
         found = self._ledger.problems(self._state.config)
         found.extend(Problem(ARCHIVE_LAGGING, log, message) for log, message in self._archiver.problems())
+        found.extend(Problem(ARCHIVE_MISSING, log, message) for log, message in self._archiver.missing())
         liveness = self.liveness_problem()
         if liveness is not None:
             found.append(liveness)

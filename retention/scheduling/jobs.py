@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from loguru import logger
@@ -161,6 +162,14 @@ def sync_jobs(scheduler: BackgroundScheduler, desired: dict[str, JobSpec], *, fi
         if job_id not in desired and not job_id.startswith(PRESSURE_PREFIX):
             scheduler.remove_job(job_id)
             logger.info("reload: removed job {}", job_id)
+
+
+def run_now(scheduler: BackgroundScheduler, job_id: str) -> None:
+    """Bring job `job_id`'s next run to now (none when it is gone; one running is not doubled)."""
+    try:
+        scheduler.modify_job(job_id, next_run_time=datetime.now(timezone.utc))
+    except JobLookupError:
+        pass
 
 
 def add_once(scheduler: BackgroundScheduler, func: Callable, args: tuple, job_id: str) -> None:

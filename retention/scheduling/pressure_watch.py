@@ -45,11 +45,14 @@ class PressureWatch:
     schedule: `schedule(func, args, job_id)` runs `func(*args)` once on the pass pool.
     compact: `compact(dev)` after a pass that deleted nothing (deletion first); it decides itself
       whether the disk is above force_ratio (with `disk.force` off too: compaction drops only dead records).
+    upload_now: `upload_now(dev)` when the filesystem starts forcing: the archive uploads of its logs
+      run at once, and what they list is evicted by the next pass (`policies.archive_trust`).
     """
 
     def __init__(self, state: SchedulerState, *, metrics: RetentionMetrics, history: StatusHistory,
                  run_pass: Callable[[int], object], schedule: Callable[[Callable, tuple, str], None],
-                 compact: Callable[[int], object] | None = None) -> None:
+                 compact: Callable[[int], object] | None = None,
+                 upload_now: Callable[[int], object] = lambda dev: None) -> None:
         self._metrics = metrics
         self._history = history
         self._state = state
@@ -57,6 +60,7 @@ class PressureWatch:
         self._schedule = schedule
         self._stopping = state.stopping
         self._compact = compact
+        self._upload_now = upload_now
         self._lock = threading.Lock()
         self.running: set[int] = set()   # filesystems with a pressure job scheduled or running
 
@@ -65,12 +69,14 @@ class PressureWatch:
         fs = self._state.filesystems.get(dev)
         if fs is None:
             return
-        before = fs.level
+        before, was_forcing = fs.level, fs.forcing
         try:
             now = self.measure(fs)
         except OSError as exc:
             logger.warning("disk check of {}: {}", fs.mountpoint, exc)
             return
+        if now.forcing and not was_forcing:
+            self._upload_now(dev)       # an archive that can take the data is asked first
         if now.forcing or (now.level > before and now.level >= LEVEL_CLEAN):
             self.request(dev)
 

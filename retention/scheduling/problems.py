@@ -21,6 +21,10 @@ active. Each problem is a kind and a subject (a log name, or "" for the process)
 - `clock-stepped`: the wall clock jumped forward past `service.clock_step_threshold` (between two
   looks, or ahead of the newest time on disk at start): what only the step would expire or make
   stale waits until `retention clock accept` (`POST /clock/accept`) or the clock returns.
+- `archive-missing`: a log's archive tier cannot prove it is the tier the log archived to (its
+  `tier-identity.json` is gone or another: an unmounted directory, a bucket recreated empty), lost
+  its manifest while this host's copy lists segments, or lacks objects its manifest lists. Uploads
+  to it and evictions of what it lists wait; nothing is reset (`commitlog.archive.identity`).
 
 `HealthProblems.update` takes the full set of active problems each time it is evaluated and logs
 exactly one WARNING when a problem starts and one INFO when it clears, and keeps the gauge
@@ -49,8 +53,9 @@ RELOAD_FAILED = "reload-failed"
 ARCHIVE_LAGGING = "archive-lagging"
 LOG_DAMAGED = "log-damaged"
 CLOCK_STEPPED = "clock-stepped"
+ARCHIVE_MISSING = "archive-missing"
 KINDS = (SCHEDULER_STOPPED, DISK_CHECK_STALLED, PASSES_FAILING, PASSES_LATE, LOG_MISSING,
-         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, LOG_DAMAGED, CLOCK_STEPPED)
+         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, LOG_DAMAGED, CLOCK_STEPPED, ARCHIVE_MISSING)
 
 
 class Problem(NamedTuple):

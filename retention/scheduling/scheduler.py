@@ -44,7 +44,7 @@ from loguru import logger
 
 from policies import LEVEL_CLEAN, LEVEL_FORCE, LEVEL_OK, LEVEL_REFUSE, ManualTrigger, RetentionConfig
 
-from ..archiving import Archiver
+from ..archiving import ARCHIVE_PREFIX, Archiver
 from ..archiving.archive_metrics import ArchiveMetrics
 from ..compaction.compactor import Pending
 from ..compaction.summary import CompactionResult
@@ -56,7 +56,8 @@ from .compaction_passes import CompactionPasses
 from .filesystems import Filesystem, log_devs
 from .health import PassLedger
 from .history import StatusHistory
-from .jobs import (DEFAULT_POOL, add_once, describe_jobs, desired_jobs, list_jobs, new_scheduler, sync_jobs)
+from .jobs import (DEFAULT_POOL, add_once, describe_jobs, desired_jobs, list_jobs, new_scheduler, run_now,
+                   sync_jobs)
 from .manual import ManualPasses, PassRunningError, open_triggers
 from .metrics import RetentionMetrics
 from .passes import DeletionPasses
@@ -107,20 +108,32 @@ class RetentionScheduler:
         self._retired: list[Cleaner] = []
         self.ledger = PassLedger(self.metrics, self.history)
         self.archiver = Archiver(ArchiveMetrics(self.metrics.registry), clock=clock, stopping=state.stopping,
-                                 expiry_clock=state.guard.judged)
+                                 expiry_clock=state.guard.judged, on_listed=self._archived)
         self.checkup = HealthCheck(state, self._scheduler, self.ledger, self.metrics, self.archiver)
         self.problems = self.checkup.problems
         self.passes = DeletionPasses(state, self.ledger, self._scheduler, on_pass=on_pass)
         self.compactions = CompactionPasses(state, metrics=self.metrics, pending=pending)
         self.pressure = PressureWatch(state, metrics=self.metrics, history=self.history,
                                       run_pass=self.passes.pressure, schedule=self._once,
-                                      compact=self.compactions.after_pressure)
+                                      compact=self.compactions.after_pressure, upload_now=self._upload_now)
         self._watch_rolls = watch_rolls
         self._regrouped = time.monotonic()
         self._rolls: RollWatch | None = None
 
     def _once(self, func: Callable, args: tuple, job_id: str) -> None:
         add_once(self._scheduler, func, args, job_id)
+
+    def _upload_now(self, dev: int) -> None:
+        """A disk force on filesystem `dev` starts the upload runs of its archiving logs at once."""
+        fs = self._state.filesystems.get(dev)
+        for name in self.archiver.kick(list(fs.logs) if fs is not None else []):
+            run_now(self._scheduler, ARCHIVE_PREFIX + name)
+
+    def _archived(self, name: str) -> None:
+        """Log `name`'s manifest lists more: a forcing filesystem holding it evicts them now."""
+        for dev, fs in list(self._state.filesystems.items()):
+            if name in fs.logs and fs.forcing:
+                self.pressure.check(dev)
 
     # ------------------------------------------------------------------ lifecycle
     @property

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from commitlog import ArchiveCorruptError, ArchiveError, CommitLog
+from commitlog import ArchiveCorruptError, ArchiveError, ArchiveMissingError, CommitLog
 from commitlog.archive import LogArchive, Manifest, Throttle, open_tier, upload_sealed
 from commitlog.archive.upload import due
 from commitlog.layout import archive_manifest_path
@@ -86,10 +86,15 @@ def test_a_tier_down_mid_pass_keeps_the_manifest_and_the_next_pass_resumes(tmp_p
     with pytest.raises(ArchiveError, match=f"archive s3://{BUCKET}/p object log/0"):
         upload_sealed(archive, segments, now_ms=NOW_MS, throttle=KillingThrottle(None), manifest_every_s=0)
     assert [s.base_offset for s in archive.cached_manifest().segments] == [0]
-    # Back, empty (moto keeps nothing across a restart): the manifest on the tier is the truth,
-    # so every sealed segment is archived again.
+    # Back, empty (moto keeps nothing across a restart): not the tier the log archived to, so
+    # nothing is reset and nothing uploaded (commitlog.archive.identity) ...
     server.start()
     server.make_bucket()
+    with pytest.raises(ArchiveMissingError, match="tier-identity.json"):
+        upload_sealed(archive, segments, now_ms=NOW_MS)
+    assert [s.base_offset for s in archive.cached_manifest().segments] == [0]
+    # ... until the operator says it is a new tier: every sealed segment is archived again.
+    assert archive.forget()
     done = upload_sealed(archive, segments, now_ms=NOW_MS)
     assert [s.base_offset for s in done] == [s.base_offset for s in segments if not s.active]
     server.kill()

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from plan_builders import DAY, NOW, WINDOW_NOW, disk, group, log, policy
 
-from policies import ARCHIVED, DELETE, EXPIRED, KEEP, NOT_ARCHIVED, SIZE_CAP, plan
+from policies import ARCHIVED, DELETE, EXPIRED, KEEP, NOT_ARCHIVED, SIZE_CAP, plan, trust_window, unarchived_may_go, up_window
 
 URL = "s3://bucket/prod"
 ARCHIVING = {"archive": {"url": URL}}
@@ -74,3 +74,38 @@ def test_a_groups_unconsumed_records_keep_an_unarchived_segment_but_not_an_archi
     assert [d.action for d in decided] == [DELETE, KEEP, KEEP, KEEP]
     assert decided[0].unconsumed[0].group == "etl" and "unconsumed:etl" not in decided[0].overridden
     assert "unconsumed:etl" in decided[1].reasons and NOT_ARCHIVED in decided[1].reasons
+
+
+def _up(snapshot):
+    return replace(snapshot, archive_up=True)
+
+
+def test_a_disk_force_keeps_unarchived_segments_for_a_tier_that_is_up():
+    # Below refuse_writes_ratio, with the tier up: the force uploads first (policies.archive_trust).
+    snapshot = _up(log([50, 40, 20, 1], disk_snapshot=disk(0.90, capacity=10_000), groups=[group("etl", 0)]))
+    decided = plan([snapshot], {"default": policy(disk={"force_target": 0.75}, **ARCHIVING)}, NOW).log("staging").decisions
+    assert [d.action for d in decided] == [KEEP, KEEP, KEEP, KEEP]
+    assert decided[0].reasons == (NOT_ARCHIVED,)      # its group's protection is overridden, not this
+
+
+def test_at_refuse_writes_ratio_a_tier_that_did_not_keep_up_loses_unarchived_segments():
+    snapshot = _up(log([50, 40, 20, 1], disk_snapshot=disk(0.97, capacity=10_000)))
+    decided = plan([snapshot], {"default": policy(disk={"force_target": 0.75}, **ARCHIVING)}, NOW).log("staging").decisions
+    assert decided[0].action == DELETE and decided[0].overridden_by == "disk-force"
+    assert NOT_ARCHIVED in decided[0].overridden and ARCHIVED not in decided[0].because
+
+
+def test_a_tier_is_trusted_for_three_upload_intervals_and_ten_seconds_at_least():
+    assert trust_window(policy(archive={"url": URL, "interval": "30s"}).archive) == 90
+    assert trust_window(policy(archive={"url": URL, "interval": "1s"}).archive) == 10
+    assert up_window(policy(archive={"url": URL}).archive) == 3600          # lag_unhealthy
+    assert not unarchived_may_go((), False)
+    assert unarchived_may_go(("disk-force",), False) and not unarchived_may_go(("disk-force",), True)
+    assert unarchived_may_go(("disk-force", "refuse-writes"), True)
+
+
+def test_a_tier_not_trusted_now_is_named_in_the_keep():
+    snapshot = replace(log([100, 1], at=WINDOW_NOW), archive_doubt="the tier shows no tier-identity.json")
+    decided = plan([snapshot], {"default": policy(**ARCHIVING)}, WINDOW_NOW).log("staging").decisions
+    assert decided[0].action == KEEP and NOT_ARCHIVED in decided[0].reasons
+    assert f"the archive {URL} is not trusted now (the tier shows no tier-identity.json)" in decided[0].explain()

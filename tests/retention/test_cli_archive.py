@@ -1,4 +1,4 @@
-"""`retention archive status|upload|verify` on a configuration file: real logs, a directory tier,
+"""`retention archive status|upload|verify|forget` on a configuration file: real logs, a directory tier,
 the JSON and the text, and the exit status when an archived object is damaged."""
 
 from __future__ import annotations
@@ -49,3 +49,21 @@ def test_verify_names_a_damaged_object_and_exits_1(tmp_path, capsys):
 def test_an_unknown_log_is_a_usage_error_naming_it(tmp_path, capsys):
     assert main(["archive", "status", "--config", _config(tmp_path), "--log", "nope"]) == 2
     assert "--log: no configured log named nope" in capsys.readouterr().err
+
+
+def test_a_tier_gone_is_no_tier_whose_objects_all_match_until_the_operator_forgets_it(tmp_path, capsys):
+    config = _config(tmp_path)
+    assert main(["archive", "upload", "--config", config]) == 0
+    (tmp_path / "archive").rename(tmp_path / "archive.gone")     # as an unmounted tier looks
+    capsys.readouterr()
+    assert main(["archive", "verify", "--config", config]) == 1
+    assert "problem: the tier shows no tier-identity.json" in capsys.readouterr().out
+    status, uploaded = _json(capsys, "upload", "--config", config)
+    assert status == 1 and "tier-identity.json" in uploaded["logs"]["staging"]["missing"]
+    assert uploaded["logs"]["staging"]["archived_segments"] == 3      # nothing reset
+    assert main(["archive", "forget", "--config", config]) == 2
+    assert "--log: forget names the logs" in capsys.readouterr().err
+    assert main(["archive", "forget", "--config", config, "--log", "staging"]) == 0
+    assert "forgotten" in capsys.readouterr().out
+    status, again = _json(capsys, "upload", "--config", config)
+    assert status == 0 and again["logs"]["staging"]["uploaded"] == 3

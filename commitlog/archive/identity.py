@@ -24,6 +24,7 @@ import uuid
 from dataclasses import asdict, dataclass, replace
 
 from ..layout import TMP_SUFFIX, archive_state_path
+from ..safeopen import no_follow, temporary
 from .manifest import Manifest
 
 IDENTITY_KEY = "tier-identity.json"
@@ -60,8 +61,7 @@ def read_state(log_dir: str) -> ArchiveState:
     """The log's archive state as this host keeps it (a fresh one when there is none or it is
     unreadable: nothing confirmed, so nothing evicted on it)."""
     try:
-        fd = os.open(archive_state_path(log_dir), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
+        with open(archive_state_path(log_dir), "rb", opener=no_follow) as f:
             body = json.loads(f.read(1 << 20))
         return ArchiveState(body.get("tier"), body.get("url"), body.get("confirmed_at_ms"),
                             body.get("missing"), tuple(int(b) for b in body.get("unconfirmed", ())),
@@ -75,8 +75,7 @@ def write_state(log_dir: str, state: ArchiveState) -> None:
     path = archive_state_path(log_dir)
     tmp = path + TMP_SUFFIX
     data = json.dumps({**asdict(state), "unconfirmed": list(state.unconfirmed)}, sort_keys=True).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "wb") as f:
+    with open(tmp, "wb", opener=temporary) as f:
         f.write(data)
     os.replace(tmp, path)
 

@@ -115,6 +115,7 @@ def sidecar_and_readers(log_dir: Path, tier_dir: Path) -> None:
         pass
     LedgerView(str(log_dir)).close()
     archive = LogArchive(open_tier(f"file://{tier_dir}"), str(log_dir), "staging")
+    archive.write_manifest(archive.confirm())   # the tier's identity remembered; the manifest copied
     archive.manifest()
     archive.cached_manifest()
     roll_idle(log_dir, 1e-9)

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from commitlog import ArchiveMissingError, CommitLog
+from commitlog import ArchiveMissingError, CommitLog, UnsafeLogFileError
 from commitlog.archive import LogArchive, open_tier, upload_sealed
 from commitlog.archive.identity import IDENTITY_KEY, ArchiveState, read_state, trusted_manifest, write_state
 from commitlog.layout import archive_manifest_path, archive_state_path
@@ -110,6 +110,6 @@ def test_a_planted_symlink_at_the_state_is_not_followed(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("keep")
     os.symlink(victim, archive_state_path(archive.log_dir) + ".tmp")
-    with pytest.raises(OSError):
+    with pytest.raises(UnsafeLogFileError, match="archive-state.json.tmp"):
         write_state(archive.log_dir, read_state(archive.log_dir))
     assert victim.read_text() == "keep"

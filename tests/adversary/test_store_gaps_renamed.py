@@ -1,7 +1,9 @@
 """Issue 34, item 8: a segment file renamed to another base (with its index, as the log-file fuzzer
 does: seeds 15, 1020 and 1286 rename a segment one offset up, seed 184 seven up) is never read at
-the offsets its name says. Every read path entering a segment checks it against its neighbours: a
-point read, a scan starting inside it, a time lookup (commitlog.segments.gapcheck.check_place)."""
+the offsets its name says. A sealed index records its segment's base, checked against the name
+(commitlog.segments.index.read_sealed); without it (an index rebuilt, or an older one) every read
+path entering a segment checks it against its neighbours: a point read, a scan starting inside it,
+a time lookup (commitlog.segments.gapcheck.check_place)."""
 
 from __future__ import annotations
 
@@ -23,11 +25,20 @@ def timed_log(path: str, n: int = 120) -> list[int]:
         return [s.base_offset for s in log.segments()]
 
 
-def rename(path: str, base: int, to: int) -> str:
-    """Segment `base` and its index moved to base `to`, as the fuzzer's mutation does."""
+def rename(path: str, base: int, to: int, *, index: bool = False) -> str:
+    """Segment `base` moved to base `to`; its index moved with it (`index`, as the fuzzer's
+    mutation does: the index records the base, so the file tells), or removed (rebuilt from the
+    data, it has nothing to check against: only the neighbours tell)."""
     os.rename(segment_path(path, base), segment_path(path, to))
-    os.rename(index_path(segment_path(path, base)), index_path(segment_path(path, to)))
+    if index:
+        os.rename(index_path(segment_path(path, base)), index_path(segment_path(path, to)))
+    else:
+        os.unlink(index_path(segment_path(path, base)))
     return segment_path(path, to)
+
+
+def moved(base: int, to: int) -> str:
+    return rf"its name says offset {to}, but its index records base offset {base}"
 
 
 def gap(lo: int, hi: int) -> str:
@@ -110,4 +121,32 @@ def test_a_segment_renamed_up_beside_a_compactions_gap_is_corrupt(tmp_path):
     with CommitLog.open(path, readonly=True) as log:
         with pytest.raises(CorruptLogError, match=gap(bases[2], bases[2] + 1)) as err:
             log.read(bases[2] + 2)
+        assert err.value.path == renamed
+
+
+@pytest.mark.parametrize("shift", [1, 7, -1])
+def test_a_segment_renamed_with_its_index_is_corrupt_naming_the_file(tmp_path, shift):
+    path = str(tmp_path / "log")
+    bases = timed_log(path)
+    renamed = rename(path, bases[2], bases[2] + shift, index=True)
+    with CommitLog.open(path, readonly=True) as log:
+        for read in (lambda: log.read(bases[2] + shift + 2), lambda: list(log.scan(bases[2] + shift + 1)),
+                     lambda: log.offset_for_time(1000 + bases[2])):
+            with pytest.raises(CorruptLogError, match=moved(bases[2], bases[2] + shift)) as err:
+                read()
+            assert err.value.path == renamed
+        with pytest.raises(CorruptLogError, match="renamed outside the store") as err:
+            list(log.scan())                      # the gap or overlap is met first, entering it
+        assert err.value.path == renamed
+        assert log.read(bases[0] + 1).value == value(bases[0] + 1)  # away from it: served
+
+
+def test_the_first_segment_renamed_up_with_its_index_is_corrupt(tmp_path):
+    # No neighbour before it: the gap [0, 1) is taken for retention's. Its index tells.
+    path = str(tmp_path / "log")
+    timed_log(path)
+    renamed = rename(path, 0, 1, index=True)
+    with CommitLog.open(path, readonly=True) as log:
+        with pytest.raises(CorruptLogError, match=moved(0, 1)) as err:
+            log.read(1)                                             # was served value(0)
         assert err.value.path == renamed

@@ -11,6 +11,7 @@ import os
 
 import pytest
 
+from archive_reads_helpers import tier  # noqa: F401  (a fixture)
 from store_gaps_helpers import SEG, compact_junk, junk_log, value
 
 from commitlog import CommitLog, CorruptLogError
@@ -150,3 +151,26 @@ def test_the_first_segment_renamed_up_with_its_index_is_corrupt(tmp_path):
         with pytest.raises(CorruptLogError, match=moved(0, 1)) as err:
             log.read(1)                                             # was served value(0)
         assert err.value.path == renamed
+
+
+def test_an_archived_segment_moved_to_another_base_is_refused_by_its_index(tmp_path, tier):
+    # The last entry's objects under keys one offset up, and the manifest saying so: the hole
+    # before it reads as a compaction's, so only the index's recorded base tells.
+    from archive_reads_helpers import archived_log, data_key, edit_manifest, index_key, put
+    from commitlog import ArchiveCorruptError
+    from commitlog.archive.tiered import ArchivedLog, archive_reader
+
+    archived_log(tmp_path, tier, "ours")
+    body = {}
+    edit_manifest(tier, "ours", lambda b: body.update(b))
+    last = body["segments"][-1]
+    base = last["base_offset"]
+    for key in (data_key, index_key):
+        put(tier, key("ours", base + 1), tier.read(key("ours", base)))
+
+    def move(b):
+        b["segments"][-1].update(base_offset=base + 1, end_offset=last["end_offset"] + 1)
+    edit_manifest(tier, "ours", move)
+    log = ArchivedLog(archive_reader(tier, None, "ours"))
+    with pytest.raises(ArchiveCorruptError, match=rf"records base offset {base}, the manifest's `base_offset` says {base + 1}"):
+        log.read(base + 1)                                          # was the record of `base`

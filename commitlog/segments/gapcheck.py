@@ -53,9 +53,9 @@ def check_place(segs: SegmentList, base: int, ino: int | None = None, mm=None) -
     a compaction's output (its swap's leftovers); and its own end (the held file `ino`, mapped
     as `mm`; None: not held) is not past the next base unless it is a compaction's output (a gap
     after it is the next segment's to answer for: a file deleted there leaves this one right,
-    one renamed up is refused when read). Every read
-    path calls it once per segment it enters: a bisect and cached summaries, no per-record cost.
-    A renamed file is told by the gap or overlap it leaves (records store no offsets). A
+    one renamed up is refused when read). Every read path calls it once per segment it enters:
+    a bisect and cached summaries, no per-record cost. A file renamed without its index (which
+    records its base: commitlog.segments.index) is told by the gap or overlap it leaves. A
     mismatch is judged again on a fresh listing (another process's compaction may have changed
     the files since): the held file, replaced meanwhile, is an old one whose offsets still hold."""
     if _misplaced(segs, base, ino, mm, fresh=False) is None:
@@ -73,8 +73,9 @@ def _misplaced(segs: SegmentList, base: int, ino: int | None, mm, *, fresh: bool
         return None
     if i > 0:
         prev = bases[i - 1]
+        prev_ino = _inode(segs, prev) if fresh else None
         try:
-            summary = segs.summary(prev, _inode(segs, prev) if fresh else None)
+            summary = None if fresh and prev_ino is None else segs.summary(prev, prev_ino)
         except (OffsetOutOfRangeError, FileNotFoundError):
             summary = None  # removed since this list was read (another handle's compaction, say)
         error = None if summary is None else _joint(segs, prev, summary, base)

@@ -286,6 +286,9 @@ class ArchiveReader:
         summary = parse_sealed(data)
         if summary is None:
             raise ArchiveCorruptError(self.archive.tier.url, key, "not a sealed index")
+        if summary.base is not None and summary.base != segment.base_offset:
+            raise ArchiveCorruptError(self.archive.tier.url, key, f"records base offset {summary.base}, "
+                                      f"the manifest's `base_offset` says {segment.base_offset}")
         end = summary.end_offset(segment.base_offset)
         if summary.used_bytes != segment.bytes or end != segment.end_offset:
             field, says, found = ("bytes", segment.bytes, f"{summary.used_bytes} bytes of data") \

@@ -101,7 +101,7 @@ class OutputWriter:
         self.fd = -1
         return SegmentSummary(self.size, end - self.base, self.first_ts or 0, self.last_ts,
                               mtime_ns, tuple(self.rels), tuple(self.positions), True,
-                              ino & 0xFFFFFFFF, marks_seq, bool(self.kept_marked))
+                              ino & 0xFFFFFFFF, marks_seq, bool(self.kept_marked), self.base)
 
     def discard(self) -> None:
         if self.fd >= 0:

@@ -275,7 +275,7 @@ class ActiveSegment:
                 self.first_ts = first.timestamp_ms
         return SegmentSummary(self.position, self.count, self.first_ts or 0, self.last_ts or 0,
                               self.last_write_ns, tuple(self.index.rels),
-                              tuple(self.index.positions))
+                              tuple(self.index.positions), base=self.base_offset)
 
     def seal(self, *, durable: bool, close_mapping: bool = True) -> SegmentSummary:
         """Mark the unused tail, record the summary in the index, set mtime to the last write.

@@ -6,9 +6,11 @@ offsets, as CorruptLogError. Functions over a SegmentList; read-only, thread-saf
 from __future__ import annotations
 
 import bisect
+import os
 
 from .. import gaps
 from ..errors import CorruptLogError, OffsetOutOfRangeError
+from .index import SegmentSummary
 from .segment_list import SegmentList
 
 
@@ -45,20 +47,66 @@ def overlap(segs: SegmentList, base: int, end: int, size: int, later: int) -> Co
                            f"a segment file renamed outside the store?")
 
 
-def check_previous(segs: SegmentList, base: int) -> None:
-    """CorruptLogError when the segment before `base`, not a compaction's output, holds offsets
-    at or past `base` (one of the two files was renamed)."""
+def check_place(segs: SegmentList, base: int, ino: int | None = None, mm=None) -> None:
+    """CorruptLogError unless segment `base` sits where its neighbours say it does: the segment
+    before it ends at `base`, or below it with the gap recorded (`check_gap`), or past it only as
+    a compaction's output (its swap's leftovers); and its own end (the held file `ino`, mapped
+    as `mm`; None: not held) is not past the next base unless it is a compaction's output (a gap
+    after it is the next segment's to answer for: a file deleted there leaves this one right,
+    one renamed up is refused when read). Every read path calls it once per segment it enters:
+    a bisect and cached summaries, no per-record cost. A file renamed without its index (which
+    records its base: commitlog.segments.index) is told by the gap or overlap it leaves. A
+    mismatch is judged again on a fresh listing (another process's compaction may have changed
+    the files since): the held file, replaced meanwhile, is an old one whose offsets still hold."""
+    if _misplaced(segs, base, ino, mm, fresh=False) is None:
+        return
+    segs.refresh()
+    error = _misplaced(segs, base, ino, mm, fresh=True)
+    if error is not None:
+        raise error
+
+
+def _misplaced(segs: SegmentList, base: int, ino: int | None, mm, *, fresh: bool) -> CorruptLogError | None:
     bases = segs.bases
     i = bisect.bisect_left(bases, base)
-    if 0 < i < len(bases) and bases[i] == base:
+    if i == len(bases) or bases[i] != base:
+        return None
+    if i > 0:
         prev = bases[i - 1]
+        prev_ino = _inode(segs, prev) if fresh else None
         try:
-            summary = segs.summary(prev)
-        except OffsetOutOfRangeError:
-            return  # removed since this list was read (another handle's compaction, say)
-        end = summary.end_offset(prev)
-        if end > base and not summary.compacted:
-            raise overlap(segs, prev, end, segs.segment_size, base)
+            summary = None if fresh and prev_ino is None else segs.summary(prev, prev_ino)
+        except (OffsetOutOfRangeError, FileNotFoundError):
+            summary = None  # removed since this list was read (another handle's compaction, say)
+        error = None if summary is None else _joint(segs, prev, summary, base)
+        if error is not None:
+            return error
+    if mm is None or i + 1 == len(bases) or (fresh and _inode(segs, base) != ino):
+        return None
+    return _joint(segs, base, segs.summary(base, ino, mm), bases[i + 1], gaps=False)
+
+
+def _joint(segs: SegmentList, base: int, summary: SegmentSummary, nxt: int, *,
+           gaps: bool = True) -> CorruptLogError | None:
+    """The error for the end of segment `base` (its `summary`) against the next base `nxt`: an
+    overlap, or (`gaps`) an unrecorded gap."""
+    end = summary.end_offset(base)
+    if end > nxt and not summary.compacted:
+        return overlap(segs, base, end, segs.segment_size, nxt)
+    if gaps and end < nxt and (end, nxt) not in segs.passed_gaps:
+        try:
+            check_gap(segs, end, nxt, base, nxt)
+        except CorruptLogError as error:
+            return error
+        segs.passed_gaps.add((end, nxt))  # recorded: a record is only ever pruned below the start
+    return None
+
+
+def _inode(segs: SegmentList, base: int) -> int | None:
+    try:
+        return os.stat(segs.segment_path(base)).st_ino
+    except FileNotFoundError:
+        return None
 
 
 def found_gaps(segs: SegmentList) -> list[tuple[int, int]]:

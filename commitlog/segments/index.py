@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import mmap
 import os
 import struct
@@ -23,7 +24,8 @@ from dataclasses import dataclass, field
 from itertools import chain
 from operator import and_, lt
 
-from ..layout import TMP_SUFFIX, index_path
+from ..errors import CorruptLogError
+from ..layout import INDEX_SUFFIX, SEGMENT_SUFFIX, TMP_SUFFIX, index_path, parse_segment_name
 from .reserve import allocate_file
 from ..safeopen import no_follow, open_file, temporary
 
@@ -45,6 +47,10 @@ FLAG_COMPACTED = 2
 # to it cannot all be forgotten (commitlog.cleanup.marks_shrink).
 FLAG_KEPT_MARKED = 4
 EXTRA = struct.Struct("<II")
+# The 8 bytes after the entries hold the segment's base offset (u64), covered by the CRC: an index
+# moved with its segment to another name is told by the name (read_sealed). Older indexes lack it.
+FLAG_BASE = 8
+BASE = struct.Struct("<Q")
 
 
 def index_file_size(segment_size: int) -> int:
@@ -66,6 +72,7 @@ class SegmentSummary:
     data_ino: int = 0        # compacted only: the data file's inode number, low 32 bits
     marks_seq: int = 0       # compacted only: marks before this sequence number are applied
     kept_marked: bool = False  # compacted only: it kept a record marked dead
+    base: int | None = None  # the base offset the index records (None: an older index's)
 
     def end_offset(self, base: int) -> int:
         """The offset after the segment's last record, the one place that derives it.
@@ -111,13 +118,24 @@ def _pack_entries(rels, positions) -> bytes:
 
 
 def read_sealed(path: str) -> SegmentSummary | None:
-    """The sealed index at `path`, or None when it is missing, unsealed or damaged."""
+    """The sealed index at `path`, or None when it is missing, unsealed or damaged.
+    CorruptLogError when it records a base offset other than its name's (renamed outside the
+    store with its segment: the segment's records would be read at wrong offsets)."""
     try:
         with open(path, "rb", opener=no_follow) as f:
             data = f.read()
     except FileNotFoundError:
         return None
-    return parse_sealed(data)
+    summary = parse_sealed(data)
+    if summary is not None and summary.base is not None:
+        name = os.path.basename(path)
+        named = parse_segment_name(name[:-len(INDEX_SUFFIX)] + SEGMENT_SUFFIX) \
+            if name.endswith(INDEX_SUFFIX) else None
+        if named is not None and named != summary.base:
+            raise CorruptLogError(path[:-len(INDEX_SUFFIX)] + SEGMENT_SUFFIX, None,
+                                  f"its name says offset {named}, but its index records base "
+                                  f"offset {summary.base}: a segment file renamed outside the store?")
+    return summary
 
 
 def parse_sealed(data: bytes) -> SegmentSummary | None:
@@ -137,13 +155,19 @@ def parse_sealed(data: bytes) -> SegmentSummary | None:
         extra = data[HEADER.size:HEADER.size + EXTRA.size]
         check = zlib.crc32(extra, check)
         ino, seq = EXTRA.unpack(extra)
+    base = None
+    if flags & FLAG_BASE:
+        if end + BASE.size > len(data):
+            return None
+        check = zlib.crc32(data[end:end + BASE.size], check)
+        base = BASE.unpack_from(data, end)[0]
     if check != crc:
         return None
     rels, positions = _entries_from(data, end)
     if len(rels) != n:
         return None
     return SegmentSummary(used, count, first_ts, last_ts, last_ns, tuple(rels), tuple(positions),
-                          compacted, ino, seq, bool(flags & FLAG_KEPT_MARKED))
+                          compacted, ino, seq, bool(flags & FLAG_KEPT_MARKED), base)
 
 
 def read_checkpoints(path: str) -> tuple[list[int], list[int]]:
@@ -159,7 +183,7 @@ def read_checkpoints(path: str) -> tuple[list[int], list[int]]:
 def _pack_sealed(summary: SegmentSummary) -> bytes:
     entries = _pack_entries(summary.rels, summary.positions)
     flags = FLAG_SEALED | (FLAG_COMPACTED if summary.compacted else 0) | \
-        (FLAG_KEPT_MARKED if summary.kept_marked else 0)
+        (FLAG_KEPT_MARKED if summary.kept_marked else 0) | (FLAG_BASE if summary.base is not None else 0)
     head = HEADER.pack(MAGIC, VERSION, flags, summary.used_bytes, summary.record_count,
                        summary.first_timestamp_ms, summary.last_timestamp_ms,
                        summary.last_write_ns, len(summary.rels), 0)[: HEADER.size - 4]
@@ -168,7 +192,9 @@ def _pack_sealed(summary: SegmentSummary) -> bytes:
     if summary.compacted:
         extra = EXTRA.pack(summary.data_ino & 0xFFFFFFFF, summary.marks_seq)
         crc = zlib.crc32(extra, crc)
-    return head + struct.pack("<I", crc) + extra + entries
+    base = b"" if summary.base is None else BASE.pack(summary.base)
+    crc = zlib.crc32(base, crc)
+    return head + struct.pack("<I", crc) + extra + entries + base
 
 
 def write_sealed(path: str, summary: SegmentSummary, tmp: str | None = None) -> None:
@@ -236,6 +262,8 @@ class IndexWriter:
 
     def seal(self, summary: SegmentSummary, *, durable: bool = True) -> None:
         data = _pack_sealed(summary)
+        if len(data) > len(self._mm):  # every entry slot used: no room for the base offset
+            data = _pack_sealed(dataclasses.replace(summary, base=None))
         self._mm[: len(data)] = data
         if durable:
             self._mm.flush()

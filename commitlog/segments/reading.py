@@ -35,9 +35,9 @@ def read(segs: SegmentList, offset: int) -> Record:
     path = segs.segment_path(base)
     ended = None
     try:
-        gapcheck.check_previous(segs, base)
         segs.marks.refresh()
         limit, kind, floor = segs.view_limits(base, mm, ino)
+        gapcheck.check_place(segs, base, ino, mm)
         rel, pos = floor(offset - base)
         current = base + rel
         while True:
@@ -153,6 +153,7 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
             marks = segs.marks
             marks.refresh()
             limit, kind, floor = segs.view_limits(base, mm, ino)
+            gapcheck.check_place(segs, base, ino, mm)
             rel, pos = floor(offset - base)
             current = base + rel
             ready = current >= offset

@@ -60,6 +60,9 @@ class SegmentList:
         # Bases of an interrupted swap's leftovers found at a read-only open (commitlog.cleanup.swap):
         # superseded by the compacted segment before them, never located by a read.
         self._leftovers: frozenset[int] = frozenset()
+        # Gaps between segment files found recorded as a compaction's (commitlog.segments.gapcheck):
+        # not read again (a record is only ever pruned below the start offset).
+        self.passed_gaps: set[tuple[int, int]] = set()
 
     @property
     def bases(self) -> list[int]:

@@ -71,7 +71,8 @@ class SegmentSummaries:
             st = os.stat(path)
         except FileNotFoundError:
             st = None  # unlinked since we took hold (a compaction's swap): the mapping still reads
-        summary = rebuilt_summary(mm, len(mm), st.st_mtime_ns if st is not None else 0, path)
+        summary = dataclasses.replace(  # the name's base: a renamed file's is its new name's
+            rebuilt_summary(mm, len(mm), st.st_mtime_ns if st is not None else 0, path), base=base)
         if 0 < len(mm) < self.segment_size:  # a compaction's output, its index stale or lost
             summary = dataclasses.replace(summary, compacted=True, data_ino=ino & 0xFFFFFFFF)
         log.warning("rebuilt the index of %s (%d records)", path, summary.record_count)

@@ -24,7 +24,7 @@ import bisect
 from .. import record as rec
 from ..errors import OffsetOutOfRangeError
 from ..layout import index_path
-from . import reading, seginfo
+from . import gapcheck, reading, seginfo
 from .index import read_checkpoints
 from .segment_list import ACTIVE, LIVE, SegmentList
 
@@ -86,6 +86,7 @@ def _search_segment(segs: SegmentList, base: int, timestamp_ms: int) -> tuple[in
         if mm is None:
             return None, base
         limit, kind, _ = segs.view_limits(base, mm, ino)
+        gapcheck.check_place(segs, base, ino, mm)
         rel, pos = _entry_before(segs, base, mm, ino, limit, kind, timestamp_ms)
         offset = base + rel
         marks = segs.marks

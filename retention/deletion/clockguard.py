@@ -124,8 +124,8 @@ class ClockGuard:
         resumed = self._unlifted(wall)
         with self._lock:
             self._last = (wall, up)
-            if resumed is not None:
-                self._hold(resumed, up, wall, RESUMED, write=False)
+            if resumed is not None:     # the record, when of this boot, also counts a step made while down
+                self._hold(reference if exact else resumed, up, wall, RESUMED, write=False)
             elif reference is not None and forward_step(reference, wall, self.threshold) is not None:
                 self._hold(reference, up, wall, AT_START)
             elif exact and forward_step(wall, reference, self.threshold) is not None:

@@ -93,3 +93,21 @@ def test_a_clock_stepped_while_the_sidecar_was_down_is_found_though_the_disk_loo
     assert len(stepped) == 1 and stepped[0]["detected"] == "at-start"
     assert 3 * DAY - 600 < stepped[0]["step_seconds"] < 3 * DAY + 600
     assert "Traceback" not in sidecar.log(), sidecar.log()
+
+
+def test_a_second_step_while_a_held_sidecar_was_down_is_held_too(tmp_path):
+    # The audit trail alone resumed a hold at its trusted time plus the wall clock's time since its
+    # line: a second year's step while the sidecar was down counted as a year elapsed, so every
+    # segment looked a year old and `etl` stale, and the next pass deleted what etl had not read.
+    log_dir, bases, path, audit = _setup(tmp_path)
+    stamp = tmp_path / "faketime"
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d")) as sidecar:
+        sidecar.wait_for(lambda: clock_problem(sidecar), timeout=60, what="clock-stepped at start")
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+730d")) as sidecar:
+        sidecar.wait_for(lambda: clock_problem(sidecar), timeout=60, what="the hold resumed")
+        more_passes(sidecar)
+        assert segment_bases(log_dir) == bases, sidecar.log()
+        _, status = sidecar.get_json("/status")
+        assert status["clock"]["step_seconds"] > 729 * DAY
+    assert audit_events(audit, "deleted") == []
+    assert "Traceback" not in sidecar.log(), sidecar.log()

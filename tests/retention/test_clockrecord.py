@@ -123,6 +123,21 @@ def test_a_hold_whose_audit_line_was_lost_is_found_again_by_the_record(tmp_path)
     assert started(tmp_path, clocks, clocks.wall).trusted_now() == T0 + 20
 
 
+def test_a_hold_resumed_on_the_same_boot_counts_a_second_step_made_while_down(tmp_path):
+    # The audit trail alone resumed at the held time plus the *wall* time since its line, so a
+    # second year's step while the sidecar was down passed as elapsed time: a year judged expired.
+    clocks = BootClocks()
+    g = started(tmp_path, clocks, T0)
+    clocks.tick(10)
+    clocks.step(YEAR)
+    g.look()
+    clocks.tick(10)
+    clocks.step(YEAR)
+    restarted = started(tmp_path, clocks, clocks.wall)
+    assert restarted.trusted_now() == T0 + 20
+    assert restarted.state()["step_seconds"] == 2 * YEAR
+
+
 def test_a_read_only_look_writes_no_record(tmp_path):
     clocks = BootClocks()
     started(tmp_path, clocks, T0, record=False)

@@ -19,7 +19,8 @@ import os
 
 import pytest
 
-from clock_helpers import audit_events, clock_problem, commit, faketime_env, more_passes, segment_end
+from clock_helpers import (audit_events, clock_problem, commit, faketime_env, more_passes, problems, segment_end,
+                           step_clock)
 from policies import ClockMark
 from retention.deletion.clockguard import boot_clock
 from retention.deletion.clockrecord import ClockRecord, record_path
@@ -110,4 +111,21 @@ def test_a_second_step_while_a_held_sidecar_was_down_is_held_too(tmp_path):
         _, status = sidecar.get_json("/status")
         assert status["clock"]["step_seconds"] > 729 * DAY
     assert audit_events(audit, "deleted") == []
+    assert "Traceback" not in sidecar.log(), sidecar.log()
+
+
+def test_a_clock_set_back_from_a_year_ahead_keeps_the_passes_and_disk_checks_running(tmp_path):
+    # APScheduler slept until its jobs' next run times, a year ahead once the clock came back: every
+    # pass and disk check stopped (passes-late, disk-check-stalled) until then.
+    _, _, path, _ = _setup(tmp_path)
+    stamp = tmp_path / "faketime"
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp)) as sidecar:
+        sidecar.wait_ready(timeout=60)
+        step_clock(stamp, "+365d")
+        sidecar.wait_for(lambda: clock_problem(sidecar), timeout=60, what="clock-stepped")
+        more_passes(sidecar)
+        step_clock(stamp, "+0")
+        sidecar.wait_for(lambda: clock_problem(sidecar) is None, timeout=60, what="clock-returned")
+        more_passes(sidecar, 3, timeout=60)
+        assert not [p for p in problems(sidecar) if p.startswith(("passes-late", "disk-check-stalled"))]
     assert "Traceback" not in sidecar.log(), sidecar.log()

@@ -11,6 +11,10 @@ planner; these functions decide with it:
 - :func:`judged_at`: the instant time-based rules are judged at: the trusted now when one is given
   and earlier than ``now``, else ``now``. Expiry (``reserve``) and group staleness (``consumer_ttl``)
   use it, so what was due before the step stays due and nothing else becomes due by the step.
+- :func:`start_reference`: at start, the time the wall clock should read. On the same boot as the
+  sidecar's last :class:`ClockMark` it is exact (the mark's wall time plus the boot clock's time
+  since), however long the logs sat idle; after a reboot (or with no mark) it is only a lower bound:
+  the newest of the mark's wall time and the newest time on disk.
 - :func:`age_reason`: why a segment's age keeps it: ``reserved`` (young by either clock) or
   ``clock-step`` (expired only by the stepped clock). Both yield to whatever overrides ``reserved``
   (disk force, size cap, manual force): disk pressure acts within its own rules.
@@ -20,12 +24,22 @@ Pure (every time is an input), so thread-safe.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from policies.reasons import CLOCK_STEP, RESERVED
 from policies.units import humanize_duration
 
-__all__ = ["age_reason", "clock_step_detail", "forward_step", "judged_at"]
+__all__ = ["ClockMark", "age_reason", "clock_step_detail", "forward_step", "judged_at", "start_reference"]
+
+
+@dataclass(frozen=True)
+class ClockMark:
+    """Where the clock was at a look: wall epoch seconds, seconds since boot, the kernel's boot id."""
+
+    wall: float
+    uptime: float
+    boot_id: str
 
 
 def forward_step(trusted: float, wall: float, threshold: float) -> float | None:
@@ -33,6 +47,18 @@ def forward_step(trusted: float, wall: float, threshold: float) -> float | None:
     than ``threshold``, else None."""
     step = wall - trusted
     return step if step > threshold else None
+
+
+def start_reference(mark: ClockMark | None, boot_id: str | None, uptime: float,
+                    newest: float | None) -> tuple[float | None, bool]:
+    """``(reference, exact)``: the epoch time the wall clock should read at start, given the last
+    ``mark``, this boot's ``boot_id`` and boot clock ``uptime``, and the ``newest`` time on disk.
+    ``exact`` when ``mark`` is of this boot (a boot clock that went back is another boot); else the
+    newest of the mark's wall time and ``newest`` (None: nothing known)."""
+    if mark is not None and boot_id is not None and mark.boot_id == boot_id and uptime >= mark.uptime:
+        return mark.wall + (uptime - mark.uptime), True
+    known = [t for t in (None if mark is None else mark.wall, newest) if t is not None]
+    return (max(known) if known else None), False
 
 
 def judged_at(now: datetime, trusted: datetime | None) -> datetime:

@@ -124,8 +124,9 @@ class ServiceConfig(_Strict):
     clock_step_threshold: PositiveDuration = Field(
         default=1 * _DAY,
         description="How far the wall clock may jump forward between two looks (against the time elapsed on a "
-        "clock no step moves), or stand ahead of the newest time the logs, group commits and audit trail "
-        "hold at start, before it counts as stepped: then what only the step would expire or make stale "
+        "clock no step moves), or stand ahead at start of where the clock record beside the audit trail says "
+        "it should be (after a reboot, of the newest time the record, the logs, group commits and audit trail "
+        "hold), before it counts as stepped: then what only the step would expire or make stale "
         "waits until `retention clock accept` or the clock returns (problem clock-stepped). 1m to 30d; "
         "default 1d. A reload applies it.",
     )

@@ -6,9 +6,14 @@ judges expiry and group staleness at until the operator accepts the new time or 
   kernel's boot clock (`/proc/uptime`, which no settimeofday and no LD_PRELOAD clock faker moves; it
   counts a suspend, so a resumed VM is no step). A jump beyond `threshold` holds, the trusted now
   being the wall time before the jump plus the time elapsed since.
-- At start: the wall clock against the newest time the logs hold (every file's mtime in each log
-  directory: segments, and `state.db` and its WAL for the groups' commits) and the audit trail (its
-  mtime and its lines' times). A hold the audit trail records as not accepted resumes instead.
+- At start: the wall clock against where the clock record (`clockrecord`, beside the audit trail)
+  says it should be: on the same boot, the recorded time plus the boot clock's time since, exact
+  however idle the logs; after a reboot or without a record, the newest of the recorded time and the
+  newest time the logs hold (every file's mtime in each log directory: segments, and `state.db` and
+  its WAL for the groups' commits) and the audit trail (its mtime and its lines' times)
+  (`policies.start_reference`). A hold the audit trail records as not accepted resumes instead.
+- The record holds the time the guard trusts (the trusted now while held), rewritten at the start
+  look, at every transition and at most once a minute (`MARK_EVERY`) at looks.
 - The hold lifts when the wall clock comes back within `threshold` of the trusted now
   (`clock-returned`), or on `accept()` (`clock-accepted`). Each transition is an audit line.
 
@@ -25,14 +30,16 @@ from datetime import datetime
 
 from loguru import logger
 
-from policies import forward_step, humanize_duration
+from policies import ClockMark, forward_step, humanize_duration, start_reference
 
 from ..audit import (CLOCK_ACCEPTED, CLOCK_EVENTS, CLOCK_RETURNED, CLOCK_STEPPED, AuditTrail, audit_time,
                      read_tail)
+from .clockrecord import ClockRecord, boot_id, record_path
 
-__all__ = ["AT_START", "BETWEEN_LOOKS", "ClockGuard", "boot_clock", "newest_time"]
+__all__ = ["AT_START", "BETWEEN_LOOKS", "MARK_EVERY", "ClockGuard", "boot_clock", "newest_time"]
 
 AT_START, BETWEEN_LOOKS, RESUMED = "at-start", "between-looks", "resumed"
+MARK_EVERY = 60.0          # boot clock seconds between two writes of the clock record at looks
 
 
 def boot_clock() -> float:
@@ -77,37 +84,62 @@ class ClockGuard:
     """A wall clock's forward steps and the trusted now (see the module docstring).
 
     threshold: seconds (`service.clock_step_threshold`). clock: the wall clock; elapsed: a clock no
-    step moves (default `boot_clock`). audit: where transitions are written and a hold is resumed
-    from (None: nowhere); `record=False` only reads it (`retention plan` changes nothing)."""
+    step moves (default `boot_clock`); boot: this boot's id (default `boot_id`). audit: where
+    transitions are written and a hold is resumed from, the clock record beside it (None: nowhere);
+    `record=False` only reads them (`retention plan` changes nothing)."""
 
     def __init__(self, threshold: float, *, audit: AuditTrail | None = None, record: bool = True,
-                 clock: Callable[[], float] = time.time, elapsed: Callable[[], float] = boot_clock) -> None:
+                 clock: Callable[[], float] = time.time, elapsed: Callable[[], float] = boot_clock,
+                 boot: Callable[[], str | None] = boot_id) -> None:
         self.threshold = threshold
         self.audit = audit
         self._record = record
-        self._clock, self._elapsed = clock, elapsed
+        self._clock, self._elapsed, self._boot = clock, elapsed, boot
         self._lock = threading.Lock()
         self._last: tuple[float, float] | None = None        # (wall, elapsed) at the last look
         self._base: tuple[float, float] | None = None        # (trusted wall, elapsed) while held
         self._detected: tuple[str, float] | None = None      # (how, wall time) of the step held
+        self._boot_id: str | None = None                     # read by `start`; no record written without
+        self._marked_at: float | None = None                 # elapsed at the last record made
+        self._marks_made = self._marks_written = 0           # so a late write never undoes a newer one
+        self._mark_lock = threading.Lock()
+
+    @property
+    def audit(self) -> AuditTrail | None:
+        return self._audit
+
+    @audit.setter
+    def audit(self, audit: AuditTrail | None) -> None:
+        """The audit trail, and the clock record beside it (`record_path`)."""
+        self._audit = audit
+        self._marks = None if audit is None else ClockRecord(record_path(audit.path))
 
     # ------------------------------------------------------------------ looking
     def start(self, newest: float | None) -> None:
         """The start-up look: resume a hold the audit trail has not seen lifted, else compare the
-        wall clock with `newest` (`newest_time`)."""
-        wall, up = self._clock(), self._elapsed()
+        wall clock with where the clock record says it should be, or with `newest` (`newest_time`)
+        (`policies.start_reference`). Then the record is rewritten."""
+        wall, up, self._boot_id = self._clock(), self._elapsed(), self._boot()
+        reference, exact = start_reference(self._read_mark(), self._boot_id, up, newest)
         resumed = self._unlifted(wall)
         with self._lock:
             self._last = (wall, up)
-            if resumed is not None:
-                self._hold(resumed, up, wall, RESUMED, write=False)
-            elif newest is not None and forward_step(newest, wall, self.threshold) is not None:
-                self._hold(newest, up, wall, AT_START)
+            if resumed is not None:     # the record, when of this boot, also counts a step made while down
+                self._hold(reference if exact else resumed, up, wall, RESUMED, write=False)
+            elif reference is not None and forward_step(reference, wall, self.threshold) is not None:
+                self._hold(reference, up, wall, AT_START)
+            elif exact and forward_step(wall, reference, self.threshold) is not None:
+                logger.warning("the wall clock is {} behind where it was last seen on this boot ({}): it was "
+                               "set back; deletion is only delayed", humanize_duration(reference - wall),
+                               audit_time(reference))
+            mark = self._due_mark(wall, up, force=True)
+        self._write_mark(mark)
 
     def look(self) -> None:
-        """Compare the wall clock with the elapsed time since the last look."""
+        """Compare the wall clock with the elapsed time since the last look (and keep the record)."""
         wall, up = self._clock(), self._elapsed()
         with self._lock:
+            held = self._base is not None
             if self._base is not None:
                 trusted = self._trusted(up)
                 if forward_step(trusted, wall, self.threshold) is None:
@@ -117,6 +149,8 @@ class ClockGuard:
                 if forward_step(expected, wall, self.threshold) is not None:
                     self._hold(expected, up, wall, BETWEEN_LOOKS)
             self._last = (wall, up)
+            mark = self._due_mark(wall, up, force=held != (self._base is not None))
+        self._write_mark(mark)
 
     def trusted_now(self) -> float | None:
         """After a look: the trusted now while a step is held, else None (the wall clock is trusted)."""
@@ -140,8 +174,10 @@ class ClockGuard:
             trusted = self._trusted(up)
             self._lift(CLOCK_ACCEPTED, wall, trusted)
             self._last = (wall, up)
-            return {"held": True, "step_seconds": wall - trusted, "trusted_time": audit_time(trusted),
-                    "time": audit_time(wall)}
+            mark = self._due_mark(wall, up, force=True)
+        self._write_mark(mark)
+        return {"held": True, "step_seconds": wall - trusted, "trusted_time": audit_time(trusted),
+                "time": audit_time(wall)}
 
     # ------------------------------------------------------------------ reading
     def state(self) -> dict | None:
@@ -165,6 +201,37 @@ class ClockGuard:
         return (f"the wall clock is {humanize_duration(held['step_seconds'])} ahead of the trusted time "
                 f"{held['trusted_time']} (detected {held['detected']}): what only the step would expire or "
                 f"make stale waits; `retention clock accept` accepts the new time")
+
+    # ------------------------------------------------------------------ the clock record
+    def _read_mark(self) -> ClockMark | None:
+        if self._marks is None:
+            return None
+        mark = self._marks.read()
+        if mark is None and not os.path.lexists(self._marks.path) and os.path.exists(self._audit.path):
+            logger.warning("no clock record {} beside the audit trail: this start compares the clock with the "
+                           "newest time on disk only; the record is written now", self._marks.path)
+        return mark
+
+    def _due_mark(self, wall: float, up: float, *, force: bool) -> tuple[int, ClockMark] | None:
+        """Under the lock: the mark to write now (the trusted time while held) and its number, or
+        None when it is not due (`MARK_EVERY`) or nothing is written (read-only, no audit, no boot id)."""
+        if not self._record or self._marks is None or self._boot_id is None:
+            return None
+        if not force and self._marked_at is not None and 0 <= up - self._marked_at < MARK_EVERY:
+            return None
+        self._marked_at = up
+        self._marks_made += 1
+        return self._marks_made, ClockMark(wall if self._base is None else self._trusted(up), up, self._boot_id)
+
+    def _write_mark(self, due: tuple[int, ClockMark] | None) -> None:
+        """Write a mark `_due_mark` made, unless a newer one was written meanwhile."""
+        marks = self._marks
+        if due is None or marks is None:
+            return
+        with self._mark_lock:
+            if due[0] > self._marks_written:
+                self._marks_written = due[0]
+                marks.write(due[1])
 
     # ------------------------------------------------------------------ transitions (under the lock)
     def _trusted(self, up: float) -> float:

@@ -3,6 +3,9 @@
 Every job is `max_instances=1`, `coalesce=True`, with a `misfire_grace_time` of at least its own
 interval. `sync_jobs` makes the running scheduler hold exactly the desired jobs: on a reload, jobs
 are rescheduled (new intervals), added or removed (policies); one-off pressure jobs are left alone.
+Wall clock steps: `StepSafeInterval` skips a forward step's missed runs at once, and
+`StepSafeScheduler` wakes at least every second and brings back to now an interval job a clock set
+back left scheduled far ahead.
 
 The jobs of a `RetentionScheduler`:
 
@@ -62,6 +65,26 @@ class StepSafeInterval(IntervalTrigger):
         return super().get_next_fire_time(previous_fire_time, now)
 
 
+_WAKE_EVERY = 1.0          # most seconds the scheduler's thread sleeps: a clock set back is seen by then
+
+
+class StepSafeScheduler(BackgroundScheduler):
+    """A BackgroundScheduler a wall clock set back does not put to sleep. APScheduler sleeps until
+    the next run time: after a clock returned from a year ahead that was a year, every pass and
+    disk check stopped. Its thread wakes at least every `_WAKE_EVERY` seconds, and an interval job
+    whose next run is more than two intervals ahead of now is brought back to now."""
+
+    def _process_jobs(self):
+        now = datetime.now(self.timezone)
+        for job in self.get_jobs():
+            trigger = job.trigger
+            if (isinstance(trigger, IntervalTrigger) and job.next_run_time is not None
+                    and (job.next_run_time - now).total_seconds() > 2 * trigger.interval_length):
+                job.modify(next_run_time=now)
+        wait = super()._process_jobs()
+        return _WAKE_EVERY if wait is None else min(wait, _WAKE_EVERY)
+
+
 class JobSpec(NamedTuple):
     func: Callable
     args: tuple
@@ -83,7 +106,7 @@ def describe_jobs(jobs: list[dict]) -> str:
 def new_scheduler(max_workers: int, metrics: RetentionMetrics) -> BackgroundScheduler:
     """A scheduler with a pool for passes and one thread for the disk check (never behind a pass);
     job errors, missed and skipped runs are counted in `metrics` and errors logged."""
-    scheduler = BackgroundScheduler(
+    scheduler = StepSafeScheduler(
         timezone=timezone.utc,
         executors={"default": ThreadPoolExecutor(max_workers), "disk": ThreadPoolExecutor(1),
                    "archive": ThreadPoolExecutor(ARCHIVE_POOL)},

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from plan_builders import DAY, NOW, disk, group, log, policies, policy
 
-from policies import (ACTIVE, CLOCK_STEP, DELETE, DISK_FORCE, KEEP, MANUAL, PREFIX, RESERVED, ManualTrigger,
-                      age_reason, forward_step, judged_at, plan, unconsumed)
+from policies import (ACTIVE, CLOCK_STEP, DELETE, DISK_FORCE, KEEP, MANUAL, PREFIX, RESERVED, ClockMark,
+                      ManualTrigger, age_reason, forward_step, judged_at, plan, start_reference, unconsumed)
 
 YEAR_AHEAD = NOW + timedelta(days=365)
 BIG = 5000
@@ -77,3 +77,19 @@ def test_a_manual_force_overrides_the_clock_step_as_it_does_reserved():
     guarded = plan_at(snapshot, YEAR_AHEAD, NOW, manual=ManualTrigger.open(1, force=True))
     assert [a for a, _ in outcome(guarded)] == [DELETE, DELETE, KEEP]
     assert guarded.decisions[1].overridden == (CLOCK_STEP,) and guarded.decisions[1].overridden_by == MANUAL
+
+
+def test_on_the_same_boot_the_start_reference_is_the_mark_plus_the_boot_clock_however_old_the_disk():
+    mark = ClockMark(wall=1000.0, uptime=50.0, boot_id="b1")
+    assert start_reference(mark, "b1", 50.0 + 3 * DAY, 1000.0) == (1000.0 + 3 * DAY, True)
+    assert start_reference(mark, "b1", 60.0, 1000.0 + 365 * DAY) == (1010.0, True)   # the disk is not asked
+
+
+def test_after_a_reboot_the_start_reference_is_the_newest_of_the_mark_and_the_disk():
+    mark = ClockMark(wall=1000.0, uptime=5 * DAY, boot_id="b1")
+    assert start_reference(mark, "b2", 30.0, 900.0) == (1000.0, False)
+    assert start_reference(mark, "b2", 30.0, 2000.0) == (2000.0, False)
+    assert start_reference(mark, None, 5 * DAY + 1, 900.0) == (1000.0, False)       # no boot id: no proof
+    assert start_reference(mark, "b1", 10.0, 900.0) == (1000.0, False)              # a boot clock gone back
+    assert start_reference(None, "b1", 10.0, 900.0) == (900.0, False)
+    assert start_reference(None, "b1", 10.0, None) == (None, False)

@@ -170,6 +170,11 @@ class LogArchive:
         return ArchivedSegment(info.base_offset, info.end_offset, info.used_bytes, stored.sha256,
                                index_bytes, stored_index.sha256, info.last_timestamp_ms, now_ms)
 
+    def drop_objects(self, base_offset: int) -> None:
+        """Delete the objects of the segment at `base_offset` (a missing one is no error)."""
+        for name in (segment_name(base_offset), index_name(base_offset)):
+            self.tier.delete(self.key(name))
+
     def absent(self, segment: ArchivedSegment) -> list[str]:
         """Cheap problems of `segment`'s objects on the tier: missing, or of another size than
         listed (no object is read: `verify` hashes)."""

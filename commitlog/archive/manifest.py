@@ -65,8 +65,17 @@ class Manifest:
         return next((s for s in self.segments if s.base_offset <= offset < s.end_offset), None)
 
     def with_segment(self, segment: ArchivedSegment) -> "Manifest":
-        kept = [s for s in self.segments if s.base_offset != segment.base_offset]
+        """The manifest listing `segment` in place of the entries it supersedes (`superseded_by`)."""
+        gone = {s.base_offset for s in self.superseded_by(segment)}
+        kept = [s for s in self.segments if s.base_offset != segment.base_offset and s.base_offset not in gone]
         return replace(self, segments=tuple(sorted([*kept, segment], key=lambda s: s.base_offset)))
+
+    def superseded_by(self, segment: ArchivedSegment) -> list[ArchivedSegment]:
+        """The listed entries, other than one at its own base, whose base lies inside `segment`'s
+        offsets: segments a compaction merged into it after they were uploaded (its output holds
+        what of their records stayed live), so listing both would overlap."""
+        return [s for s in self.segments
+                if s.base_offset != segment.base_offset and segment.base_offset <= s.base_offset < segment.end_offset]
 
     def without(self, bases: tuple[int, ...]) -> "Manifest":
         """The manifest less the segments of these base offsets."""

@@ -12,13 +12,17 @@ time; not thread-safe per log.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import BinaryIO
 
+from ..errors import ArchiveError
 from ..segments.segment import SegmentInfo
 from .log_archive import LogArchive
 from .manifest import ArchivedSegment, Manifest
+
+log = logging.getLogger("commitlog")
 
 
 class Throttle:
@@ -88,8 +92,10 @@ class ManifestWriter:
         self._every, self._clock = every_s, clock
         self._written = clock()
         self.unlisted: list = []          # the tags of the segments added since the last rewrite
+        self._superseded: list[ArchivedSegment] = []   # entries the next rewrite drops (with_segment)
 
     def add(self, segment: ArchivedSegment, tag: object = None) -> list:
+        self._superseded += self.manifest.superseded_by(segment)
         self.manifest = self.manifest.with_segment(segment)
         self.unlisted.append(tag)
         return self.flush() if self._clock() - self._written >= self._every else []
@@ -100,6 +106,13 @@ class ManifestWriter:
         self.archive.write_manifest(self.manifest)
         self._written = self._clock()
         listed, self.unlisted = self.unlisted, []
+        superseded, self._superseded = self._superseded, []
+        for entry in superseded:   # listed no more: their objects go (best effort, logged)
+            try:
+                self.archive.drop_objects(entry.base_offset)
+            except (ArchiveError, OSError) as exc:
+                log.warning("%s: left the objects of archived segment %d, which a compaction merged "
+                            "into another, on the tier: %s", self.archive.name, entry.base_offset, exc)
         return listed
 
 

@@ -19,7 +19,6 @@ from loguru import logger
 
 from commitlog import CommitLog
 from commitlog.archive import LogArchive, Manifest
-from commitlog.archive.log_archive import index_name
 from commitlog.layout import segment_name
 from policies import ArchivedSegmentSnapshot, PolicyConfig, expire_archived
 
@@ -89,6 +88,5 @@ def _object_path(archive: LogArchive, base_offset: int) -> str:
 
 
 def _delete_objects(archive: LogArchive, base_offset: int) -> None:
-    for name in (segment_name(base_offset), index_name(base_offset)):
-        archive.tier.delete(archive.key(name))   # a missing object is no error (S3 and the directory tier)
+    archive.drop_objects(base_offset)
 

@@ -169,3 +169,31 @@ def test_due_skips_what_is_listed_whole_or_let_go_and_sends_again_a_segment_that
     assert due(segments, manifest.without_before(sealed[2].end_offset), now_ms=NOW_MS) == sealed[3:]
     # Sealed too recently: nothing from there on.
     assert due(segments, manifest, now_ms=int(sealed[2].mtime * 1000), upload_after_s=60) == []
+
+
+def _keep_every_third(offset, key, tombstone, marked):
+    return None if offset % 3 == 0 else "dead"
+
+
+def test_a_segment_a_compaction_merged_after_its_parts_were_uploaded_replaces_them_whole(tmp_path):
+    """Found by the kill-and-restart run with an archive: two segments uploaded, a compaction
+    merged them into the first, and the merged segment's upload listed it beside the second's
+    entry, an overlap every later read of the manifest refused (`entries overlap`)."""
+    path = str(tmp_path / "log")
+    segments = _log(path)
+    first, second = segments[0], segments[1]
+    archive = LogArchive(open_tier(f"file://{tmp_path}/archive"), path)
+    upload_sealed(archive, [second], now_ms=NOW_MS)            # the second went up first
+    with CommitLog.open(path) as log:
+        log.compact([[first.base_offset, second.base_offset]], _keep_every_third)
+        merged = log.segments()[0]
+    assert (merged.base_offset, merged.end_offset) == (first.base_offset, second.end_offset)
+    done = upload_sealed(archive, [merged], now_ms=NOW_MS + 1)
+    assert [s.base_offset for s in done] == [first.base_offset]
+    manifest = archive.manifest()                              # read back: no overlap refused
+    assert [(s.base_offset, s.end_offset) for s in manifest.segments] == [(first.base_offset, second.end_offset)]
+    leftover = archive.key(os.path.basename(second.path))
+    assert archive.tier.size(leftover) is None                 # the merged part's objects are gone
+    with CommitLog.open(path, readonly=True, archive=archive.tier) as log:
+        kept = [r.offset for r in log.scan() if r.offset < second.end_offset]
+    assert kept == list(range(0, second.end_offset, 3))

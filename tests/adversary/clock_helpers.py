@@ -3,6 +3,7 @@ filled on a small filesystem, libfaketime for a sidecar whose clock a test steps
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import sys
@@ -12,7 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retention"))   # r
 
 from commitlog import CommitLog, disk_usage  # noqa: E402
 
-LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+# Debian's faketime package; .ci/run installs it. A missing one fails the probes, naming the package.
+LIBFAKETIME = next(iter(sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))),
+                   "libfaketime.so.1 (install Debian's faketime package)")
 
 
 def fill_to(log_dir: str, mount: str, above: float, *, segment_size: int) -> list[int]:

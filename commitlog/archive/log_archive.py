@@ -43,23 +43,17 @@ class LogArchive:
 
     # ------------------------------------------------------------------ the manifest
     def manifest(self) -> Manifest:
-        """The manifest on the tier (an empty one when there is none); cached locally. A tier
-        without one never empties the local copy: it may be a tier that went away (`confirm`)."""
+        """The manifest on the tier (an empty one when there is none), as readers see it. The local
+        copy eviction trusts is left alone: only a tier that proved its identity (`confirm`,
+        `write_manifest`) writes it, never another tier reached at the same URL."""
         key = self.key(MANIFEST_KEY)
         data = self.tier.read(key)
-        if data is None:
-            return Manifest(self.name)
-        manifest = Manifest.from_json(data, self.tier.url, key)
-        state = identity.read_state(self.log_dir)
-        if identity.proven(state, state.tier, manifest_found=True, cached=self.cached_manifest(),
-                           found=manifest) is None:
-            self._write_cache(data)      # (a manifest contradicting the copy is `confirm`'s to report)
-        return manifest
+        return Manifest(self.name) if data is None else Manifest.from_json(data, self.tier.url, key)
 
     def confirm(self) -> Manifest:
         """The manifest on the tier once the tier proved it is the one this log archived to
         (`identity`), writing its identity object at first use; the proof is remembered with the
-        wall-clock time (eviction compares it with its own). ArchiveMissingError (remembered
+        URL and the boot clock (eviction ages it on that clock). ArchiveMissingError (remembered
         too: eviction stops) when it cannot."""
         state, shown, data, found, why = self._proof()
         if why is not None:
@@ -71,7 +65,7 @@ class LogArchive:
             shown = identity.parse_identity(created)
         if data is not None:
             self._write_cache(data)
-        self._remember(identity.confirmed(state, shown, self.tier.url, _wall_ms()))
+        self._remember(identity.confirmed(state, shown, self.tier.url, _wall_ms(), identity.BootMark.now()))
         return found or Manifest(self.name)
 
     def doubt(self) -> str | None:
@@ -137,7 +131,8 @@ class LogArchive:
         self.tier.put(self.key(MANIFEST_KEY), io.BytesIO(data), len(data))
         self._write_cache(data)
         if state.tier is not None:
-            self._remember(identity.confirmed(state, state.tier, self.tier.url, _wall_ms()))
+            self._remember(identity.confirmed(state, state.tier, self.tier.url, _wall_ms(),
+                                                identity.BootMark.now()))
 
     def _write_cache(self, data: bytes) -> None:
         if self._cache is None:

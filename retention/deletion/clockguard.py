@@ -30,6 +30,7 @@ from datetime import datetime
 
 from loguru import logger
 
+from commitlog.bootclock import uptime
 from policies import ClockMark, forward_step, humanize_duration, start_reference
 
 from ..audit import (CLOCK_ACCEPTED, CLOCK_EVENTS, CLOCK_RETURNED, CLOCK_STEPPED, AuditTrail, audit_time,
@@ -45,11 +46,8 @@ MARK_EVERY = 60.0          # boot clock seconds between two writes of the clock 
 def boot_clock() -> float:
     """Seconds since boot from `/proc/uptime` (CLOCK_BOOTTIME, read from the kernel as a file, so a
     faked clock_gettime does not move it); the monotonic clock where that file cannot be read."""
-    try:
-        with open("/proc/uptime", "rb") as f:
-            return float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return time.monotonic()
+    seconds = uptime()
+    return seconds if seconds is not None else time.monotonic()
 
 
 def newest_time(log_paths: Iterable[str], audit_path: str) -> float | None:

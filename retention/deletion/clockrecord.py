@@ -19,6 +19,7 @@ import threading
 
 from loguru import logger
 
+from commitlog.bootclock import boot_id
 from commitlog.errors import CommitLogError
 from commitlog.safeopen import no_follow, temporary
 from policies import ClockMark
@@ -26,22 +27,11 @@ from policies import ClockMark
 __all__ = ["ClockRecord", "boot_id", "record_path"]
 
 _MAX_BYTES = 4096
-_BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 def record_path(audit_path: str) -> str:
     """The clock record of the sidecar whose audit trail is `audit_path`: `<audit>.clock`."""
     return audit_path + ".clock"
-
-
-def boot_id() -> str | None:
-    """The kernel's boot id (new at every boot), or None where it cannot be read."""
-    try:
-        with open(_BOOT_ID, "rb") as f:
-            text = f.read(64).decode("ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return text or None
 
 
 class ClockRecord:

@@ -11,7 +11,7 @@ import time
 
 from commitlog import ROLLED, CommitLog, SegmentInfo, disk_usage, is_log_directory, list_segments, roll_idle
 from commitlog.archive import Manifest, cached_manifest
-from commitlog.archive.identity import read_state, trusted_manifest
+from commitlog.archive.identity import BootMark, read_state, trusted_manifest
 from commitlog.layout import archive_manifest_path, index_path
 from policies import DiskSnapshot, GroupSnapshot, LogConfig, LogSnapshot, SegmentSnapshot, trust_window, up_window
 
@@ -150,10 +150,10 @@ class WatchedLog:
         and whether the tier is up; None, False without an archive."""
         if self.archive is None:
             return None, False
-        state, now_ms = read_state(self.path), int(time.time() * 1000)
-        manifest, self.archive_doubt = trusted_manifest(self.archived(), state, now_ms=now_ms,
+        state, now, url = read_state(self.path), BootMark.now(), self.archive.url
+        manifest, self.archive_doubt = trusted_manifest(self.archived(), state, now=now, url=url,
                                                         within_s=trust_window(self.archive))
-        return manifest, state.up(now_ms, up_window(self.archive))
+        return manifest, state.up(now, up_window(self.archive), url)
 
     def archived(self) -> Manifest | None:
         """The log's archive manifest as this host last saw it (its uploads refresh the copy), read

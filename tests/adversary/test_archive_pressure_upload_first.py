@@ -93,6 +93,7 @@ def test_a_sidecar_started_on_a_forcing_disk_uploads_before_it_deletes(small_fs,
                          timeout=60, what="the tier's first confirmation")
     state = json.loads(open(archive_state_path(log_dir)).read())
     state["confirmed_at_ms"] -= 5 * 60 * 1000         # stopped five minutes ago
+    state["confirmed_uptime"] -= 5 * 60
     open(archive_state_path(log_dir), "w").write(json.dumps(state))
     end = _fill(log_dir, 0.75)
     with Sidecar(config, cwd=tmp_path) as sidecar:

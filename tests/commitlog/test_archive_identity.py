@@ -12,7 +12,8 @@ import pytest
 
 from commitlog import ArchiveMissingError, CommitLog, UnsafeLogFileError
 from commitlog.archive import LogArchive, open_tier, upload_sealed
-from commitlog.archive.identity import IDENTITY_KEY, ArchiveState, read_state, trusted_manifest, write_state
+from commitlog.archive import identity
+from commitlog.archive.identity import IDENTITY_KEY, ArchiveState, BootMark, read_state, trusted_manifest, write_state
 from commitlog.layout import archive_manifest_path, archive_state_path
 
 NOW_MS = 1_800_000_000_000
@@ -92,17 +93,39 @@ def test_a_manifest_rewrite_is_refused_once_the_mount_is_gone(tmp_path):
 
 def test_eviction_trusts_a_recent_confirmation_less_the_segments_without_objects(tmp_path):
     archive, _ = _archived(tmp_path)
-    copy, state = archive.cached_manifest(), replace(read_state(archive.log_dir), confirmed_at_ms=NOW_MS)
-    assert trusted_manifest(copy, state, now_ms=NOW_MS + 9_000, within_s=10)[0] == copy
-    stale, why = trusted_manifest(copy, state, now_ms=NOW_MS + 11_000, within_s=10)
+    url, at = archive.tier.url, BootMark("boot-1", 500.0)
+    copy = archive.cached_manifest()
+    state = identity.confirmed(read_state(archive.log_dir), "id", url, NOW_MS, at)
+    assert trusted_manifest(copy, state, now=BootMark("boot-1", 509.0), within_s=10, url=url)[0] == copy
+    stale, why = trusted_manifest(copy, state, now=BootMark("boot-1", 511.0), within_s=10, url=url)
     assert stale is None and "11s ago" in why
-    assert trusted_manifest(copy, ArchiveState(), now_ms=NOW_MS, within_s=10)[0] is None
-    ahead, why = trusted_manifest(copy, state, now_ms=NOW_MS - 60_000, within_s=10)
-    assert ahead is None and "ahead of this host's clock" in why
-    assert trusted_manifest(copy, replace(state, missing="gone"), now_ms=NOW_MS, within_s=10) == (None, "gone")
+    assert trusted_manifest(copy, ArchiveState(), now=at, within_s=10, url=url)[0] is None
+    assert trusted_manifest(copy, replace(state, missing="gone"), now=at, within_s=10, url=url) == (None, "gone")
     first = copy.segments[0].base_offset
-    kept, _ = trusted_manifest(copy, replace(state, unconfirmed=(first,)), now_ms=NOW_MS, within_s=10)
+    kept, _ = trusted_manifest(copy, replace(state, unconfirmed=(first,)), now=at, within_s=10, url=url)
     assert kept.find(first) is None and len(kept.segments) == len(copy.segments) - 1
+
+
+@pytest.mark.parametrize("now, url, why", [
+    (BootMark("boot-2", 501.0), None, "since it booted"),            # another boot: not recent
+    (None, None, "since it booted"),                                 # no boot clock to age it on
+    (BootMark("boot-1", 499.0), None, "since it booted"),            # a boot clock that went back
+    (BootMark("boot-1", 501.0), "file:///elsewhere", "not at file:///elsewhere"),   # another URL
+])
+def test_a_proof_from_another_boot_or_at_another_url_is_not_trusted(tmp_path, now, url, why):
+    archive, _ = _archived(tmp_path)
+    state = identity.confirmed(read_state(archive.log_dir), "id", archive.tier.url, NOW_MS, BootMark("boot-1", 500.0))
+    found = state.trusted(now, 10, url or archive.tier.url)
+    assert why in found and not state.up(now, 10, url or archive.tier.url)
+
+
+def test_a_confirmation_records_the_boot_clock_and_a_state_without_it_is_not_recent(tmp_path):
+    archive, _ = _archived(tmp_path)
+    state, now = read_state(archive.log_dir), BootMark.now()
+    assert (state.confirmed_boot, state.url) == (now.boot, archive.tier.url)
+    assert 0 <= now.uptime - state.confirmed_uptime < 60 and state.up(now, 60, archive.tier.url)
+    write_state(archive.log_dir, replace(state, confirmed_boot=None, confirmed_uptime=None))   # an older host's
+    assert "since it booted" in read_state(archive.log_dir).trusted(now, 60, archive.tier.url)
 
 
 def test_a_planted_symlink_at_the_state_is_not_followed(tmp_path):

@@ -7,7 +7,8 @@ by `finish_removals` (the writer at open, a cleaner at its next pass).
 A log from before `start.offset`, on a disk with no room even to create that file, cannot record
 the advance first: its head is unlinked first and the advance recorded after, once the freed
 space allows. That order is crash-safe too, since the start offset is never below the first
-segment's base (a crash in between leaves a `.deleted` leftover or nothing to finish).
+segment's base (a crash in between leaves a `.deleted` leftover or nothing to finish). Such a log
+has no `start.offset`, and only there is a gap before the first segment taken for retention's.
 
 Removers of any process serialise on `<log>/.remove.lock`. Functions over a SegmentList.
 """

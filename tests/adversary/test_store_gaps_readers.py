@@ -1,7 +1,8 @@
 """Issue 34, items 8 and 12: a log tells the offsets retention removed (OffsetOutOfRangeError)
 from those a compaction removed (passed silently) from those nobody recorded removing
 (CorruptLogError naming the range or the file): a scan created before a compaction, a read, a
-deleted middle segment, a renamed one, and a log an older store compacted (commitlog.gaps)."""
+deleted middle or first segment, a renamed one, and a log an older store compacted or that
+predates start.offset (commitlog.gaps)."""
 
 from __future__ import annotations
 
@@ -301,3 +302,25 @@ def test_a_log_from_before_start_offset_keeps_its_head_gap_as_retentions(tmp_pat
     f.close()
     with CommitLog.open(path, readonly=True) as log:
         assert [r.offset for r in log.scan()] == list(range(bases[1], 100))
+
+
+def test_a_removal_killed_between_its_advance_and_its_unlink_is_no_false_alarm(tmp_path):
+    """start.offset advanced, the segment still there (SIGKILL in between): the start is above
+    the first segment's base, retention's, and the writer's open finishes the removal."""
+    from commitlog.startoffset import StartOffsetFile
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEG) as log:
+        for o in range(100):
+            log.append(value(o))
+        bases = [s.base_offset for s in log.segments()]
+    f = StartOffsetFile.open(os.path.join(path, "start.offset"))
+    f.advance(bases[1])
+    f.close()
+    with CommitLog.open(path, readonly=True) as log:
+        assert log.retention_start_offset == bases[1]
+        with pytest.raises(OffsetOutOfRangeError, match="removed by retention"):
+            log.read(0)
+        assert [r.offset for r in log.scan()] == list(range(bases[1], 100))
+    with CommitLog.open(path) as log:
+        assert not os.path.exists(segment_path(path, bases[0]))
+        assert next(iter(log.scan())).offset == bases[1]

@@ -4,9 +4,11 @@ compaction's gap between segment files from a segment lost (deleted, renamed) ou
 Three ways an offset can be missing, each reported its own way by every reader (docs/concepts.md):
 below the start offset (commitlog.startoffset): retention removed it, OffsetOutOfRangeError; in a
 range this file records: a compaction removed it (its records were all dead), passed silently; any
-other gap between segment files: CorruptLogError naming the range. A gap before the first segment
-that this file does not record is taken for retention's (a head removal of a log from before
-`start.offset` on a full disk unlinks first and advances after).
+other gap between segment files, or between `start.offset` and the first segment (head removal
+advances it before it unlinks): CorruptLogError naming the range. Only on a log without
+`start.offset` (a head removal of a log from before it, on a full disk, unlinks first and advances
+after) is a gap before the first segment that this file does not record taken for retention's;
+the file, once created, starts past it (commitlog.cleanup.removal.finish_removals).
 
 Layout (big endian): magic "CLGP", u32 count, count x (u64 start, u64 end) sorted, disjoint and
 not adjacent (adjacent ranges are merged), then a CRC32 of everything before it. Replaced whole:

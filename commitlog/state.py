@@ -180,14 +180,21 @@ class LogState:
         rows = self._query(_START_SQL)
         return _check_value(self.path, "the start offset", rows[0][0]) if rows else 0
 
-    def ensure_start_file(self) -> bool:
-        """Create `start.offset` if missing, from `state.db`'s start offset (call with the
-        removal lock held). False when the disk has no room for it yet."""
+    def has_start_file(self) -> bool:
+        """Whether `start.offset` exists (a log from before it has only `state.db`'s row)."""
+        if self._start_file is None:
+            with self._start_lock:
+                self._start_file = self._start_file or StartOffsetFile.open(self._start_path)
+        return self._start_file is not None
+
+    def ensure_start_file(self, floor: int = 0) -> bool:
+        """Create `start.offset` if missing, from `state.db`'s start offset or `floor` when higher
+        (call with the removal lock held). False when the disk has no room for it yet."""
         with self._start_lock:
             if self._start_file is None:
                 self._start_file = StartOffsetFile.open(self._start_path)
             if self._start_file is None:
-                self._start_file = StartOffsetFile.create(self._start_path, self._db_start())
+                self._start_file = StartOffsetFile.create(self._start_path, max(self._db_start(), floor))
                 if self._start_file is None:
                     log.warning("no room to create %s yet; the start offset stays in %s",
                                 self._start_path, self.path)
@@ -197,7 +204,7 @@ class LogState:
         """Move the start offset forward (never back): the first step of removing a head
         segment. In place in `start.offset`, so it needs no free block; StoreFullError only for
         a log from before that file, on a disk with no room to create it."""
-        if self._start_file is None and not self.ensure_start_file():
+        if self._start_file is None and not self.ensure_start_file(offset):  # created advanced
             self._query(
                 "INSERT INTO log_meta(key, value) VALUES ('start_offset', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (offset,),

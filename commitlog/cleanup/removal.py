@@ -7,7 +7,8 @@ by `finish_removals` (the writer at open, a cleaner at its next pass).
 A log from before `start.offset`, on a disk with no room even to create that file, cannot record
 the advance first: its head is unlinked first and the advance recorded after, once the freed
 space allows. That order is crash-safe too, since the start offset is never below the first
-segment's base (a crash in between leaves a `.deleted` leftover or nothing to finish).
+segment's base (a crash in between leaves a `.deleted` leftover or nothing to finish). Such a log
+has no `start.offset`, and only there is a gap before the first segment taken for retention's.
 
 Removers of any process serialise on `<log>/.remove.lock`. Functions over a SegmentList.
 """
@@ -22,6 +23,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .. import gaps
 from ..errors import StoreFullError
 from ..layout import DELETED_SUFFIX, fsync_directory, index_path, remove_lock_path
 from ..locks import try_exclusive
@@ -122,7 +124,12 @@ def finish_removals(segs: SegmentList, *, temporaries: bool = False) -> list[str
     leftovers, and segments below the start offset never renamed; with `temporaries` (the
     writer at open only: a rebuild in progress writes them) also `<base>.index.tmp` files."""
     done: list[str] = []
-    segs.state.ensure_start_file()
+    if not segs.state.has_start_file():
+        # A log from before it: a gap before its first segment that no compaction recorded was
+        # its full-disk removal's (unlinked first), and the file starts past it (commitlog.gaps).
+        bases = segs.list().bases
+        start = segs.state.start_offset()
+        segs.state.ensure_start_file(gaps.read(segs.path).covered_from(bases[0], start) if bases else 0)
     start = segs.state.start_offset()
     listing = segs.list()
     for p in listing.deleted:

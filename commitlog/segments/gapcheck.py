@@ -15,27 +15,54 @@ from .segment_list import SegmentList
 
 
 def retained_start(segs: SegmentList) -> int:
-    """The first offset retention has not removed: the start offset, or above it where the gap
-    before the first segment is not all a compaction's (taken for retention's: see commitlog.gaps).
-    Offsets in [retained_start, segs.start()) were removed by compactions."""
+    """The first offset retention has not removed: the start offset, or above it where a
+    compaction recorded removing the head segments (offsets in [retained_start, segs.start())).
+    A gap before the first segment nobody recorded is CorruptLogError (`head_gap`), except on a
+    log without `start.offset` (see commitlog.gaps): there it is taken for retention's."""
     first = segs.start()
     start = segs.state.start_offset()
     if start >= first:
         return first
+    if segs.bases and head_gap(segs, segs.bases[0]) is not None:
+        segs.refresh()  # judged again on a fresh listing: a removal or compaction since
+        first, start = segs.start(), segs.state.start_offset()
+        if start >= first:
+            return first
+        error = head_gap(segs, segs.bases[0]) if segs.bases else None
+        if error is not None:
+            raise error
     return gaps.read(segs.path).covered_from(first, start)
+
+
+def head_gap(segs: SegmentList, first: int) -> CorruptLogError | None:
+    """The error for offsets between the start offset and the first segment `first` that no
+    compaction recorded removing. Head removal advances `start.offset` before it unlinks, so such
+    a gap is nobody's; None on a log without that file (state.db era: its full-disk removal
+    unlinked first) or with the gap recorded."""
+    start = segs.state.start_offset()
+    if start >= first or not segs.state.has_start_file():
+        return None
+    return gap_error(segs, start, first, None, first)
 
 
 def check_gap(segs: SegmentList, lo: int, hi: int, before: int | None, after: int) -> None:
     """CorruptLogError unless a compaction recorded removing [lo, hi), the offsets between the end
     of segment `before` (None: the gap is at the head) and segment `after`."""
+    error = gap_error(segs, lo, hi, before, after)
+    if error is not None:
+        raise error
+
+
+def gap_error(segs: SegmentList, lo: int, hi: int, before: int | None, after: int) -> CorruptLogError | None:
     missing = gaps.read(segs.path).unrecorded(lo, hi)
     if missing is None:
-        return
-    where = "" if before is None else f" after {segs.segment_path(before)}"
-    raise CorruptLogError(segs.segment_path(after), None,
-                          f"offsets [{missing[0]}, {missing[1]}) are missing before this segment"
-                          f"{where}: no compaction recorded removing them (a segment file deleted "
-                          f"or renamed outside the store?)")
+        return None
+    where = f" after {segs.segment_path(before)}" if before is not None else \
+        f" (the start offset is {lo})"
+    return CorruptLogError(segs.segment_path(after), None,
+                           f"offsets [{missing[0]}, {missing[1]}) are missing before this segment"
+                           f"{where}: no compaction recorded removing them (a segment file deleted "
+                           f"or renamed outside the store?)")
 
 
 def overlap(segs: SegmentList, base: int, end: int, size: int, later: int) -> CorruptLogError:
@@ -71,7 +98,11 @@ def _misplaced(segs: SegmentList, base: int, ino: int | None, mm, *, fresh: bool
     i = bisect.bisect_left(bases, base)
     if i == len(bases) or bases[i] != base:
         return None
-    if i > 0:
+    if i == 0:
+        error = head_gap(segs, base)
+        if error is not None:
+            return error
+    else:
         prev = bases[i - 1]
         prev_ino = _inode(segs, prev) if fresh else None
         try:

@@ -43,3 +43,16 @@ def test_the_jvm_reader_fails_on_a_deleted_middle_segment_naming_the_range(tmp_p
     assert "CorruptLogError" in proc.stderr
     assert f"offsets [{bases[2]}, {bases[3]}) are missing" in proc.stderr
     assert segment_path(path, bases[3]) in proc.stderr
+
+
+def test_the_jvm_reader_fails_on_a_first_segment_deleted_by_hand_naming_the_range(tmp_path):
+    path = str(tmp_path / "log")
+    bases, _ = junk_log(path)                               # nothing compacted: no record
+    os.unlink(segment_path(path, bases[0]))
+    os.unlink(index_path(segment_path(path, bases[0])))
+    for start in (0, bases[1]):
+        proc = java_walk(path, start)                       # was "start b1", then REMOVED 0
+        assert proc.returncode != 0
+        assert "CorruptLogError" in proc.stderr
+        assert f"offsets [0, {bases[1]}) are missing" in proc.stderr
+        assert segment_path(path, bases[1]) in proc.stderr

@@ -1,7 +1,8 @@
 """Issue 34, items 8 and 12: a log tells the offsets retention removed (OffsetOutOfRangeError)
 from those a compaction removed (passed silently) from those nobody recorded removing
 (CorruptLogError naming the range or the file): a scan created before a compaction, a read, a
-deleted middle segment, a renamed one, and a log an older store compacted (commitlog.gaps)."""
+deleted middle or first segment, a renamed one, and a log an older store compacted or that
+predates start.offset (commitlog.gaps)."""
 
 from __future__ import annotations
 
@@ -211,3 +212,115 @@ policies:
         assert not os.path.exists(segment_path(path, 0))
         assert next(it).offset == next(other).offset == bases[-1]
         assert log.retention_start_offset == reader.retention_start_offset == 0
+
+
+def _head_deleted(path: str) -> list[int]:
+    """A log whose first segment was deleted by hand: retention removed nothing (start.offset
+    says 0), no compaction ran. The bases it had."""
+    with CommitLog.open(path, segment_size=SEG) as log:
+        for o in range(100):
+            log.append(value(o))
+        log.commit("etl", 5)
+        bases = [s.base_offset for s in log.segments()]
+    assert os.path.exists(os.path.join(path, "start.offset"))
+    _delete(path, bases[0])
+    return bases
+
+
+def test_a_first_segment_deleted_by_hand_is_corrupt_naming_the_range_not_retentions(tmp_path):
+    from types import SimpleNamespace
+    from commitlog.spark.reader import check_lost
+    path = str(tmp_path / "log")
+    bases = _head_deleted(path)
+    want = rf"offsets \[0, {bases[1]}\) are missing before this segment"
+    for readonly in (True, False):
+        with CommitLog.open(path, readonly=readonly) as log:
+            with pytest.raises(CorruptLogError, match=want) as err:
+                list(log.scan())                            # was: started at bases[1], silently
+            assert err.value.path == segment_path(path, bases[1])
+            with pytest.raises(CorruptLogError, match=want):
+                log.read(5)                                 # was: "removed by retention"
+            with pytest.raises(CorruptLogError, match=want):
+                log.scan(0)
+            with pytest.raises(CorruptLogError, match=want):
+                log.retention_start_offset
+            with pytest.raises(CorruptLogError, match=want):
+                log.offset_for_time(0)
+            options = SimpleNamespace(path=path, fail_on_data_loss=False)
+            with pytest.raises(CorruptLogError, match=want):
+                check_lost(options, log, 5, "etl")          # was: a data-loss warning, skipped
+
+
+def test_a_hand_deleted_head_beside_a_compactions_recorded_gap_is_corrupt(tmp_path):
+    path = str(tmp_path / "log")
+    bases, _ = junk_log(path)
+    compact_junk(path, dropped_only=True)                   # records [b1, b2): b0 kept
+    _delete(path, bases[0])
+    with CommitLog.open(path, readonly=True) as log:
+        for start in (None, 0):
+            with pytest.raises(CorruptLogError, match=rf"offsets \[0, {bases[1]}\)"):
+                list(log.scan() if start is None else log.scan(start))
+
+
+def test_head_removal_and_a_compaction_of_the_head_raise_no_false_alarm(tmp_path):
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEG) as log:     # brand new: start.offset at 0
+        assert os.path.exists(os.path.join(path, "start.offset"))
+        assert list(log.scan()) == [] and log.retention_start_offset == 0
+        for o in range(100):
+            log.append(value(o))
+        bases = [s.base_offset for s in log.segments()]
+        assert log.remove_head().status == "removed"
+        assert log.retention_start_offset == bases[1]
+        with pytest.raises(OffsetOutOfRangeError, match="removed by retention"):
+            log.read(0)
+    with CommitLog.open(path, readonly=True) as log:
+        assert [r.offset for r in log.scan()] == list(range(bases[1], 100))
+    path = str(tmp_path / "head")
+    bases, dead = junk_log(path, head=True)                 # the first two segments dead
+    compact_junk(path, dropped_only=True)
+    with CommitLog.open(path, readonly=True) as log:
+        assert log.retention_start_offset == 0
+        assert [r.offset for r in log.scan(0)] == [o for o in range(300) if o not in dead]
+
+
+def test_a_log_from_before_start_offset_keeps_its_head_gap_as_retentions(tmp_path):
+    """Its full-disk head removal unlinked before recording the advance: the gap is taken for
+    retention's, and the writer's open creates start.offset past it (no false alarm after)."""
+    path = str(tmp_path / "log")
+    bases = _head_deleted(path)
+    os.unlink(os.path.join(path, "start.offset"))
+    for readonly in (True, False):
+        with CommitLog.open(path, readonly=readonly) as log:
+            assert log.retention_start_offset == bases[1]
+            with pytest.raises(OffsetOutOfRangeError, match="removed by retention"):
+                log.read(5)
+            assert next(iter(log.scan())).offset == bases[1]
+    from commitlog.startoffset import StartOffsetFile
+    f = StartOffsetFile.open(os.path.join(path, "start.offset"))
+    assert f is not None and f.value() == bases[1]
+    f.close()
+    with CommitLog.open(path, readonly=True) as log:
+        assert [r.offset for r in log.scan()] == list(range(bases[1], 100))
+
+
+def test_a_removal_killed_between_its_advance_and_its_unlink_is_no_false_alarm(tmp_path):
+    """start.offset advanced, the segment still there (SIGKILL in between): the start is above
+    the first segment's base, retention's, and the writer's open finishes the removal."""
+    from commitlog.startoffset import StartOffsetFile
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEG) as log:
+        for o in range(100):
+            log.append(value(o))
+        bases = [s.base_offset for s in log.segments()]
+    f = StartOffsetFile.open(os.path.join(path, "start.offset"))
+    f.advance(bases[1])
+    f.close()
+    with CommitLog.open(path, readonly=True) as log:
+        assert log.retention_start_offset == bases[1]
+        with pytest.raises(OffsetOutOfRangeError, match="removed by retention"):
+            log.read(0)
+        assert [r.offset for r in log.scan()] == list(range(bases[1], 100))
+    with CommitLog.open(path) as log:
+        assert not os.path.exists(segment_path(path, bases[0]))
+        assert next(iter(log.scan())).offset == bases[1]

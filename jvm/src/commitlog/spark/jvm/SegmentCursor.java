@@ -75,11 +75,15 @@ public final class SegmentCursor implements AutoCloseable {
      * base when that is higher or the file is missing; -1 for a log without segments. Offsets
      * before the first segment that a compaction recorded removing ({@code compacted}) count as
      * kept: a read from them passes them (they held dead records only); retention removed the rest.
+     * With the file present, offsets between it and the first segment that no compaction recorded
+     * are nobody's (head removal advances the file before it unlinks): CorruptLogError naming them.
      */
     public long startOffset() {
         long first = bases.isEmpty() ? -1 : bases.first();
         long recorded = -1;
+        boolean present = false;
         try (FileChannel file = FileChannel.open(directory.resolve("start.offset"), StandardOpenOption.READ)) {
+            present = true;
             long newest = -1;
             for (int slot = 0; slot < 2; slot++) {
                 ByteBuffer raw = ByteBuffer.allocate(24);      // big endian, as the file is
@@ -101,6 +105,13 @@ public final class SegmentCursor implements AutoCloseable {
         }
         if (first < 0 || recorded >= first) {
             return Math.max(first, recorded);
+        }
+        long[] missing = present ? unrecorded(Math.max(recorded, 0), first) : null;
+        if (missing != null) {
+            throw new IllegalStateException(corrupt(directory.resolve(String.format("%020d.log", first)),
+                    "offsets [" + missing[0] + ", " + missing[1] + ") are missing before this segment (the "
+                    + "start offset is " + Math.max(recorded, 0) + "): no compaction recorded removing them "
+                    + "(a segment file deleted or renamed outside the store?)"));
         }
         return coveredFrom(first, Math.max(recorded, 0));
     }

@@ -15,6 +15,9 @@ planner; these functions decide with it:
   sidecar's last :class:`ClockMark` it is exact (the mark's wall time plus the boot clock's time
   since), however long the logs sat idle; after a reboot (or with no mark) it is only a lower bound:
   the newest of the mark's wall time and the newest time on disk.
+- :func:`held_trusted`: at start, the trusted now of a hold the last mark says was held: on the same
+  boot the mark's trusted time plus the boot clock's time since, after a reboot the mark's trusted
+  time itself (the times on disk were stamped by the stepped clock, so they cannot say more).
 - :func:`age_reason`: why a segment's age keeps it: ``reserved`` (young by either clock) or
   ``clock-step`` (expired only by the stepped clock). Both yield to whatever overrides ``reserved``
   (disk force, size cap, manual force): disk pressure acts within its own rules.
@@ -30,16 +33,20 @@ from datetime import datetime
 from policies.reasons import CLOCK_STEP, RESERVED
 from policies.units import humanize_duration
 
-__all__ = ["ClockMark", "age_reason", "clock_step_detail", "forward_step", "judged_at", "start_reference"]
+__all__ = ["ClockMark", "age_reason", "clock_step_detail", "forward_step", "held_trusted", "judged_at",
+           "start_reference"]
 
 
 @dataclass(frozen=True)
 class ClockMark:
-    """Where the clock was at a look: wall epoch seconds, seconds since boot, the kernel's boot id."""
+    """Where the clock was at a look: wall epoch seconds (the trusted time while a step is held),
+    seconds since boot, the kernel's boot id; ``step``: the seconds the wall clock was ahead of
+    ``wall`` when a step was held, None when none was."""
 
     wall: float
     uptime: float
     boot_id: str
+    step: float | None = None
 
 
 def forward_step(trusted: float, wall: float, threshold: float) -> float | None:
@@ -59,6 +66,16 @@ def start_reference(mark: ClockMark | None, boot_id: str | None, uptime: float,
         return mark.wall + (uptime - mark.uptime), True
     known = [t for t in (None if mark is None else mark.wall, newest) if t is not None]
     return (max(known) if known else None), False
+
+
+def held_trusted(mark: ClockMark | None, boot_id: str | None, uptime: float) -> float | None:
+    """The trusted now of the hold ``mark`` records (None: it records none), given this boot's
+    ``boot_id`` and boot clock ``uptime`` (see the module docstring)."""
+    if mark is None or mark.step is None:
+        return None
+    if boot_id is not None and mark.boot_id == boot_id and uptime >= mark.uptime:
+        return mark.wall + (uptime - mark.uptime)
+    return mark.wall
 
 
 def judged_at(now: datetime, trusted: datetime | None) -> datetime:

@@ -37,6 +37,9 @@ writers never interleave and a torn line left by a killed writer is told from on
   `between-looks` (`retention.deletion.clockguard`); what only the step makes due waits. It lifts
   with `{"event": "clock-accepted" | "clock-returned", "time", "trusted_time", "step_seconds"}`: the
   operator accepted the new time, or the clock came back. A hold no later line lifted resumes at start.
+- `{"event": "clock-set-back", "time", "expected_time", "step_seconds"}`: the wall clock (`time`) is
+  `step_seconds` behind where it should be (`expected_time`); nothing is held (what is written
+  meanwhile carries the back clock's times, and its correction is held as a forward step).
 - A line without `event` is a deletion written before intents existed.
 
 Durability: the intent is fsynced (one fsync per deletion, as before); the outcome is not, because a
@@ -66,8 +69,9 @@ COMPACTED = "compacted"    # the outcome of a compaction output's intent (retent
 ARCHIVED = "archived"      # the outcome of an upload's intent (retention.archiving.uploader)
 DAMAGED = "damaged"        # an entry of a log's damage record, seen by a pass (commitlog.damage)
 CLOCK_STEPPED, CLOCK_ACCEPTED, CLOCK_RETURNED = "clock-stepped", "clock-accepted", "clock-returned"
-CLOCK_EVENTS = (CLOCK_STEPPED, CLOCK_ACCEPTED, CLOCK_RETURNED)   # retention.deletion.clockguard's
-EVENTS = (INTENT, DELETED, ABORTED, COMPACTED, ARCHIVED, DAMAGED, *CLOCK_EVENTS)
+CLOCK_EVENTS = (CLOCK_STEPPED, CLOCK_ACCEPTED, CLOCK_RETURNED)   # retention.deletion.clockguard's holds
+CLOCK_SET_BACK = "clock-set-back"                                 # ... and a backward step (no hold)
+EVENTS = (INTENT, DELETED, ABORTED, COMPACTED, ARCHIVED, DAMAGED, *CLOCK_EVENTS, CLOCK_SET_BACK)
 OUTCOMES = (DELETED, ABORTED, COMPACTED, ARCHIVED)
 # Why an intent removed (or archived) nothing.
 ABORT_REASONS = ("held", "head-changed", "error", "not-removed", "removed-by-another", "log-missing",

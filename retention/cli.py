@@ -20,7 +20,8 @@ from loguru import logger
 from policies import ConfigError, RetentionConfig
 
 from .lookup import UnknownLogError, offsets_at, parse_time, render_offsets
-from .service.client import DEFAULT_URL, SidecarRefused, SidecarUnreachable, call_sidecar, normalize_url
+from .service.client import (DEFAULT_URL, SidecarRefused, SidecarUnreachable, call_sidecar, normalize_url,
+                             sidecar_listening)
 from .service.embedded import EXIT_CODES, EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, load
 from .service.logsetup import configure_logging
 
@@ -54,7 +55,8 @@ def _command(sub, name: str, summary: str, description: str, *, source: bool = T
                             "instead of reading a configuration; it runs its own")
     if posts:   # read from the environment at use, so no token is ever shown as a default
         parser.add_argument("--token", metavar="TOKEN",
-                            help=f"the sidecar's service.token, with --url (default: ${TOKEN_ENV})")
+                            help=f"the sidecar's service.token, with --url (default: ${TOKEN_ENV}; clock accept "
+                                 "without --url: else the configuration's)")
     if as_json:
         parser.add_argument("--json", action="store_true", help=as_json)
     return parser
@@ -108,8 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="only this configured log (repeatable; default: every log with an archive)")
     clock = _command(sub, "clock", "accept the wall clock after a forward step",
                      "Accept the wall clock after a forward step (health problem clock-stepped): what only the "
-                     "step would expire or make stale goes from the next pass. With --url, the running sidecar "
-                     "accepts it; without, the audit trail records it for the next start.", remote=True, posts=True)
+                     "step would expire or make stale goes from the next pass. With --url, the sidecar there "
+                     "accepts it; with --config, the sidecar listening on its service.listen does when one "
+                     "answers, else this command accepts it in the audit trail and the clock record for the "
+                     "next start.", remote=True, posts=True)
     clock.add_argument("action", choices=("accept",), help="what to do")
     _command(sub, "check", "validate the configuration",
              "Validate the configuration and say what it looks after; a problem is one line naming the file, "
@@ -163,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "compact":
             return _compact(args, config, source)
         if args.command == "clock":
-            return _print_clock(args, {"config": source, "clock": _accept_clock(config)})
+            return _accept_clock(args, config, source)
         if args.command == "archive":
             from .archiving.commands import archive_command, render
             result = archive_command(args.action, config, args.log)
@@ -207,10 +211,11 @@ def _remote(args: argparse.Namespace) -> int:
     return answer if isinstance(answer, int) else _print(args, answer, render)
 
 
-def _call(args: argparse.Namespace, url: str, method: str, path: str) -> dict | int:
+def _call(args: argparse.Namespace, url: str, method: str, path: str, *,
+          token: str | None = None) -> dict | int:
     """The sidecar's answer (labelled with its URL), or the exit status when it gives none."""
     try:
-        token = getattr(args, "token", None) or os.environ.get(TOKEN_ENV)
+        token = getattr(args, "token", None) or os.environ.get(TOKEN_ENV) or token
         answer = call_sidecar(url, path, method=method, token=token)
     except SidecarUnreachable as exc:
         print(f"retention: {exc}", file=sys.stderr)
@@ -232,8 +237,18 @@ def _guard(config: RetentionConfig, *, record: bool):
     return guard
 
 
-def _accept_clock(config: RetentionConfig) -> dict:
-    return _guard(config, record=True).accept()
+def _accept_clock(args: argparse.Namespace, config: RetentionConfig, source: str) -> int:
+    """`clock accept --config`: the sidecar listening on `service.listen` accepts when one answers (its
+    hold is the one passes judge by, and it rewrites the clock record); else this process does."""
+    try:
+        url = sidecar_listening(config.service.listen)
+    except SidecarUnreachable as exc:
+        print(f"retention: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    if url is None:
+        return _print_clock(args, {"config": source, "clock": _guard(config, record=True).accept()})
+    answer = _call(args, url, "POST", "/clock/accept", token=config.service.token)
+    return answer if isinstance(answer, int) else _print_clock(args, answer)
 
 
 def _print_clock(args: argparse.Namespace, data: dict) -> int:

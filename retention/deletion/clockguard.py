@@ -11,9 +11,12 @@ judges expiry and group staleness at until the operator accepts the new time or 
   however idle the logs; after a reboot or without a record, the newest of the recorded time and the
   newest time the logs hold (every file's mtime in each log directory: segments, and `state.db` and
   its WAL for the groups' commits) and the audit trail (its mtime and its lines' times)
-  (`policies.start_reference`). A hold the audit trail records as not accepted resumes instead.
-- The record holds the time the guard trusts (the trusted now while held), rewritten at the start
-  look, at every transition and at most once a minute (`MARK_EVERY`) at looks.
+  (`policies.start_reference`). A hold the record says was held resumes instead
+  (`policies.held_trusted`); without one (an older record), a hold the audit trail's tail records as
+  not lifted.
+- The record holds the time the guard trusts (the trusted now and the step while held), rewritten at
+  the start look, at every transition and at most once a minute (`MARK_EVERY`) at looks.
+- A backward step beyond `threshold` holds nothing: a WARNING and a `clock-set-back` line.
 - The hold lifts when the wall clock comes back within `threshold` of the trusted now
   (`clock-returned`), or on `accept()` (`clock-accepted`). Each transition is an audit line.
 
@@ -31,10 +34,10 @@ from datetime import datetime
 from loguru import logger
 
 from commitlog.bootclock import uptime
-from policies import ClockMark, forward_step, humanize_duration, start_reference
+from policies import ClockMark, forward_step, held_trusted, humanize_duration, start_reference
 
-from ..audit import (CLOCK_ACCEPTED, CLOCK_EVENTS, CLOCK_RETURNED, CLOCK_STEPPED, AuditTrail, audit_time,
-                     read_tail)
+from ..audit import (CLOCK_ACCEPTED, CLOCK_EVENTS, CLOCK_RETURNED, CLOCK_SET_BACK, CLOCK_STEPPED, AuditTrail,
+                     audit_time, read_tail)
 from .clockrecord import ClockRecord, boot_id, record_path
 
 __all__ = ["AT_START", "BETWEEN_LOOKS", "MARK_EVERY", "ClockGuard", "boot_clock", "newest_time"]
@@ -114,22 +117,24 @@ class ClockGuard:
 
     # ------------------------------------------------------------------ looking
     def start(self, newest: float | None) -> None:
-        """The start-up look: resume a hold the audit trail has not seen lifted, else compare the
-        wall clock with where the clock record says it should be, or with `newest` (`newest_time`)
-        (`policies.start_reference`). Then the record is rewritten."""
+        """The start-up look: resume a hold the clock record (else the audit trail's tail) says was
+        not lifted, else compare the wall clock with where the record says it should be, or with
+        `newest` (`newest_time`) (`policies.start_reference`). Then the record is rewritten."""
         wall, up, self._boot_id = self._clock(), self._elapsed(), self._boot()
-        reference, exact = start_reference(self._read_mark(), self._boot_id, up, newest)
-        resumed = self._unlifted(wall)
+        mark = self._read_mark()
+        reference, exact = start_reference(mark, self._boot_id, up, newest)
+        resumed = held_trusted(mark, self._boot_id, up)
+        if resumed is None:             # an older record keeps no hold: the audit trail's tail may
+            resumed = self._unlifted(wall)
+            resumed = reference if resumed is not None and exact else resumed
         with self._lock:
             self._last = (wall, up)
-            if resumed is not None:     # the record, when of this boot, also counts a step made while down
-                self._hold(reference if exact else resumed, up, wall, RESUMED, write=False)
+            if resumed is not None:     # the first look lifts it if the clock came back meanwhile
+                self._hold(resumed, up, wall, RESUMED, write=False)
             elif reference is not None and forward_step(reference, wall, self.threshold) is not None:
                 self._hold(reference, up, wall, AT_START)
             elif exact and forward_step(wall, reference, self.threshold) is not None:
-                logger.warning("the wall clock is {} behind where it was last seen on this boot ({}): it was "
-                               "set back; deletion is only delayed", humanize_duration(reference - wall),
-                               audit_time(reference))
+                self._set_back(reference, wall, AT_START)
             mark = self._due_mark(wall, up, force=True)
         self._write_mark(mark)
 
@@ -146,6 +151,8 @@ class ClockGuard:
                 expected = self._last[0] + (up - self._last[1])
                 if forward_step(expected, wall, self.threshold) is not None:
                     self._hold(expected, up, wall, BETWEEN_LOOKS)
+                elif forward_step(wall, expected, self.threshold) is not None:
+                    self._set_back(expected, wall, BETWEEN_LOOKS)
             self._last = (wall, up)
             mark = self._due_mark(wall, up, force=held != (self._base is not None))
         self._write_mark(mark)
@@ -219,7 +226,10 @@ class ClockGuard:
             return None
         self._marked_at = up
         self._marks_made += 1
-        return self._marks_made, ClockMark(wall if self._base is None else self._trusted(up), up, self._boot_id)
+        if self._base is None:
+            return self._marks_made, ClockMark(wall, up, self._boot_id)
+        trusted = self._trusted(up)
+        return self._marks_made, ClockMark(trusted, up, self._boot_id, wall - trusted)
 
     def _write_mark(self, due: tuple[int, ClockMark] | None) -> None:
         """Write a mark `_due_mark` made, unless a newer one was written meanwhile."""
@@ -244,6 +254,14 @@ class ClockGuard:
         if write:
             self._write({"event": CLOCK_STEPPED, "time": audit_time(wall), "trusted_time": audit_time(trusted),
                          "step_seconds": round(step, 3), "detected": how, "threshold_seconds": self.threshold})
+
+    def _set_back(self, expected: float, wall: float, how: str) -> None:
+        logger.warning("the wall clock is {} behind where it should be ({}, detected {}): it was set back; "
+                       "nothing is held, but what is written meanwhile carries the back clock's times, and "
+                       "when the clock is put right that is held as a forward step until accepted",
+                       humanize_duration(expected - wall), audit_time(expected), how)
+        self._write({"event": CLOCK_SET_BACK, "time": audit_time(wall), "expected_time": audit_time(expected),
+                     "step_seconds": round(expected - wall, 3), "detected": how})
 
     def _lift(self, event: str, wall: float, trusted: float) -> None:
         self._base = self._detected = None

@@ -1,6 +1,9 @@
 """The clock record: where the sidecar's clock last was (`policies.ClockMark`: wall time, boot clock
 seconds, kernel boot id), kept in one small JSON file beside the audit trail (`record_path`), so a
-restart on the same boot knows exactly what time it should be however idle the logs were.
+restart on the same boot knows exactly what time it should be however idle the logs were. While a
+forward step is held the record says so (`step`, the seconds the wall clock was ahead of the trusted
+time it holds), so a hold resumes at start whatever the audit trail still shows (rotated, or more
+lines written after the step than its tail reads).
 
 Written as a temporary of this process's own name (created O_EXCL | O_NOFOLLOW, never a link
 followed) renamed over the record; not fsynced: it only needs to outlive the process (the page
@@ -61,7 +64,10 @@ class ClockRecord:
 
     def write(self, mark: ClockMark) -> bool:
         """Replace the record with `mark`; False (a WARNING the first time) when it cannot be."""
-        data = json.dumps({"wall": mark.wall, "uptime": mark.uptime, "boot_id": mark.boot_id}).encode()
+        fields = {"wall": mark.wall, "uptime": mark.uptime, "boot_id": mark.boot_id}
+        if mark.step is not None:
+            fields["step"] = mark.step
+        data = json.dumps(fields).encode()
         tmp = f"{self.path}.{os.getpid()}.tmp"
         with self._lock:
             try:
@@ -88,13 +94,14 @@ def _parse(data: bytes) -> ClockMark | None:
         return None
     try:
         raw = json.loads(data)
-        wall, uptime, boot = raw["wall"], raw["uptime"], raw["boot_id"]
-    except (ValueError, TypeError, KeyError):
+        wall, uptime, boot, step = raw["wall"], raw["uptime"], raw["boot_id"], raw.get("step")
+    except (ValueError, TypeError, KeyError, AttributeError):
         return None
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (wall, uptime))
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                  for v in (wall, uptime) + (() if step is None else (step,)))
     if not numbers or uptime < 0 or not isinstance(boot, str) or not 0 < len(boot) <= 64:
         return None
-    return ClockMark(float(wall), float(uptime), boot)
+    return ClockMark(float(wall), float(uptime), boot, None if step is None else float(step))
 
 
 def _discard(tmp: str) -> None:

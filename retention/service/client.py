@@ -1,4 +1,5 @@
-"""Asking a running sidecar: `retention status`, and `plan`, `clean`, `compact` with `--url`.
+"""Asking a running sidecar: `retention status`, and `plan`, `clean`, `compact` with `--url`
+(`clock accept` also without, through `sidecar_listening`).
 
 Exit status (retention/service/embedded.py): 0 done, 1 the sidecar answered with a failure (or is
 unhealthy, for `status`), 3 it cannot be reached; with `--json` an unreachable sidecar is a JSON
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import sys
 import time
 import urllib.error
@@ -51,6 +53,25 @@ def normalize_url(url: str) -> str:
     except ValueError:
         raise ValueError(f"--url {url!r}: the port is not a number from 0 to 65535") from None
     return text.rstrip("/")
+
+
+def sidecar_listening(listen: str, *, timeout: float = 10.0) -> str | None:
+    """The URL of what accepts connections at a configuration's `service.listen` (a wildcard host is
+    asked on loopback), or None when nothing does (connection refused; port 0: the kernel's pick
+    cannot be known). SidecarUnreachable when it cannot tell (timed out, no route)."""
+    host, _, port = listen.rpartition(":")
+    host = host[1:-1] if host.startswith("[") else host
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    if int(port) == 0:
+        return None
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except ConnectionRefusedError:
+        return None
+    except OSError as exc:
+        raise SidecarUnreachable(f"cannot tell whether a sidecar listens on service.listen {listen} ({exc}): "
+                                 f"give --url") from None
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def call_sidecar(url: str, path: str, *, method: str = "GET", token: str | None = None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -22,13 +23,13 @@ from retention_helpers import config_text, make_log, segment_bases, write_config
 from sidecar_helpers import Sidecar
 
 
-def _setup(tmp_path):
+def _setup(tmp_path, service: dict | None = None):
     """A log of 6 fresh 4 KiB segments (reserve 1h, a delete window every hour, a pass every
-    second), `etl` having read the first two."""
+    second), `etl` having read the first two; `service` merges into the service's keys."""
     log_dir = tmp_path / "staging"
     bases = make_log(log_dir, 6)
     commit(str(log_dir), "etl", segment_end(str(log_dir), bases[1]))
-    path, _ = write_config(tmp_path, config_text(tmp_path, sidecar=True, policy={
+    path, _ = write_config(tmp_path, config_text(tmp_path, sidecar=True, service=service, policy={
         "interval": "1s", "delete_at_hours": "00-23", "consumer_ttl": "7d", "disk_check_interval": "1s"}))
     return log_dir, bases, path, str(tmp_path / "audit.jsonl")
 
@@ -151,6 +152,26 @@ def test_accepting_the_clock_is_a_post_like_clean_that_needs_the_token(tmp_path)
                                  capture_output=True, text=True, timeout=120, env={**os.environ, "RETENTION_TOKEN": ""})
         assert refused.returncode == 1 and "401" in refused.stderr and "Traceback" not in refused.stderr
     assert segment_bases(log_dir) == bases
+
+
+def test_accept_with_the_configuration_goes_to_the_sidecar_listening_on_it(tmp_path):
+    # Without --url the CLI accepted in its own guard: `clock-accepted` written, the running
+    # sidecar still holding, and its next record rewrite holding again after a restart.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    _, _, path, audit = _setup(tmp_path, {"listen": f"127.0.0.1:{port}"})
+    stamp = tmp_path / "faketime"
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d")) as sidecar:
+        sidecar.wait_for(lambda: clock_problem(sidecar), what="clock-stepped at start")
+        accepted = _cli(tmp_path, stamp, "clock", "accept")
+        assert accepted.returncode == 0 and "accepted the wall clock" in accepted.stdout, accepted.stderr
+        assert clock_problem(sidecar) is None                 # the running sidecar lifted it
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d")) as sidecar:     # and it stays lifted
+        sidecar.wait_ready(timeout=60)
+        more_passes(sidecar)
+        assert clock_problem(sidecar) is None, sidecar.log()
+    assert [e["event"] for e in audit_events(audit, "clock-accepted")] == ["clock-accepted"]
 
 
 @pytest.mark.parametrize("small_fs", [("tmpfs", 8 << 20)], indirect=True)

@@ -8,7 +8,8 @@ from datetime import timedelta
 from plan_builders import DAY, NOW, disk, group, log, policies, policy
 
 from policies import (ACTIVE, CLOCK_STEP, DELETE, DISK_FORCE, KEEP, MANUAL, PREFIX, RESERVED, ClockMark,
-                      ManualTrigger, age_reason, forward_step, judged_at, plan, start_reference, unconsumed)
+                      ManualTrigger, age_reason, forward_step, held_trusted, judged_at, plan, start_reference,
+                      unconsumed)
 
 YEAR_AHEAD = NOW + timedelta(days=365)
 BIG = 5000
@@ -93,3 +94,12 @@ def test_after_a_reboot_the_start_reference_is_the_newest_of_the_mark_and_the_di
     assert start_reference(mark, "b1", 10.0, 900.0) == (1000.0, False)              # a boot clock gone back
     assert start_reference(None, "b1", 10.0, 900.0) == (900.0, False)
     assert start_reference(None, "b1", 10.0, None) == (None, False)
+
+
+def test_a_held_mark_resumes_its_trusted_time_on_the_same_boot_and_after_a_reboot_whatever_the_disk():
+    held = ClockMark(1000.0, 50.0, "b1", 365 * DAY)
+    assert held_trusted(held, "b1", 50.0 + 3600) == 1000.0 + 3600     # the boot clock's time since
+    assert held_trusted(held, "b2", 30.0) == 1000.0                    # the recorded trusted time itself
+    assert held_trusted(held, "b1", 10.0) == 1000.0                    # a boot clock gone back: another boot
+    assert held_trusted(ClockMark(1000.0, 50.0, "b1"), "b1", 60.0) is None     # nothing held
+    assert held_trusted(None, "b1", 60.0) is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from retention.audit import CLOCK_ACCEPTED, CLOCK_RETURNED, CLOCK_STEPPED, AuditTrail, read_events
+from retention.audit import CLOCK_ACCEPTED, CLOCK_RETURNED, CLOCK_SET_BACK, CLOCK_STEPPED, AuditTrail, read_events
 from retention.deletion.clockguard import AT_START, BETWEEN_LOOKS, ClockGuard, newest_time
 
 DAY = 86400.0
@@ -61,7 +61,9 @@ def test_a_step_within_the_threshold_and_a_backward_step_hold_nothing(tmp_path):
     assert g.trusted_now() is None
     clocks.step(-YEAR)
     assert g.trusted_now() is None
-    assert events(tmp_path) == []
+    assert events(tmp_path) == [CLOCK_SET_BACK]          # said (once), held nothing
+    clocks.tick(60)
+    assert g.trusted_now() is None and events(tmp_path) == [CLOCK_SET_BACK]
 
 
 def test_accepting_lifts_the_hold_and_the_new_time_is_trusted(tmp_path):

@@ -89,7 +89,7 @@ def test_a_clock_set_back_while_down_is_said_and_holds_nothing(tmp_path, warning
     clocks.tick(60)
     clocks.step(-YEAR)
     assert started(tmp_path, clocks, T0).trusted_now() is None
-    assert any("behind where it was last seen" in line for line in warnings)
+    assert any("it was set back" in line for line in warnings)
 
 
 def test_the_record_is_rewritten_at_most_once_a_minute_and_holds_the_trusted_time(tmp_path):
@@ -138,6 +138,36 @@ def test_a_hold_resumed_on_the_same_boot_counts_a_second_step_made_while_down(tm
     assert restarted.state()["step_seconds"] == 2 * YEAR
 
 
+@pytest.mark.parametrize("trail", ["rotated", "lines after the step"])
+def test_a_held_step_survives_a_reboot_whatever_the_audit_trail_still_shows(tmp_path, trail):
+    # The hold came back only through the audit trail's tail: rotated, or with more lines after the
+    # `clock-stepped` line than the tail reads, the reboot compared with the newest time on disk,
+    # which writers had stamped with the stepped clock, and judged a year ahead.
+    clocks = BootClocks()
+    g = started(tmp_path, clocks, T0)
+    clocks.tick(60)
+    clocks.step(YEAR)
+    g.look()
+    clocks.tick(3600)
+    g.look()
+    audit = str(tmp_path / "audit.jsonl")
+    if trail == "rotated":
+        os.rename(audit, audit + ".1")
+    else:
+        with open(audit, "a") as f:
+            f.write('{"event": "deleted", "time": "2028-01-15T10:00:00.000+00:00"}\n' * 70000)   # > 4 MiB
+    clocks.reboot()
+    resumed = started(tmp_path, clocks, clocks.wall)      # the disk looks current by the stepped clock
+    assert resumed.trusted_now() == T0 + 60 + 3600        # the recorded trusted time: still held
+    clocks.tick(60)
+    clocks.reboot()                                       # and again: only accept or the clock returning lift it
+    again = started(tmp_path, clocks, clocks.wall)
+    assert again.state()["step_seconds"] == YEAR + 60 and again.accept()["held"]
+    clocks.tick(60)
+    clocks.reboot()
+    assert started(tmp_path, clocks, clocks.wall).trusted_now() is None
+
+
 def test_a_read_only_look_writes_no_record(tmp_path):
     clocks = BootClocks()
     started(tmp_path, clocks, T0, record=False)
@@ -154,7 +184,7 @@ def test_a_damaged_record_falls_back_to_the_disk_with_a_warning_and_is_rewritten
         f.write(damage)
     assert started(tmp_path, clocks, T0).trusted_now() == T0          # the old comparison: held
     assert any("is damaged" in line for line in warnings)
-    assert the_record(tmp_path).read() == ClockMark(T0, clocks.boot, clocks.boot_id)   # the trusted time
+    assert the_record(tmp_path).read() == ClockMark(T0, clocks.boot, clocks.boot_id, 3 * DAY)   # held: the trusted time
 
 
 def test_a_record_missing_beside_an_existing_audit_trail_is_a_warning(tmp_path, warnings):

@@ -24,6 +24,7 @@ from loguru import logger
 
 from commitlog.bootclock import boot_id
 from commitlog.errors import CommitLogError
+from commitlog.layout import TMP_SUFFIX
 from commitlog.safeopen import no_follow, temporary
 from policies import ClockMark
 
@@ -68,7 +69,7 @@ class ClockRecord:
         if mark.step is not None:
             fields["step"] = mark.step
         data = json.dumps(fields).encode()
-        tmp = f"{self.path}.{os.getpid()}.tmp"
+        tmp = f"{self.path}.{os.getpid()}{TMP_SUFFIX}"
         with self._lock:
             try:
                 os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)

@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retention"))   # retention_helpers, sidecar_helpers
@@ -73,16 +74,30 @@ def step_clock(timestamp_file: Path, offset: str) -> None:
     os.replace(tmp, timestamp_file)
 
 
+def polled(sidecar, path: str) -> bytes:
+    """A GET the waits below repeat, tried again (up to 3 times) when the connection is reset: under
+    libfaketime the sidecar's HTTP server (waitress's idle sweep compares wall-clock times) now and
+    then closes a connection it takes for idle, which is the HTTP layer's, not the clock guard's
+    (see docs/security.md, Clock steps)."""
+    for attempt in range(3):
+        try:
+            return sidecar.request("GET", path)[2]
+        except OSError:
+            if attempt == 2:
+                raise
+            time.sleep(0.2)
+    raise AssertionError("unreachable")
+
+
 def passes(sidecar) -> float:
     """Cleanup passes the sidecar has run (every kind and outcome), from /metrics."""
-    _, _, body = sidecar.request("GET", "/metrics")
+    body = polled(sidecar, "/metrics")
     return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
                if line.startswith("retention_passes_total{"))
 
 
 def problems(sidecar) -> list[str]:
-    _, body = sidecar.get_json("/healthz")
-    return body["problems"]
+    return json.loads(polled(sidecar, "/healthz"))["problems"]
 
 
 def clock_problem(sidecar) -> str | None:

@@ -143,7 +143,7 @@ def write(directory: str, pairs: list[tuple[int, int]]) -> None:
     tmp = path + TMP_SUFFIX
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)  # a crash's leftover, or something planted: never written through
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         try:
             os.write(fd, encode(pairs))

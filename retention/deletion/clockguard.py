@@ -139,9 +139,11 @@ class ClockGuard:
         self._write_mark(mark)
 
     def look(self) -> None:
-        """Compare the wall clock with the elapsed time since the last look (and keep the record)."""
-        wall, up = self._clock(), self._elapsed()
+        """Compare the wall clock with the elapsed time since the last look (and keep the record).
+        The clocks are read under the lock: a reading taken before another thread's look, judged
+        after it, would take the clock's return for a second step."""
         with self._lock:
+            wall, up = self._clock(), self._elapsed()
             held = self._base is not None
             if self._base is not None:
                 trusted = self._trusted(up)
@@ -172,8 +174,8 @@ class ClockGuard:
     def accept(self) -> dict:
         """The operator accepts the wall clock: the hold lifts (`clock-accepted`). Returns what was
         accepted: `{"held": bool, "step_seconds", "trusted_time", "time"}`."""
-        wall, up = self._clock(), self._elapsed()
         with self._lock:
+            wall, up = self._clock(), self._elapsed()
             if self._base is None:
                 return {"held": False, "time": audit_time(wall)}
             trusted = self._trusted(up)
@@ -189,8 +191,8 @@ class ClockGuard:
         """After a look: the held step (`step_seconds`, `trusted_time`, `time`, `detected`,
         `detected_at`), or None."""
         self.look()
-        wall, up = self._clock(), self._elapsed()
         with self._lock:
+            wall, up = self._clock(), self._elapsed()
             if self._base is None:
                 return None
             trusted = self._trusted(up)

@@ -5,6 +5,7 @@ and a hold the audit trail has not seen lifted resumes at the next start."""
 from __future__ import annotations
 
 import os
+import threading
 
 from retention.audit import CLOCK_ACCEPTED, CLOCK_RETURNED, CLOCK_SET_BACK, CLOCK_STEPPED, AuditTrail, read_events
 from retention.deletion.clockguard import AT_START, BETWEEN_LOOKS, ClockGuard, newest_time
@@ -88,6 +89,39 @@ def test_the_clock_returning_lifts_the_hold(tmp_path):
     g.look()
     clocks.tick(5)
     clocks.step(-YEAR)
+    assert g.trusted_now() is None
+    assert events(tmp_path) == [CLOCK_STEPPED, CLOCK_RETURNED]
+
+
+def test_a_look_that_read_the_stepped_clock_before_another_look_saw_it_return_holds_nothing_again(tmp_path):
+    # Two threads look while the clock comes back: the first reads the stepped clock, then (before
+    # it judges) the clock returns and the second thread looks. Judged in the other order, the older
+    # reading was a new step against the newer one: a second clock-stepped and clock-returned (seen
+    # in CI with a real sidecar under libfaketime).
+    clocks = Clocks()
+    g = guard(tmp_path, clocks)
+    g.start(T0)
+    clocks.step(YEAR)
+    g.look()
+    first_read, second_done = threading.Event(), threading.Event()
+
+    def wall_of_the_first_look() -> float:
+        if threading.current_thread().name != "first":
+            return clocks.wall
+        reading = clocks.wall
+        clocks.step(-YEAR)                              # the clock returns right after this reading
+        first_read.set()
+        second_done.wait(0.5)                           # the second look runs now if it can
+        return reading
+
+    g._clock = wall_of_the_first_look
+    first = threading.Thread(target=g.look, name="first")
+    first.start()
+    first_read.wait(5)
+    second = threading.Thread(target=lambda: (g.look(), second_done.set()), name="second")
+    second.start()
+    first.join(5)
+    second.join(5)
     assert g.trusted_now() is None
     assert events(tmp_path) == [CLOCK_STEPPED, CLOCK_RETURNED]
 

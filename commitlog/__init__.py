@@ -21,7 +21,7 @@ sub-packages `segments` (segment files and reading), `append` (writing and recov
 from .cleanup.rewrite import CompactionOutput, MarksSnapshot
 from .diskusage import DiskUsage, disk_usage
 from .errors import (ArchiveCorruptError, ArchiveError, ArchiveMissingError, CommitLogError, CorruptLogError, InvalidArgumentError, InvalidCommitError,
-                     LogClosedError, LogLockedError, LogNotWritableError, NotALogError, OffsetOutOfRangeError,
+                     LogClosedError, LogLockedError, LogNotReadableError, LogNotWritableError, NotALogError, OffsetOutOfRangeError,
                      OffsetRemovedError,
                      ReadOnlyLogError, RecordTooLargeError, SegmentSizeMismatchError,
                      StoreFullError, UnsafeLogFileError)
@@ -42,7 +42,7 @@ __all__ = [
     "DEFAULT_SEGMENT_SIZE", "DELETED_SUFFIX", "FLUSH_MODES", "MAX_SEGMENT_SIZE", "META_FILE", "MIN_SEGMENT_SIZE",
     "ON_FULL_MODES",
     "ArchiveCorruptError", "ArchiveError", "ArchiveMissingError", "CommitLog", "CommitLogError", "CompactionOutput", "MarksSnapshot", "CorruptLogError", "DiskUsage", "InvalidArgumentError",
-    "InvalidCommitError", "LogClosedError", "LogLockedError", "LogNotWritableError", "LogOptions", "NotALogError",
+    "InvalidCommitError", "LogClosedError", "LogLockedError", "LogNotReadableError", "LogNotWritableError", "LogOptions", "NotALogError",
     "OffsetOutOfRangeError", "OffsetRemovedError", "ReadOnlyLogError", "Record", "RecordTooLargeError",
     "RemovalResult", "SegmentFile", "SegmentInfo", "SegmentListing", "SegmentSizeMismatchError",
     "StoreFullError", "UnsafeLogFileError", "disk_usage", "is_log_directory", "list_segments", "parse_segment_name",

@@ -13,6 +13,9 @@
     │   ├── LogLockedError              another process holds the writer lock; names its pid
     │   ├── NotALogError                (also FileNotFoundError) the path is not a log directory: a
     │   │                               read-only open of a directory without meta.json, or a plain file
+    │   ├── LogNotReadableError         (also PermissionError) this process may not read the log's
+    │   │                               directory or a file of it (EACCES): "permission denied", naming
+    │   │                               the path and the process's user; never a missing or corrupt log
     │   ├── ReadOnlyLogError            a write through a log opened with readonly=True
     │   │   └── LogNotWritableError     the log's files cannot be written (a read-only mount, EROFS, or
     │   │                               a directory this process may not write, EACCES); names the path.
@@ -130,6 +133,20 @@ class NotALogError(CommitLogError, FileNotFoundError):
 
     def __init__(self, path: str, reason: str) -> None:
         self.message = f"{path} is not a commit log: {reason}"
+        super().__init__(self.message)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:  # OSError's would print "[Errno None] None"
+        return self.message
+
+
+class LogNotReadableError(CommitLogError, PermissionError):
+    """This process may not read the log's directory or one of its files; `reason` names the
+    path, the user the process runs as and the owner and mode it met (commitlog.access)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.message = f"log {path} cannot be read: {reason}"
         super().__init__(self.message)
         self.path = path
         self.reason = reason

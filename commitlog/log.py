@@ -32,7 +32,7 @@ from .segments.segment import SegmentInfo
 from .opening import LogParts, open_directory
 from .archive.remote import ArchiveReader
 from .archive.tiered import TieredReads, archive_reader
-from .state import on_readonly_filesystem
+from .access import on_readonly_filesystem, unwritable
 
 __all__ = ["DEFAULT_SEGMENT_SIZE", "CommitLog", "RemovalResult"]
 
@@ -335,8 +335,8 @@ class CommitLog(TieredReads, DeadRecords):
         start offset that were never renamed. Returns the paths removed. Any process may call
         it; removers serialise on `<log>/.remove.lock`."""
         self._check_open()
-        if self._media_is_readonly():
-            return []                  # nothing can have been left half-removed on it by us
+        if self._media_is_readonly() or (self.readonly and unwritable(self.path) is not None):
+            return []                  # nothing this process could finish there
         with removal.removal_lock(self.path):
             return removal.finish_removals(self._segs)
 
@@ -374,6 +374,8 @@ class CommitLog(TieredReads, DeadRecords):
     def _check_media(self, what: str) -> None:
         if self._media_is_readonly():
             raise LogNotWritableError(self.path, f"cannot {what}: it is on a read-only filesystem")
+        if self.readonly and (why := unwritable(self.path)) is not None:   # a writer's open checked
+            raise LogNotWritableError(self.path, f"cannot {what}: {why}")
 
     def _check_writable(self) -> None:
         self._check_open()

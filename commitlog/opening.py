@@ -22,13 +22,14 @@ from .append.recovery import recover
 from .meta import load_meta, refuse_orphaned
 from .append.writer import Writer
 from .cleanup import removal, swap
-from .errors import NotALogError
+from .access import on_readonly_filesystem, process_user, unreadable, unwritable
+from .errors import LogNotReadableError, LogNotWritableError, NotALogError
 from .layout import META_FILE, compact_lock_path, is_log_directory, state_path
 from .locks import WriterLock
 from .options import LogOptions
 from .segments.prealloc import SegmentPreallocator
 from .segments.segment_list import SegmentList
-from .state import LogState, on_readonly_filesystem
+from .state import LogState
 
 
 @dataclass
@@ -74,6 +75,13 @@ def open_directory(path: str, options: LogOptions, guard: DiskGuard, *, lock_not
     parts = LogParts()
     try:
         _open(path, options, guard, parts, lock_note)
+    except PermissionError as exc:
+        parts.close(flush=False)
+        if isinstance(exc, LogNotReadableError) or not options.readonly:
+            raise
+        # A file of the log this process may not read (a segment of mode 0600, say).
+        raise LogNotReadableError(path, f"permission denied: {process_user()} may not read "
+                                        f"{exc.filename or 'one of its files'}") from exc
     except BaseException:
         parts.close(flush=False)
         raise
@@ -99,8 +107,13 @@ def _skip_committed(path: str, parts: LogParts, found: list[dict]) -> None:
 
 def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, lock_note: str) -> None:
     readonly = options.readonly
+    denied = unreadable(path)     # never taken for a log not created yet, nor for a corrupt one
+    if denied is not None:
+        raise LogNotReadableError(path, denied)
     if os.path.exists(path) and not os.path.isdir(path):
         raise NotALogError(path, "it is a file, not a directory")
+    if not readonly and (why := unwritable(path)) is not None:
+        raise LogNotWritableError(path, why)
     if readonly:
         if not is_log_directory(path):
             raise NotALogError(path, "no such directory" if not os.path.exists(path) else f"no {META_FILE}")

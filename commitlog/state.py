@@ -17,10 +17,14 @@ reconnecting costs more than a query. A file changed less than `_RACY_NS` before
 a read may change again with the same coarse timestamp, so such an answer is not reused (git's
 "racily clean" rule).
 
-On a read-only filesystem (a snapshot, a backup) the database is opened `mode=ro`, which reads a
-dead writer's committed WAL frames through its existing `-shm`; with no `-shm` to use (none can be
-created there), `immutable=1`, which is exact as long as no `-wal` holds frames. Writes there raise
-LogNotWritableError.
+Where this process cannot write the database (a read-only filesystem: a snapshot, a backup; or a
+directory or `state.db` its user may not write, commitlog.access) it is opened `mode=ro`, which
+reads a live or dead writer's committed WAL frames through the existing `-shm`; with no `-shm`
+(the last writer closed cleanly, and none can be created here), `immutable=1`, exact since then
+no `-wal` holds frames either. A `-wal` holding frames with no `-shm` beside it cannot be read
+here without missing commits: LogNotReadableError, never a stale answer. Writes raise
+LogNotWritableError naming why; once the cause is gone (remounted, permissions fixed) the next
+query reconnects normally.
 
 One `LogState` is safe to share between threads of a process (a lock serialises its
 connection); any number of processes may open the same database.
@@ -35,7 +39,8 @@ import sqlite3
 import threading
 import time
 
-from .errors import CorruptLogError, LogNotWritableError, StoreFullError
+from .access import process_user, unwritable
+from .errors import CorruptLogError, LogNotReadableError, LogNotWritableError, StoreFullError
 from .layout import start_offset_path
 from .safeopen import connect_sqlite
 from .startoffset import StartOffsetFile
@@ -70,13 +75,16 @@ class LogState:
         self._start_file: StartOffsetFile | None = None
         self._legacy_start: int | None = None  # state.db's row, read once the file exists
         self._groups: tuple[tuple, list[tuple]] | None = None  # (files' signature, rows) last read
-        self._media_readonly = on_readonly_filesystem(os.path.dirname(path) or ".")
+        self._readonly = _cannot_write(path)   # why this process cannot write it, None when it can
         try:
-            if not (self._media_readonly and not os.path.exists(path)):
+            if not (self._readonly and not os.path.exists(path)):
                 self._connect()
         except sqlite3.DatabaseError as exc:
             if _primary(exc) not in _NO_ROOM:
-                raise CorruptLogError(path, None, f"consumer state database is unreadable ({exc})") from exc
+                error = _translate(path, exc)
+                if isinstance(error, CorruptLogError):
+                    error = CorruptLogError(path, None, f"consumer state database is unreadable ({exc})")
+                raise error from exc
             if os.path.getsize(path) == 0:  # a new log on a full disk: nothing to read
                 raise _translate(path, exc) from exc
             self._query("SELECT count(*) FROM consumer_groups")  # readable without room?
@@ -85,8 +93,8 @@ class LogState:
 
     # ------------------------------------------------------------------ SQLite
     def _connect(self) -> sqlite3.Connection:
-        if self._db is None and self._media_readonly:
-            self._db = _connect_readonly_media(self.path)
+        if self._db is None and self._readonly:
+            self._db = _connect_readonly(self.path, self._readonly)
         if self._db is None:
             db = connect_sqlite(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             try:
@@ -99,21 +107,21 @@ class LogState:
             self._db = db
         return self._db
 
-    def _refresh_media(self) -> None:
-        """A read-only mount remounted read-write: reconnect normally, so commits work again."""
-        if self._media_readonly and not on_readonly_filesystem(os.path.dirname(self.path) or "."):
+    def _refresh_readonly(self) -> None:
+        """A mount remounted read-write, or permissions fixed: reconnect normally, so commits work again."""
+        if self._readonly and _cannot_write(self.path) is None:
             with self._lock:
                 if self._db is not None:
                     self._db.close()
                 self._db = None
                 self._groups = None
-                self._media_readonly = False
+                self._readonly = None
 
     def _query(self, sql: str, args: tuple = (), *, write: bool = False) -> list[tuple]:
-        self._refresh_media()
-        if write and self._media_readonly:
-            raise LogNotWritableError(os.path.dirname(self.path), "it is on a read-only filesystem")
-        if self._media_readonly and not os.path.exists(self.path):
+        self._refresh_readonly()
+        if write and self._readonly:
+            raise LogNotWritableError(os.path.dirname(self.path), self._readonly)
+        if self._readonly and not os.path.exists(self.path):
             return []                        # no consumer ever committed, and none can now
         with self._lock:
             if write:
@@ -236,22 +244,24 @@ class LogState:
                 self._start_file.close()
 
 
-def on_readonly_filesystem(directory: str) -> bool:
-    """Whether `directory` is on a filesystem mounted read-only (False when it does not exist)."""
-    try:
-        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
+def _cannot_write(path: str) -> str | None:
+    """Why this process cannot write the database `path` (its directory holds the -wal and -shm)."""
+    return unwritable(os.path.dirname(path) or ".", files=(path,))
 
 
-def _connect_readonly_media(path: str) -> sqlite3.Connection:
+def _connect_readonly(path: str, why: str) -> sqlite3.Connection:
+    """A read-only connection (see the module docstring); `why` it must be one, for the error."""
     db = connect_sqlite(path, "mode=ro", isolation_level=None, check_same_thread=False)
     try:
         db.execute("SELECT count(*) FROM sqlite_master").fetchall()   # opens the -shm, or fails
         return db
     except sqlite3.OperationalError:
         db.close()
-    # No -shm to map: immutable reads the database file alone, exact unless a -wal holds frames.
+    if _stat_key(path + "-wal", empty=None) is not None:
+        raise LogNotReadableError(os.path.dirname(path), f"{path}-wal holds consumer commits and there is no "
+                                  f"{path}-shm to read them through; only a process that may write "
+                                  f"the directory can ({why})")
+    # No -shm to map and no -wal: immutable reads the database file alone, and it is all there is.
     return connect_sqlite(path, "mode=ro&immutable=1", isolation_level=None, check_same_thread=False)
 
 
@@ -284,6 +294,11 @@ def _translate(path: str, exc: sqlite3.DatabaseError) -> Exception:
     # A full disk is not a damaged database: callers treat the two very differently.
     if getattr(exc, "sqlite_errorcode", None) in _FULL:
         return StoreFullError(f"no space left to update the consumer state {path}: {exc}")
+    # Nor is a permission problem: a database this process may not write or open is never "corrupt".
     if _primary(exc) == sqlite3.SQLITE_READONLY:
-        return LogNotWritableError(os.path.dirname(path), f"its consumer state database is read-only ({exc})")
+        return LogNotWritableError(os.path.dirname(path), f"its consumer state database is read-only "
+                                   f"to {process_user()} ({exc})")
+    if _primary(exc) in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM):
+        return LogNotReadableError(os.path.dirname(path), f"{process_user()} cannot open its consumer state "
+                                   f"database {path} ({exc})")
     return CorruptLogError(path, None, f"consumer state database failed: {exc}")

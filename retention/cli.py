@@ -117,8 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     clock.add_argument("action", choices=("accept",), help="what to do")
     _command(sub, "check", "validate the configuration",
              "Validate the configuration and say what it looks after; a problem is one line naming the file, "
-             "line, key and reason (exit 2).",
-             as_json="print each log with its overrides and the policy in force for it")
+             "line, key and reason (exit 2). Then look at its paths as the user running it (run it as the "
+             "sidecar's): a log directory it may not read or an audit trail it cannot write is an error line "
+             "(exit 1); a log it may read but not write, or a log path whose parent directory does not "
+             "exist, a warning.",
+             as_json="print each log with its overrides and the policy in force for it, and what the look "
+             "at the paths found")
     _command(sub, "status", "ask a running sidecar how it is",
              "Print a running sidecar's status: health, policies, filesystems, and per log its segments, "
              "offsets, last pass, consumer groups, hung and pinned files.", source=False, remote=True,
@@ -128,13 +132,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check(path: str | None, config, *, as_json: bool = False) -> int:
+    from .preflight import ERROR, findings
     where = path or EMBEDDED
+    found = findings(config)
+    status = EXIT_FAILED if any(level == ERROR for level, _ in found) else EXIT_OK
     if as_json:
         print(json.dumps({"config": where, "logs": {
             name: {"path": str(log.path), "policy": log.policy, "overrides": log.model_dump(mode="json")["overrides"],
                    "policy_in_force": config.policy_for(name).model_dump(mode="json")}
-            for name, log in config.logs.items()}}, indent=2))
-        return EXIT_OK
+            for name, log in config.logs.items()},
+            "findings": [{"level": level, "message": line} for level, line in found]}, indent=2))
+        return status
+    for level, line in found:
+        print(f"retention: {level}: {where}: {line}", file=sys.stderr)
+    if status != EXIT_OK:
+        return status
     if not config.logs:
         print(f"retention: warning: {where}: logs is empty: the sidecar would look after nothing",
               file=sys.stderr)

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 
 from loguru import logger
 
-from commitlog import CommitLogError
+from commitlog import CommitLogError, LogNotReadableError
 from policies import (ARCHIVED, DELETE, DELETED, FAILED, HUNG, NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig,
                       SegmentDecision, active_triggers, humanize_duration, plan)
 
@@ -104,6 +104,8 @@ class Cleaner:
         disks: dict[int, object] = {}
         rolled: set[str] = set()              # logs whose last segment this pass sealed (roll_after)
         not_created: set[str] = set()         # logs no writer has created yet
+        locked: dict[str, str] = {}           # logs nothing can be deleted from: why
+        denied: dict[str, str] = {}           # logs this process's user may not read or write: why
         with self._manual_lock:
             manual = dict(self.manual)
         for w in watched:
@@ -127,14 +129,20 @@ class Cleaner:
                                                 NO_MANUAL_TRIGGER), disk.forcing)
                     examine = policy.files_per_pass + 1 if triggered else 1
                 snap, left_out[w.name] = self._snapshot(w, disk, finish_interrupted, examine)
+                if (why := w.not_writable()) is not None:
+                    locked[w.name] = why[0]
+                    if why[1]:
+                        denied[w.name] = why[0]
                 # Before planning, so a sealed segment that is expired goes in this very pass.
-                if claim and policy.roll_after is not None and self._roll(w, policy.roll_after, at):
+                if claim and policy.roll_after is not None and why is None and self._roll(w, policy.roll_after, at):
                     rolled.add(w.name)
                     disk = disks[disk.filesystem_id] = disk_snapshot(w.path, forcing=forcing)  # its tail freed
                     snap, left_out[w.name] = self._snapshot(w, disk, False, examine)
                 snapshots[w.name] = snap
             except OwnedElsewhere as exc:
                 errors[w.name], owned[w.name] = str(exc), exc.holder_pid
+            except LogNotReadableError as exc:
+                errors[w.name] = denied[w.name] = str(exc)
             except (CommitLogError, OSError) as exc:
                 errors[w.name] = str(exc)
         the_plan = plan(list(snapshots.values()), self.config.policies, at, manual,
@@ -148,7 +156,8 @@ class Cleaner:
                                          left_out_bytes=w.left_out_bytes if w.name in snapshots else 0,
                                          start_offset=w.start_seen if w.name in snapshots else None,
                                          owned_elsewhere=w.name in owned, owner_pid=owned.get(w.name),
-                                         rolled=w.name in rolled, not_created=w.name in not_created))
+                                         rolled=w.name in rolled, not_created=w.name in not_created,
+                                         not_writable=locked.get(w.name), permission_denied=denied.get(w.name)))
             if lp is not None:
                 # One line per decision, built only when TRACE is on (lazy).
                 logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)
@@ -182,8 +191,8 @@ class Cleaner:
         """Each log's damage record (commitlog.damage) onto its result, for health; the entries
         the audit trail does not hold yet are audited (`damaged` lines)."""
         for r in results:
-            if r.not_created or r.owned_elsewhere:
-                continue
+            if r.not_created or r.owned_elsewhere or (r.plan is None and r.permission_denied):
+                continue    # nothing read: a directory its user may not read holds no news of damage
             r.damage = read_damage(r.path)
             if not r.damage:
                 continue
@@ -260,6 +269,11 @@ class Cleaner:
 
     def _delete(self, r: LogPassResult, decision: SegmentDecision) -> bool:
         """Remove one planned head segment, audited; False stops this log for the pass."""
+        if r.not_writable:          # nothing is attempted, nor audited as attempted
+            r.actions[decision.base_offset] = FAILED
+            r.errors[decision.base_offset] = r.not_writable
+            logger.error("{}: not deleting {}: {}", r.name, decision.segment, r.not_writable)
+            return False
         watched = self.logs[r.name]
         planned = deletion_entry(
             at=self._clock(), log=r.name, path=decision.path, segment=decision.segment,

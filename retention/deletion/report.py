@@ -39,6 +39,8 @@ def render_result(data: dict) -> str:
         for p in log.get("pinned", []):
             lines.append(f"  pinned: pid {p['pid']} ({p['command']}) still {p['how']} {p['path']}, "
                          f"{humanize_size(p['bytes'])}")
+        if log.get("not_writable"):
+            lines.append(f"  read only: {log['not_writable']}")
         if log.get("error"):
             lines.append(f"  error: {log['error']}")
     return "\n".join(lines) + "\n"

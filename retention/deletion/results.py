@@ -38,6 +38,8 @@ class LogPassResult:
     rolled: bool = False                                      # its last segment sealed by roll_after
     not_created: bool = False                                 # no writer created it yet: nothing to do
     damage: list[dict] = field(default_factory=list)          # its damage record (commitlog.damage)
+    not_writable: str | None = None                           # why nothing can be deleted from it
+    permission_denied: str | None = None                      # its user may not read or write it: why
 
     @property
     def deleted(self) -> int:
@@ -53,6 +55,8 @@ class LogPassResult:
                 out["note"] = f"{self.path} is not a commit log yet (no {META_FILE}): a writer creates it; nothing to do"
             if self.owned_elsewhere:
                 out["owned_by"] = {"pid": self.owner_pid}
+            if self.permission_denied:
+                out["permission_denied"] = True
             return out
         out = self.plan.to_json_dict()
         if executed:
@@ -80,6 +84,10 @@ class LogPassResult:
         out["pinned"] = [{"pid": p.pid, "command": p.command, "path": p.path, "bytes": p.bytes,
                           "how": p.how} for p in self.pinned]
         out["pinned_bytes"] = pinned_bytes(self.pinned)
+        if self.not_writable:
+            out["not_writable"] = self.not_writable
+        if self.permission_denied:
+            out["permission_denied"] = True
         if self.error:
             out["error"] = self.error
         return out

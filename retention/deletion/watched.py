@@ -10,6 +10,7 @@ import os
 import time
 
 from commitlog import ROLLED, CommitLog, SegmentInfo, disk_usage, is_log_directory, list_segments, roll_idle
+from commitlog.access import on_readonly_filesystem, unreadable, unwritable
 from commitlog.archive import Manifest, cached_manifest
 from commitlog.archive.identity import BootMark, read_state, trusted_manifest
 from commitlog.layout import archive_manifest_path, index_path
@@ -73,7 +74,18 @@ class WatchedLog:
             self._claim = owner.claim(self.path)
 
     def exists(self) -> bool:
-        return is_log_directory(self.path)
+        """A log directory, or one this process may not read (its open says "permission denied"):
+        either way not a log a writer has yet to create."""
+        return is_log_directory(self.path) or unreadable(self.path) is not None
+
+    def not_writable(self) -> tuple[str, bool] | None:
+        """(why this process can delete nothing from the log, whether permissions are the cause
+        rather than a read-only filesystem); None when it can. A few syscalls, asked each pass."""
+        why = unwritable(self.path)
+        if why is None:
+            return None
+        return (f"log {self.path} cannot be written: {why}: it is planned and read, nothing is deleted",
+                not on_readonly_filesystem(self.path))
 
     @property
     def log(self) -> CommitLog:

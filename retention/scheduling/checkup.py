@@ -13,12 +13,14 @@ import time
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import STATE_RUNNING
 
+from commitlog.access import cannot_append
+
 from .health import PassLedger
 from .jobs import disk_check_every
 from .metrics import OK, RetentionMetrics
 from ..archiving import Archiver
-from .problems import (ARCHIVE_LAGGING, ARCHIVE_MISSING, CLOCK_STEPPED, DISK_CHECK_STALLED, RELOAD_FAILED,
-                       SCHEDULER_STOPPED, HealthProblems, Problem)
+from .problems import (ARCHIVE_LAGGING, ARCHIVE_MISSING, AUDIT_UNWRITABLE, CLOCK_STEPPED, DISK_CHECK_STALLED,
+                       RELOAD_FAILED, SCHEDULER_STOPPED, HealthProblems, Problem)
 from .scheduler_state import SchedulerState
 from .statusview import iso
 
@@ -88,6 +90,7 @@ class HealthCheck:
         if self.reload_error is not None:
             found.append(Problem(RELOAD_FAILED, "", f"an older configuration runs (loaded "
                                  f"{iso(self.loaded_at)}): {self.reload_error}"))
+        found.extend(audit_problems(str(self._state.config.service.audit)))
         return self.problems.update(found)
 
     def not_ready_reasons(self) -> list[str]:
@@ -101,3 +104,13 @@ class HealthCheck:
         if not logs or self._ledger.ready(logs):
             return []
         return [f"the first pass has not finished for log {name}" for name in self._ledger.not_passed(logs)]
+
+
+def audit_problems(audit: str) -> list[Problem]:
+    """`audit-unwritable` while this process cannot append to (or create) the audit trail `audit`:
+    found from the first evaluation at start, not at the first deletion, which it would refuse."""
+    why = cannot_append(audit)
+    if why is None:
+        return []
+    return [Problem(AUDIT_UNWRITABLE, "", f"the audit trail {audit} cannot be written: {why}: no segment "
+                    "is deleted until it can (planning goes on)")]

@@ -22,7 +22,8 @@ from policies import DELETED, FAILED, HUNG, RetentionConfig
 from ..deletion.results import LogPassResult, PassResult
 from .history import StatusHistory
 from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, OWNED_ELSEWHERE, RetentionMetrics
-from .problems import LOG_DAMAGED, LOG_MISSING, LOG_OWNED_ELSEWHERE, PASSES_FAILING, PASSES_LATE, Problem
+from .problems import (LOG_DAMAGED, LOG_MISSING, LOG_OWNED_ELSEWHERE, LOG_PERMISSION_DENIED, PASSES_FAILING,
+                       PASSES_LATE, Problem)
 from .statusview import describe_log, iso, primary_trigger
 
 __all__ = ["PassLedger", "log_outcome", "merge_results", "pass_outcome"]
@@ -47,6 +48,7 @@ class PassLedger:
         self._told_absent: set[str] = set()               # never seen, said so once
         self._owned_elsewhere: dict[str, str] = {}        # log -> why it is left alone
         self._damaged: dict[str, str] = {}                # log -> its damage record, described
+        self._denied: dict[str, str] = {}                 # log -> why its user may not read or write it
         self._ready = False
 
     def configure(self, names: Iterable[str]) -> None:
@@ -64,6 +66,7 @@ class PassLedger:
                     self._missing.discard(name)
                     self._owned_elsewhere.pop(name, None)
                     self._damaged.pop(name, None)
+                    self._denied.pop(name, None)
                     self.metrics.forget_log(name)
             for name in names:
                 self._since.setdefault(name, now)
@@ -82,7 +85,8 @@ class PassLedger:
     def problems(self, config: RetentionConfig) -> list[Problem]:
         """Per log: no completed pass for more than three of its intervals (passes-late); its last
         `failed_passes_unhealthy` passes failed (passes-failing); its directory, seen before, is
-        gone (log-missing); its damage record holds entries (log-damaged)."""
+        gone (log-missing); its damage record holds entries (log-damaged); its user may not read
+        or write it (log-permission-denied)."""
         problems = []
         now = time.monotonic()
         failing = config.service.failed_passes_unhealthy
@@ -103,6 +107,8 @@ class PassLedger:
                     problems.append(Problem(LOG_OWNED_ELSEWHERE, name, self._owned_elsewhere[name]))
                 if name in self._damaged:
                     problems.append(Problem(LOG_DAMAGED, name, self._damaged[name]))
+                if name in self._denied:
+                    problems.append(Problem(LOG_PERMISSION_DENIED, name, self._denied[name]))
         return problems
 
     def _count_failure(self, name: str, error: str | None) -> None:
@@ -179,6 +185,10 @@ class PassLedger:
                                              f"{describe_damage(r.damage[-1])}")[:_MESSAGE_MAX]
                 elif not r.owned_elsewhere:
                     self._damaged.pop(r.name, None)
+                if r.permission_denied:
+                    self._denied[r.name] = r.permission_denied
+                elif not r.owned_elsewhere:
+                    self._denied.pop(r.name, None)
                 if outcome == FAILED_OUTCOME:
                     self._count_failure(r.name, self._last_pass[r.name]["error"])
                 elif success:

@@ -25,6 +25,11 @@ active. Each problem is a kind and a subject (a log name, or "" for the process)
   `tier-identity.json` is gone or another: an unmounted directory, a bucket recreated empty), lost
   its manifest while this host's copy lists segments, or lacks objects its manifest lists. Uploads
   to it and evictions of what it lists wait; nothing is reset (`commitlog.archive.identity`).
+- `log-permission-denied`: the sidecar's user may not read a log's directory (nothing is planned;
+  never taken for a log not created yet), or may read but not write it (planned and read,
+  nothing deleted); the message names the path, the user, and the mode and owner it met.
+- `audit-unwritable`: the sidecar's user cannot append to the audit trail (or create it): no
+  deletion happens unaudited, so none happens; planning goes on (`commitlog.access`).
 
 `HealthProblems.update` takes the full set of active problems each time it is evaluated and logs
 exactly one WARNING when a problem starts and one INFO when it clears, and keeps the gauge
@@ -54,8 +59,11 @@ ARCHIVE_LAGGING = "archive-lagging"
 LOG_DAMAGED = "log-damaged"
 CLOCK_STEPPED = "clock-stepped"
 ARCHIVE_MISSING = "archive-missing"
+LOG_PERMISSION_DENIED = "log-permission-denied"
+AUDIT_UNWRITABLE = "audit-unwritable"
 KINDS = (SCHEDULER_STOPPED, DISK_CHECK_STALLED, PASSES_FAILING, PASSES_LATE, LOG_MISSING,
-         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, LOG_DAMAGED, CLOCK_STEPPED, ARCHIVE_MISSING)
+         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, LOG_DAMAGED, CLOCK_STEPPED, ARCHIVE_MISSING,
+         LOG_PERMISSION_DENIED, AUDIT_UNWRITABLE)
 
 
 class Problem(NamedTuple):

@@ -64,6 +64,7 @@ class RollWatch:
         self._wds: dict[int, int] = {}        # watch descriptor -> dev
         self._watched: dict[str, int] = {}    # directory -> watch descriptor
         self._wanted: dict[str, int] = {}
+        self._told: dict[str, int] = {}       # directory -> the errno its last failed watch was said with
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fd = -1
@@ -119,10 +120,12 @@ class RollWatch:
         wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), _MASK)
         if wd < 0:
             err = ctypes.get_errno()
-            if err not in (errno.ENOENT, errno.ENOTDIR):
+            if err not in (errno.ENOENT, errno.ENOTDIR) and self._told.get(path) != err:
+                self._told[path] = err     # said once, not at every retry (each disk check)
                 logger.warning("cannot watch {} ({}): its pressure is acted on at the periodic disk check",
                                path, os.strerror(err))
             return
+        self._told.pop(path, None)
         self._watched[path] = wd
         self._wds[wd] = dev
 

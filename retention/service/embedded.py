@@ -15,8 +15,8 @@ __all__ = ["EXIT_CODES", "EXIT_FAILED", "EXIT_OK", "EXIT_UNREACHABLE", "EXIT_USA
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_CODES = MappingProxyType({
     EXIT_OK: "done (`status`: the sidecar is healthy)",
-    EXIT_FAILED: "failed: a pass, a compaction or a request failed, or a log could not be read; for `status`, "
-    "the sidecar is unhealthy",
+    EXIT_FAILED: "failed: a pass, a compaction or a request failed, or a log could not be read (`check`: a log "
+    "or the audit trail the user running it may not read or write); for `status`, the sidecar is unhealthy",
     EXIT_USAGE: "the command line or the configuration is wrong: one line on stderr names the file, line, "
     "key and reason; nothing ran",
     EXIT_UNREACHABLE: "the sidecar named by `--url` cannot be reached (refused, timed out, unknown host)",

@@ -1,13 +1,16 @@
-"""Fixtures shared by every test package: a scratch log directory, a real small filesystem, and a
-real S3 API server on loopback (moto's, one per test module) with the credentials its clients use."""
+"""Fixtures shared by every test package: a scratch log directory, a real small filesystem, a
+directory another user may traverse, and a real S3 API server on loopback (moto's, one per test
+module) with the credentials its clients use."""
 
 from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,20 @@ from archive_helpers import CREDENTIALS, S3Server
 def tmp_log_dir(tmp_path):
     """A path (not yet created) for a log directory inside pytest's per-test tmp_path."""
     return str(tmp_path / "log")
+
+
+@pytest.fixture
+def nobody_tmp():
+    """A fresh directory under /tmp (mode 0755) that uid 65534 may traverse, for tests that run
+    something as that user (other_user_helpers); removed afterwards. Skips unless run as root,
+    which alone can become another user."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run as another user")
+    path = tempfile.mkdtemp(prefix="perms-", dir="/tmp")
+    os.chmod(path, 0o755)
+    yield Path(path)
+    subprocess.run(["chmod", "-R", "u+rwX", path], check=False)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _mount(args: list[str], what: str) -> None:

@@ -14,6 +14,7 @@ import urllib.request
 from email.message import Message
 from pathlib import Path
 
+from other_user_helpers import as_user as user_prefix
 from retention.web.admission import CLIENT_HEADER
 
 _URL = re.compile(r"HTTP on (http://\S+) ")
@@ -22,9 +23,12 @@ _URL = re.compile(r"HTTP on (http://\S+) ")
 class Sidecar:
     """`python -m retention.cli serve --config PATH` with stderr in a file (read with `log()`).
 
-    The configuration should listen on port 0; the real URL is read from the start-up line."""
+    The configuration should listen on port 0; the real URL is read from the start-up line. With
+    `as_user` (a uid; run as root), it runs as that user and group, without supplementary groups
+    (setpriv): `cwd`, the configuration and the code must be readable by it."""
 
-    def __init__(self, config_path: Path, *, cwd: Path, env: dict | None = None) -> None:
+    def __init__(self, config_path: Path, *, cwd: Path, env: dict | None = None, as_user: int | None = None) -> None:
+        self.user_prefix = [] if as_user is None else user_prefix(as_user)
         self.config_path = Path(config_path)
         self.cwd = Path(cwd)
         self.stderr_path = self.cwd / f"sidecar-{os.getpid()}-{time.monotonic_ns()}.log"
@@ -35,7 +39,7 @@ class Sidecar:
     def start(self, *, timeout: float = 20.0) -> Sidecar:
         self._stderr = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "retention.cli", "serve", "--config", str(self.config_path)],
+            [*self.user_prefix, sys.executable, "-m", "retention.cli", "serve", "--config", str(self.config_path)],
             cwd=self.cwd, stdout=subprocess.DEVNULL, stderr=self._stderr, env=self.env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

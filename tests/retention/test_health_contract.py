@@ -62,6 +62,7 @@ def test_passes_failing_on_a_read_only_mount_are_a_problem_said_once_and_cleared
             assert status == 503 and body["status"] == "unhealthy"
             assert "the last 3 passes failed" in body["details"][0]["message"]
             assert s.get_json(LIVENESS)[0] == 200          # a restart cannot fix a read-only mount
+            assert s.get_json("/readyz")[0] == 200         # its first pass ran (and failed): ready
             st = s.get_json("/status")[1]
             assert st["healthy"] is False
             assert [p["problem"] for p in st["health"]["problems"]] == ["passes-failing"]
@@ -180,6 +181,7 @@ def test_a_second_sidecar_leaves_a_log_another_owns_says_who_and_takes_over_when
             status, body = second.get_json("/healthz")
             assert status == 503
             assert second.get_json(LIVENESS)[0] == 200    # a restart would find the same owner
+            assert second.get_json("/readyz")[0] == 200
             [detail] = [d for d in body["details"] if d["problem"] == "log-owned-elsewhere"]
             assert f"pid {first.proc.pid}" in detail["message"]
             staging = _log_status(second)

@@ -148,6 +148,19 @@ def test_troubleshooting_explains_every_reason_trigger_problem_and_error(site):
         assert f"<code>{error}</code>" in html, error
 
 
+def test_the_health_table_says_what_the_probes_do_as_the_code_decides():
+    text = (DOCS / "operations.md").read_text()
+    rows = {line.split("`")[1]: line.rsplit("|", 2)[-2] for line in text.splitlines()
+            if line.startswith("| `") and line.count("|") == 5}
+    assert set(rows) == set(problems.KINDS)
+    for kind, probes in rows.items():
+        restarts = "restart the sidecar: `/livez` 503" in probes
+        warns = "a warning (`/healthz` 200" in probes
+        assert restarts == (kind in problems.RESTART_HELPS), kind
+        assert warns == (kind in problems.WARNINGS), kind
+        assert restarts or "`/livez` 200" in probes, kind
+
+
 def test_the_python_api_page_renders_the_docstrings(site):
     html = page(site, "python-api")
     first_line = CommitLog.open.__doc__.strip().splitlines()[0]
@@ -282,9 +295,11 @@ def test_the_kubernetes_manifest_is_valid_and_probes_the_health_endpoints(tmp_pa
     done = subprocess.run([sys.executable, "-m", "retention.cli", "check", "--config", str(config)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    sidecar = next(c for c in pod["spec"]["containers"] if c["name"] == "retention")
-    assert sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert sidecar["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # The native sidecar form: an init container that keeps running, probed on /livez only.
+    sidecar = next(c for c in pod["spec"]["initContainers"] if c["name"] == "retention")
+    assert sidecar["restartPolicy"] == "Always"
+    assert sidecar["livenessProbe"]["httpGet"]["path"] == sidecar["startupProbe"]["httpGet"]["path"] == "/livez"
+    assert "readinessProbe" not in sidecar
     listen = yaml.safe_load(config.read_text())["service"]["listen"]
     assert pod["metadata"]["annotations"]["prometheus.io/port"] == listen.rsplit(":", 1)[1]
     assert sidecar["ports"][0]["containerPort"] == int(listen.rsplit(":", 1)[1])

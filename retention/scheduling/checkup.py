@@ -76,6 +76,11 @@ class HealthCheck:
                            f"(allowed {allowed:g}s)")
         return None
 
+    def restart_problem(self) -> Problem | None:
+        """`/livez`: the liveness problem, unless the scheduler stops because it was asked to (the
+        process is exiting; a restart would only cut its last pass short)."""
+        return None if self._state.stopping.is_set() else self.liveness_problem()
+
     def evaluate(self) -> list[Problem]:
         """The active problems, evaluated now (transitions logged)."""
         found = self._ledger.problems(self._state.config)

@@ -111,9 +111,13 @@ class RetentionMetrics:
         self.last_reload = Gauge(
             "retention_config_last_reload_success_timestamp_seconds",
             "Unix time the running configuration was loaded.", registry=r)
+        self.last_reload_ok = Gauge(
+            "retention_config_last_reload_successful", "1 when the last reload succeeded (or none was "
+            "tried), 0 while an older configuration runs because it failed.", registry=r)
+        self.last_reload_ok.set(1)
         self.health_problems = Gauge(
-            "retention_health_problems", "Active health problems by kind (each makes /healthz 503; "
-            "docs/operations.md, \"Health\").", ["problem"], registry=r)
+            "retention_health_problems", "Active health problems by kind (each makes /healthz 503 but a "
+            "warning, reload-failed; docs/operations.md, \"Health\").", ["problem"], registry=r)
         self.clock_step = Gauge(
             "retention_clock_step_seconds", "How far the wall clock is ahead of the trusted time while a "
             "forward step waits for `retention clock accept` (0: no step held).", registry=r)
@@ -213,6 +217,7 @@ class RetentionMetrics:
 
     def reload(self, result: str, at: float | None = None) -> None:
         self.reloads.labels(result).inc()
+        self.last_reload_ok.set(1 if result == OK else 0)
         if result == OK and at is not None:
             self.last_reload.set(at)
 

@@ -1,7 +1,9 @@
-"""Health problems: the named conditions that make `/healthz` answer 503, and their transitions.
+"""Health problems: the named conditions `/healthz` lists, what each probe does about them, and
+their transitions.
 
 The health contract (docs/operations.md, "Health"): `/healthz` is 503 while any problem below is
-active. Each problem is a kind and a subject (a log name, or "" for the process):
+active, except a warning (`WARNINGS`: listed, 200); `/livez` is 503 only for the problems a restart
+can fix (`RESTART_HELPS`). Each problem is a kind and a subject (a log name, or "" for the process):
 
 - `scheduler-stopped`: the scheduler is not running (stopped, or stopping).
 - `disk-check-stalled`: the disk check has not run for max(3 x disk_check_interval, 5 s).
@@ -11,7 +13,8 @@ active. Each problem is a kind and a subject (a log name, or "" for the process)
 - `log-missing`: a log directory that existed in this process's life is gone (a directory never
   created yet is normal: a writer creates it).
 - `log-owned-elsewhere`: another process owns the log's retention (a second sidecar).
-- `reload-failed`: the last reload failed, so an older configuration runs (until a good reload).
+- `reload-failed` (a warning): the last reload failed, so an older configuration runs and cleans
+  (until a good reload); a restart would fail on the same file.
 - `archive-lagging`: a log's oldest segment due for upload to its archive tier has waited longer
   than its `archive.lag_unhealthy` (the tier is down or refuses it, or uploads cannot keep up):
   nothing it holds can be evicted locally meanwhile.
@@ -46,7 +49,7 @@ from typing import NamedTuple
 
 from loguru import logger
 
-__all__ = ["KINDS", "HealthProblems", "Problem"]
+__all__ = ["CRITICAL", "KINDS", "RESTART_HELPS", "WARNING", "WARNINGS", "HealthProblems", "Problem"]
 
 SCHEDULER_STOPPED = "scheduler-stopped"
 DISK_CHECK_STALLED = "disk-check-stalled"
@@ -64,6 +67,13 @@ AUDIT_UNWRITABLE = "audit-unwritable"
 KINDS = (SCHEDULER_STOPPED, DISK_CHECK_STALLED, PASSES_FAILING, PASSES_LATE, LOG_MISSING,
          LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, LOG_DAMAGED, CLOCK_STEPPED, ARCHIVE_MISSING,
          LOG_PERMISSION_DENIED, AUDIT_UNWRITABLE)
+WARNINGS = frozenset({RELOAD_FAILED})
+"""Listed by `/healthz` (and `/status`, the page, the gauge) while it answers 200: the sidecar still
+cleans (with its older configuration), and a restart would fail on the same file."""
+RESTART_HELPS = frozenset({SCHEDULER_STOPPED, DISK_CHECK_STALLED})
+"""The problems a restart can fix, so `/livez` (the liveness probe, systemd's watchdog) fails on them
+and on nothing else: every other kind would come back after a restart, or clears by itself."""
+CRITICAL, WARNING = "critical", "warning"       # a problem's severity, as `/healthz` and `/status` say it
 
 
 class Problem(NamedTuple):
@@ -71,12 +81,17 @@ class Problem(NamedTuple):
     subject: str       # a log name, or "" for the process as a whole
     message: str
 
+    @property
+    def severity(self) -> str:
+        """`warning` for the kinds of `WARNINGS` (`/healthz` stays 200), else `critical`."""
+        return WARNING if self.kind in WARNINGS else CRITICAL
+
     def describe(self) -> str:
         where = f"log {self.subject}: " if self.subject else ""
         return f"{self.kind}: {where}{self.message}"
 
     def as_json(self, since: float | None = None) -> dict:
-        out = {"problem": self.kind, "log": self.subject or None, "message": self.message}
+        out = {"problem": self.kind, "log": self.subject or None, "message": self.message, "severity": self.severity}
         if since is not None:
             out["since"] = datetime.fromtimestamp(since, timezone.utc).isoformat()
         return out

@@ -62,7 +62,7 @@ from .manual import ManualPasses, PassRunningError, open_triggers
 from .metrics import RetentionMetrics
 from .passes import DeletionPasses
 from .pressure_watch import PressureWatch
-from .problems import Problem
+from .problems import WARNING, Problem
 from .rollwatch import RollWatch
 from .scheduler_state import SchedulerState
 from .statusview import LAG_NOTE, build_status, primary_trigger
@@ -352,9 +352,13 @@ class RetentionScheduler:
 
     def health(self) -> tuple[bool, list[str]]:
         """(healthy, problems): the health contract (`retention.scheduling.problems`), evaluated
-        now (see `retention.scheduling.checkup`)."""
-        problems = self.checkup.evaluate()
+        now (see `retention.scheduling.checkup`); a warning neither counts nor is listed here."""
+        problems = [p for p in self.checkup.evaluate() if p.severity != WARNING]
         return not problems, [p.describe() for p in problems]
+
+    def restart_problem(self) -> Problem | None:
+        """What `/livez` fails on: a problem a restart can fix (`problems.RESTART_HELPS`), or None."""
+        return self.checkup.restart_problem()
 
     def health_problems(self) -> list[Problem]:
         """The active problems (evaluated now, transitions logged)."""
@@ -374,12 +378,14 @@ class RetentionScheduler:
         """The `/status` object (see `retention/web/server.py`)."""
         state = self._state
         config = state.config
-        healthy, problems = self.health()
-        status = build_status(config=config, healthy=healthy, problems=problems, ready=self.ready,
+        found = self.checkup.evaluate()
+        problems = [p.describe() for p in found if p.severity != WARNING]
+        status = build_status(config=config, healthy=not problems, problems=problems, ready=self.ready,
                               filesystems=list(state.filesystems.values()), pressure_running=set(self.pressure.running),
                               manual=self._open_manual(config), ledger=self.ledger, jobs=self.jobs(),
                               audit=state.audit.path, loaded_at=self.checkup.loaded_at,
                               started_mono=self.checkup.started_mono)
+        status["warnings"] = [p.describe() for p in found if p.severity == WARNING]
         status["config"] = self.config_source
         status["clock"] = state.guard.state()       # a forward step held (ClockGuard.state), or None
         status["compaction"] = self.compactions.status()

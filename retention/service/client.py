@@ -155,6 +155,8 @@ def render_status(s: dict, url: str = "") -> str:
              f"configuration loaded {_ago(s.get('config_loaded_at'))}"]
     for problem in s.get("problems", []):
         lines.append(f"  problem: {problem}")
+    for warning in s.get("warnings", []):
+        lines.append(f"  warning: {warning}")
     lines.append("")
     for name, p in s.get("policies", {}).items():
         hours = ("every hour" if len(p["delete_at_hours"]) == 24

@@ -156,7 +156,7 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
             logger.error("cannot listen on {}: {}", config.service.listen, exc)
             return EXIT_FAILED
         scheduler.start()
-        logger.info("retention serve: pid {}, HTTP on {} (/healthz /readyz /metrics /status /plan, "
+        logger.info("retention serve: pid {}, HTTP on {} (/livez /healthz /readyz /metrics /status /plan, "
                     "POST /clean)", os.getpid(), http.url)
         notifier.ready(f"serving on {http.url}")
         watchdog = notifier.watchdog_interval

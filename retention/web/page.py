@@ -286,7 +286,7 @@ def build_page_data(status: dict, result, policies: Mapping[str, PolicyConfig], 
     pinned = [dict(p, log=log["name"]) for log in status["logs"] for p in log["pinned"]][:LIST_CAP]
     return {
         "generated_at": now, "plan_at": result.at.isoformat(),
-        "service": {**{k: status.get(k) for k in ("pid", "healthy", "problems", "ready", "uptime_seconds",
+        "service": {**{k: status.get(k) for k in ("pid", "healthy", "problems", "warnings", "ready", "uptime_seconds",
                                                   "config_loaded_at", "audit", "config")},
                     "health": status.get("health", {"problems": [], "reload_error": None, "not_ready": []})},
         "filesystems": filesystems, "logs": logs, "logs_not_shown": max(0, len(status["logs"]) - len(logs)),

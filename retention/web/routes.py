@@ -10,7 +10,7 @@ request (a 4xx or 5xx) gets one DEBUG log line.
 
 The costly views (/status with the pinned files of the last pass, /plan, /metrics) are
 `SharedView`s kept for `VIEW_TTL` seconds: concurrent clients share one computation. The probes
-(/healthz, /readyz) read state the scheduler already holds and never touch those views.
+(/livez, /healthz, /readyz) read state the scheduler already holds and never touch those views.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from policies import ServiceConfig
 from ..lookup import offsets_at, parse_time
 from .admission import Refusal, check_host, check_state_change, parse_query
 from .page import PageBuilder, page_html
+from ..scheduling.problems import WARNING
 from ..scheduling.scheduler import PassRunningError, RetentionScheduler
 from .views import SharedView
 
@@ -57,6 +58,7 @@ class Route:
 ROUTES: dict[str, Route] = {
     "/healthz": Route("GET", "healthz", probe=True),
     "/readyz": Route("GET", "readyz", probe=True),
+    "/livez": Route("GET", "livez", probe=True),
     "/metrics": Route("GET", "metrics"),
     "/status": Route("GET", "status"),
     "/plan": Route("GET", "plan"),
@@ -194,11 +196,23 @@ class RetentionApp:
 
     # ------------------------------------------------------------------ endpoints
     def healthz(self, request: Request) -> Response:
-        problems = self.scheduler.health_problems()
+        """503 while a critical problem is active; a warning alone is listed and answers 200."""
+        found = self.scheduler.health_problems()
+        problems = [p for p in found if p.severity != WARNING]
+        warnings = [p for p in found if p.severity == WARNING]
         return json_response(HTTPStatus.SERVICE_UNAVAILABLE if problems else HTTPStatus.OK,
-                             {"status": "unhealthy" if problems else "ok",
+                             {"status": "unhealthy" if problems else "warning" if warnings else "ok",
                               "problems": [p.describe() for p in problems],
-                              "details": [p.as_json() for p in problems]})
+                              "warnings": [p.describe() for p in warnings],
+                              "details": [p.as_json() for p in found]})
+
+    def livez(self, request: Request) -> Response:
+        """503 only for a problem a restart can fix (the liveness probe's endpoint)."""
+        problem = self.scheduler.restart_problem()
+        if problem is None:
+            return json_response(HTTPStatus.OK, {"status": "ok", "problems": [], "details": []})
+        return json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"status": "unhealthy", "problems": [problem.describe()],
+                                                              "details": [problem.as_json()]})
 
     def readyz(self, request: Request) -> Response:
         reasons = ["the HTTP server is stopping"] if self.stopping else self.scheduler.not_ready_reasons()

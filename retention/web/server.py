@@ -1,8 +1,11 @@
 """The sidecar's HTTP server: waitress serving `RetentionApp` (`retention/web/routes.py`) on `service.listen`.
 
     GET  /healthz   200 {"status": "ok"} when the scheduler runs and every log had a pass no older
-                    than three of its intervals; 503 {"status": "unhealthy", "problems": [...]}
+                    than three of its intervals; 503 {"status": "unhealthy", "problems": [...]};
+                    200 {"status": "warning", "warnings": [...]} for a warning alone (reload-failed)
     GET  /readyz    200 once the first pass over every log is done; 503 before, and while stopping
+    GET  /livez     503 only for a problem a restart can fix (the scheduler thread gone, the disk
+                    check stalled): the liveness probe's endpoint
     GET  /metrics   Prometheus text format (prometheus-client, a registry of the sidecar's own)
     GET  /status    JSON: per log its disk, segments, bytes, triggers, last pass, hung segments,
                     processes pinning deleted files, consumer groups with lag; the policies and jobs
@@ -26,7 +29,7 @@ What no client can do to it (waitress: one I/O thread multiplexing every connect
 of worker threads):
 - hang up or reset mid-answer: the connection is dropped (SIGPIPE is ignored in `serve`);
 - hold a thread: idle connections cost none; `WORKER_THREADS` answer requests, and the probes
-  (/healthz, /readyz) have a lane (`PROBE_THREADS`) of their own, so they never queue behind
+  (/livez, /healthz, /readyz) have a lane (`PROBE_THREADS`) of their own, so they never queue behind
   /status, /plan, /metrics or POST /clean;
 - stay idle, or take longer than `service.http_timeout` to send one request (a slow-loris): closed;
 - fill every connection slot with idle or trickling connections: at `service.max_connections`,
@@ -67,7 +70,7 @@ __all__ = ["ENDPOINTS", "RetentionHTTPServer"]
 # Requests run here. The costly views are shared, and under the GIL more threads add no throughput,
 # only more hand-offs a probe waits through (4 threads: /healthz p99 66 ms under the load test, 2: 20-30 ms).
 WORKER_THREADS = 2
-PROBE_THREADS = 1           # /healthz and /readyz only: answered from state already in memory
+PROBE_THREADS = 1           # /livez, /healthz and /readyz only: answered from state already in memory
 MAX_HEADER_BYTES = 64 * 1024    # request line plus headers; a scraper sends well under 1 KiB
 MAX_BODY_BYTES = 64 * 1024      # no endpoint reads a body
 BACKLOG = 1024              # the kernel caps it at net.core.somaxconn

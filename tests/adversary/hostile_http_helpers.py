@@ -10,9 +10,9 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from retention.web.routes import ROUTES
+from retention.web.routes import PROBE_PATHS, ROUTES
 
-HEALTH_PATHS = ("/healthz", "/readyz")
+HEALTH_PATHS = PROBE_PATHS       # /livez, /healthz, /readyz: 503 is their contract
 _METHODS = ["GET", "GET", "POST", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT",
             "get", "G\x00ET", "GETT", "X" * 5000, "", "POST /clean"]
 _VERSIONS = ["HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/0.9", "HTTP/1.1x", "", "HTTP/99.99"]

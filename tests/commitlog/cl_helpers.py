@@ -293,10 +293,11 @@ def _rss_bytes() -> int:
 
 
 def rolling_writer(path: str, segment_size: int, warmup_rolls: int, seconds: float,
-                   keep: int = 64) -> None:
+                   keep: int = 64, at_least_rolls: int = 0) -> None:
     """Append 1000-byte records, rolling a segment every few dozen, for `seconds` after
-    `warmup_rolls` rolls; report the RSS (after a gc) at the end of the warm-up and at the end,
-    and the rolls in between. Another process removes the head meanwhile."""
+    `warmup_rolls` rolls (longer, up to ten times as long, until `at_least_rolls` rolls: a busy
+    host still gives the test its work); report the RSS (after a gc) at the end of the warm-up and
+    at the end, and the rolls in between. Another process removes the head meanwhile."""
     import gc
     from commitlog import CommitLog
     value = b"w" * 1000
@@ -309,13 +310,15 @@ def rolling_writer(path: str, segment_size: int, warmup_rolls: int, seconds: flo
                 time.sleep(0.002)
         gc.collect()
         rss0, end0 = _rss_bytes(), log.end_offset
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        deadline, cap = started + seconds, started + 10 * seconds
+        while time.monotonic() < deadline or \
+                ((log.end_offset - end0) // per_segment < at_least_rolls and time.monotonic() < cap):
             for _ in range(per_segment * 10):
                 log.append(value)
             # At most `keep` segments: the head remover keeps pace, as a sidecar does.
             while log.end_offset - log.start_offset > keep * per_segment and \
-                    time.monotonic() < deadline:
+                    time.monotonic() < cap:
                 time.sleep(0.002)
         gc.collect()
         rss1 = _rss_bytes()
@@ -346,16 +349,19 @@ def head_remover(path: str) -> None:
     report({"removed": removed, "rss0": rss0, "rss1": _rss_bytes()})
 
 
-def guarded_fast_writer(path: str, segment_size: int, seconds: float, refuse: float) -> None:
-    """Append 64 KiB records as fast as the disk guard lets it for `seconds`, retrying a refused
-    append after a short pause; report appended and refused counts."""
+def guarded_fast_writer(path: str, segment_size: int, seconds: float, refuse: float,
+                        at_least: int = 0) -> None:
+    """Append 64 KiB records as fast as the disk guard lets it for `seconds` (longer, up to ten
+    times as long, until `at_least` were appended and one was refused), retrying a refused append
+    after a short pause; report appended and refused counts."""
     from commitlog import CommitLog, StoreFullError
     value = b"f" * (64 * 1024 - 64)
     appended = refused = 0
     with CommitLog.open(path, segment_size=segment_size, flush="none",
                         refuse_writes_ratio=refuse, resume_ratio=refuse - 0.05) as log:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        deadline, cap = started + seconds, started + 10 * seconds
+        while time.monotonic() < deadline or ((appended < at_least or not refused) and time.monotonic() < cap):
             try:
                 log.append(value)
                 appended += 1

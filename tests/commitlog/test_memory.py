@@ -20,13 +20,17 @@ SEGMENT = 64 * 1024
 BOUND_PER_ROLL = 150  # bytes of RSS growth per rolled and removed segment
 
 
+MIN_ROLLS = 1000                      # fewer is too few to tell; the writer goes on until it has them
+
+
 def _run(path: str, warmup_rolls: int, seconds: float) -> tuple[dict, dict]:
     remover = spawn(f"head_remover({path!r})", stdout=subprocess.PIPE, text=True)
     writer = None
     try:
-        writer = spawn(f"rolling_writer({path!r}, {SEGMENT}, {warmup_rolls}, {seconds})",
+        writer = spawn(f"rolling_writer({path!r}, {SEGMENT}, {warmup_rolls}, {seconds}, "
+                       f"at_least_rolls={MIN_ROLLS + 1})",
                        stdout=subprocess.PIPE, text=True)
-        w = wait_for_line(writer, seconds + 240)
+        w = wait_for_line(writer, 10 * seconds + 240)
         writer.wait(60)
         remover.send_signal(signal.SIGTERM)
         r = wait_for_line(remover, 60)
@@ -47,7 +51,7 @@ def _check(w: dict, r: dict) -> None:
           f"(bound {BOUND_PER_ROLL}, was about 625); log now [{w['start']}, {w['end']})")
     print(f"remover: {r['removed']} segments removed, RSS {(r['rss0'] or 0) / 1e6:.2f} MB "
           f"-> {r['rss1'] / 1e6:.2f} MB")
-    assert w["rolls"] > 1000, "too few rolls to tell"
+    assert w["rolls"] > MIN_ROLLS, "too few rolls to tell"
     assert r["removed"] > 1000
     assert w["start"] > w["end"] // 2  # the head really went while the writer wrote
     assert per_roll < BOUND_PER_ROLL

@@ -1,16 +1,20 @@
 """The health contract (docs/operations.md, "Health", `retention.scheduling.problems`), on a real `retention serve`:
 every named problem makes `/healthz` 503 and `/status` unhealthy, gives one WARNING line when it
 starts and one INFO line when it clears, and shows in `retention_health_problems{problem}`;
-`/readyz` says why it is not ready.
+`/readyz` says why it is not ready; the liveness probe's path (`/livez`, as the Kubernetes manifest
+names it) fails only where a restart helps.
 
 Before the contract, a log on a read-only mount failed every pass while `/healthz` said 200 `ok`
 and no WARNING was logged; a vanished log directory was silent too."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,10 +22,13 @@ import pytest
 from commitlog import CommitLog
 
 from retention import RetentionScheduler
+from retention.web.server import RetentionHTTPServer
 
+from kubernetes_helpers import probe_path
 from retention_helpers import config_text, make_log, set_age, write_config
 from sidecar_helpers import Sidecar
 
+LIVENESS = probe_path("livenessProbe")      # what the Kubernetes manifest's liveness probe asks
 
 
 def _config(tmp, log, *, interval="1s", pause="0ms", logs: dict | None = None) -> str:
@@ -54,6 +61,8 @@ def test_passes_failing_on_a_read_only_mount_are_a_problem_said_once_and_cleared
             status, body = s.get_json("/healthz")
             assert status == 503 and body["status"] == "unhealthy"
             assert "the last 3 passes failed" in body["details"][0]["message"]
+            assert s.get_json(LIVENESS)[0] == 200          # a restart cannot fix a read-only mount
+            assert s.get_json("/readyz")[0] == 200         # its first pass ran (and failed): ready
             st = s.get_json("/status")[1]
             assert st["healthy"] is False
             assert [p["problem"] for p in st["health"]["problems"]] == ["passes-failing"]
@@ -84,6 +93,7 @@ def test_a_log_directory_that_vanishes_is_a_problem_and_one_never_created_is_sai
         assert s.log().count(f"directory {later} does not exist yet") == 1
         os.rename(log, tmp_path / "moved-away")
         s.wait_for(lambda: ("log-missing", "staging") in _problems(s), timeout=15, what="log-missing")
+        assert s.get_json(LIVENESS)[0] == 200
         os.rename(tmp_path / "moved-away", log)
         s.wait_for(lambda: s.request("GET", "/healthz")[0] == 200, timeout=15, what="healthy again")
         assert s.log().count("problem started: log-missing") == 1
@@ -103,27 +113,55 @@ def test_readyz_names_the_logs_whose_first_pass_has_not_finished(tmp_path):
         assert s.get_json("/readyz") == (200, {"status": "ready", "reasons": []})
 
 
-def test_a_stopped_scheduler_and_a_stalled_disk_check_are_named(tmp_path):
+def _get(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_a_stopped_scheduler_and_a_stalled_disk_check_are_named_and_fail_livez(tmp_path):
     log = tmp_path / "staging"
     make_log(log, 2)
     _, config = write_config(tmp_path, _config(tmp_path, log, interval="1h"))
     scheduler = RetentionScheduler(config, watch_rolls=False)
     assert scheduler.not_ready_reasons() == ["the scheduler has not started"]
+    server = RetentionHTTPServer(scheduler, config.service)
+    server.start()
     scheduler.start()
     try:
         deadline = time.monotonic() + 10
         while scheduler.not_ready_reasons() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert scheduler.health() == (True, [])
+        assert _get(server.url + LIVENESS) == (200, {"status": "ok", "problems": [], "details": []})
         scheduler._scheduler.pause_job("disk-check")      # the disk check's thread stops answering
         deadline = time.monotonic() + 10
         while scheduler.health()[0] and time.monotonic() < deadline:
             time.sleep(0.2)
         assert [p.kind for p in scheduler.health_problems()] == ["disk-check-stalled"]
+        status, body = _get(server.url + LIVENESS)         # a restart helps: the liveness probe fails
+        assert status == 503 and [d["problem"] for d in body["details"]] == ["disk-check-stalled"]
+        scheduler._scheduler.resume_job("disk-check")
+        deadline = time.monotonic() + 10
+        while _get(server.url + LIVENESS)[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _get(server.url + LIVENESS)[0] == 200
+        scheduler._scheduler.pause()                       # the scheduler stops running its jobs
+        status, body = _get(server.url + LIVENESS)
+        assert status == 503 and [d["problem"] for d in body["details"]] == ["scheduler-stopped"]
+        assert _get(server.url + "/healthz")[0] == 503
+        scheduler._scheduler.resume()
     finally:
         scheduler.stop()
-    assert [p.kind for p in scheduler.health_problems()] == ["scheduler-stopped"]
-    assert scheduler.not_ready_reasons() == ["the scheduler is stopping"]
+        try:
+            # Stopping on request: /healthz names it, /livez does not fail (the process is exiting).
+            assert [p.kind for p in scheduler.health_problems()] == ["scheduler-stopped"]
+            assert scheduler.not_ready_reasons() == ["the scheduler is stopping"]
+            assert _get(server.url + LIVENESS)[0] == 200 and _get(server.url + "/healthz")[0] == 503
+        finally:
+            server.stop()
 
 
 def test_a_second_sidecar_leaves_a_log_another_owns_says_who_and_takes_over_when_it_dies(tmp_path):
@@ -142,6 +180,8 @@ def test_a_second_sidecar_leaves_a_log_another_owns_says_who_and_takes_over_when
                             what="log-owned-elsewhere on the second sidecar")
             status, body = second.get_json("/healthz")
             assert status == 503
+            assert second.get_json(LIVENESS)[0] == 200    # a restart would find the same owner
+            assert second.get_json("/readyz")[0] == 200
             [detail] = [d for d in body["details"] if d["problem"] == "log-owned-elsewhere"]
             assert f"pid {first.proc.pid}" in detail["message"]
             staging = _log_status(second)

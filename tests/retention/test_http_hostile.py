@@ -21,7 +21,7 @@ from sidecar_helpers import Sidecar
 HTTP_TIMEOUT = 2.0
 
 
-ENDPOINTS = [("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/status"),
+ENDPOINTS = [("GET", "/livez"), ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/status"),
              ("GET", "/plan"), ("GET", "/"), ("POST", "/clean")]
 
 

@@ -1,5 +1,5 @@
 """A real `retention serve` under load on loopback: 32 clients on /metrics and /status for 10 s
-with 300 idle connections held open; /healthz stays fast, the thread count stays flat and the idle
+with 300 idle connections held open; /healthz answers within a probe's timeout, the thread count stays flat and the idle
 connections are closed after http_timeout. Two concurrent POST /clean: one pass, one 409."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+from kubernetes_helpers import sidecar_container
 from retention_helpers import make_log, segment_bases, set_age, write_config
 from sidecar_helpers import Sidecar
 
@@ -19,6 +20,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 from http_load import IdleConnections, percentile, probe  # noqa: E402
 
+PROBE_TIMEOUT = float(sidecar_container()["livenessProbe"]["timeoutSeconds"])
 HTTP_TIMEOUT = 12.0      # longer than the load, so the idle connections stay open through it
 LOAD_SECONDS = 10.0
 CLIENTS = 32
@@ -95,7 +97,9 @@ def test_32_clients_and_300_idle_connections_healthz_stays_fast_threads_stay_fla
               f"threads idle {idle_threads}, loaded {loaded_threads}, after {after_threads}")
         assert result["errors"] == 0, result["error_samples"]
         assert result["requests"] > 0
-        assert p99 < 0.050, f"/healthz p99 {p99 * 1000:.1f} ms"
+        # The contract, not a performance figure (bench/bench_sidecar_http.py measures p99): no
+        # probe under this load waits as long as the Kubernetes manifest's probe timeout.
+        assert max(latencies) < PROBE_TIMEOUT, f"/healthz max {max(latencies) * 1000:.1f} ms"
         assert loaded_threads <= idle_threads + 2, (idle_threads, loaded_threads)
         assert after_threads <= idle_threads + 2, (idle_threads, after_threads)
         assert closed == IDLE, f"{closed} of {IDLE} idle connections closed by the server"

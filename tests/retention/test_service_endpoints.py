@@ -45,9 +45,10 @@ def sidecar(tmp_path_factory):
         yield s
 
 
-def test_healthz_and_readyz(sidecar):
+def test_livez_healthz_and_readyz(sidecar):
     status, body = sidecar.get_json("/healthz")
-    assert (status, body) == (200, {"status": "ok", "problems": [], "details": []})
+    assert (status, body) == (200, {"status": "ok", "problems": [], "warnings": [], "details": []})
+    assert sidecar.get_json("/livez") == (200, {"status": "ok", "problems": [], "details": []})
     status, body = sidecar.get_json("/readyz")
     assert (status, body) == (200, {"status": "ready", "reasons": []})
 

@@ -17,6 +17,7 @@ import pytest
 from commitlog import CommitLog
 from retention import read_audit
 
+from kubernetes_helpers import probe_path
 from retention_helpers import config_text, make_log, segment_bases, set_age, write_config
 from sidecar_helpers import Sidecar
 
@@ -115,25 +116,34 @@ def test_sighup_with_an_invalid_file_keeps_running_on_the_old_configuration(tmp_
         assert "retention.yaml:" in errors[0] and "policies.default.interval" in errors[0]  # file, key
         assert "still running the previous configuration" in errors[0]
         assert s.proc.poll() is None
-        # an older configuration runs: unhealthy, and says why, until a good reload
+        # An older configuration runs and cleans: a warning, listed with why, until a good reload;
+        # no probe fails on it (a restart would fail to start on the same file: a crash loop).
         status, body = s.get_json("/healthz")
-        assert status == 503 and [d["problem"] for d in body["details"]] == ["reload-failed"]
-        assert "policies.default.interval" in body["details"][0]["message"]
-        assert s.get_json("/status")[1]["health"]["reload_error"]
+        assert status == 200 and body["status"] == "warning" and body["problems"] == []
+        assert [(d["problem"], d["severity"]) for d in body["details"]] == [("reload-failed", "warning")]
+        assert "policies.default.interval" in body["details"][0]["message"] and body["warnings"]
+        for probe in ("livenessProbe", "startupProbe"):        # as the Kubernetes manifest asks
+            assert s.get_json(probe_path(probe)) == (200, {"status": "ok", "problems": [], "details": []})
+        assert s.get_json("/readyz")[0] == 200
+        view = s.get_json("/status")[1]
+        assert view["health"]["reload_error"] and view["healthy"] is True
+        assert view["problems"] == [] and view["warnings"][0].startswith("reload-failed: ")
         assert _interval(s) == 3600
         metrics = s.request("GET", "/metrics")[2].decode()
         assert 'retention_config_reloads_total{result="error"} 1.0' in metrics
         assert 'retention_health_problems{problem="reload-failed"} 1.0' in metrics
+        assert "retention_config_last_reload_successful 0.0" in metrics
         config_path.write_text("this: [is not yaml")
         s.send(signal.SIGHUP)
         s.wait_for(lambda: s.log().count("reload (SIGHUP) failed") == 2, what="the second error")
         assert s.proc.poll() is None and _interval(s) == 3600
-        assert s.request("GET", "/healthz")[0] == 503
+        assert s.get_json("/healthz")[1]["status"] == "warning"
         assert s.log().count("problem started: reload-failed") == 1     # one line when it starts
         config_path.write_text(_config(tmp_path, interval="1h"))
         s.send(signal.SIGHUP)
-        s.wait_for(lambda: s.request("GET", "/healthz")[0] == 200, what="healthy after a good reload")
+        s.wait_for(lambda: s.get_json("/healthz")[1]["status"] == "ok", what="no warning after a good reload")
         s.wait_for(lambda: "problem cleared: reload-failed" in s.log(), what="the cleared line")
+        assert "retention_config_last_reload_successful 1.0" in s.request("GET", "/metrics")[2].decode()
         assert s.stop() == 0
 
 

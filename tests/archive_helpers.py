@@ -17,6 +17,12 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
                "AWS_DEFAULT_REGION": "us-east-1"}
 
 
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGKILL when the test process dies without tearing it down."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -35,7 +41,8 @@ class S3Server:
         server = Path(sys.executable).with_name("moto_server")
         self.process = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(self.port)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        env={**os.environ, **CREDENTIALS})
+                                        env={**os.environ, **CREDENTIALS},
+                                        preexec_fn=die_with_parent)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:

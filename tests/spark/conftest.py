@@ -1,9 +1,7 @@
-"""One local SparkSession for every Spark test of the run (starting one costs seconds)."""
+"""The Spark tests' sessions: one local session for the run (starting one costs seconds), and the
+multi-host cluster rig per module that asks for it."""
 
 from __future__ import annotations
-
-import os
-import sys
 
 import pytest
 
@@ -13,31 +11,41 @@ from spark_helpers import READERS  # noqa: E402  (after the skip: it imports pys
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory):
-    # Workers and the driver use this very interpreter (and so this environment's packages).
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+def spark_sessions(tmp_path_factory):
+    """The run's one SparkContext, local or on a cluster rig (sessions.py)."""
+    from sessions import Sessions
+    sessions = Sessions(str(tmp_path_factory.mktemp("spark-warehouse")))
+    yield sessions
+    sessions.stop()
 
-    import commitlog.spark
 
-    warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = (SparkSession.builder
-               .master("local[2]")
-               .appName("commitlog-spark-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.default.parallelism", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.warehouse.dir", str(warehouse))
-               .config("spark.sql.streaming.stopTimeout", "30s")
-               .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    commitlog.spark.register(session)
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(spark_sessions):
+    """The local[2] session (started once, or again after a cluster module stopped it)."""
+    return spark_sessions.local()
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(spark_sessions, tmp_path_factory):
+    """A Spark standalone cluster of worker hosts in their own namespaces, with moto's S3 server
+    and a shared `file://` directory (cluster_rig.py), and the driver's session connected to it:
+    `spark_cluster.session` (a test on the cluster never asks for `spark`: that would switch back).
+    Started per module, torn down after it, whatever the tests did."""
+    from cluster_rig import ClusterRig, unavailable_reason
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    rig = ClusterRig(tmp_path_factory.mktemp("clrig"))
+    try:
+        rig.start(wait=False)        # the driver starts while the workers do
+        spark_sessions.cluster(rig)
+        yield rig
+    finally:
+        try:
+            if spark_sessions.owner is rig:
+                spark_sessions.stop()
+        finally:
+            rig.stop()
 
 
 @pytest.fixture

@@ -79,8 +79,8 @@ def register(spark) -> type[CommitLogDataSource]:
     returns the Python source's class. `format("commitlog_python")` names the Python data source
     alone, reads included."""
     if not getattr(spark, _REGISTERED, False):
-        spark.dataSource.register(CommitLogDataSource)
-        spark.dataSource.register(PythonReaderDataSource)
+        _register_python(spark, CommitLogDataSource)
+        _register_python(spark, PythonReaderDataSource)
         setattr(spark, _REGISTERED, True)
     install_jvm(spark)
     install_progress(spark)
@@ -94,3 +94,23 @@ class PythonReaderDataSource(CommitLogDataSource):
     @classmethod
     def name(cls) -> str:
         return "commitlog_python"
+
+
+def _register_python(spark, source: type[DataSource]) -> None:
+    """Register the Python data source `source` on `spark`. In a driver JVM where an earlier
+    session loaded the JVM reader's jar, Spark finds that reader under the name `commitlog` and
+    refuses a Python source of the same name (DATA_SOURCE_ALREADY_EXISTS), though the first
+    session registered both; the JVM reader's writes need the Python one. Then it is registered
+    with the session's data source manager directly, which is what `register` does after its check."""
+    try:
+        spark.dataSource.register(source)
+        return
+    except Exception as exc:  # noqa: BLE001 - pyspark raises its own AnalysisException type here
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc) or source.name() != CommitLogDataSource.name():
+            raise
+    from pyspark.sql.udf import _wrap_function
+
+    sc = spark.sparkContext
+    builder = sc._jvm.org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource(
+        _wrap_function(sc, source))
+    spark._jsparkSession.sessionState().dataSourceManager().registerDataSource(source.name(), builder)

@@ -38,6 +38,8 @@ class LogPassResult:
     rolled: bool = False                                      # its last segment sealed by roll_after
     not_created: bool = False                                 # no writer created it yet: nothing to do
     damage: list[dict] = field(default_factory=list)          # its damage record (commitlog.damage)
+    paced_seconds: float = 0.0                                # waited to hold disk.delete_rate
+    unpaced: str | None = None                                # why its delete_rate was not applied
 
     @property
     def deleted(self) -> int:
@@ -73,6 +75,9 @@ class LogPassResult:
             out["deleted"] = self.deleted
             out["freed_bytes"] = self.deleted_bytes
             out["rolled"] = self.rolled
+            out["paced_seconds"] = round(self.paced_seconds, 3)
+            if self.unpaced:
+                out["unpaced"] = self.unpaced
         if self.left_out:
             # A pass examines only what it could delete; `retention plan` explains every segment.
             out["not_examined"] = self.left_out

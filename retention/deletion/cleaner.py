@@ -39,7 +39,7 @@ from ..audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_t
                     recovered_deletion)
 from .clockguard import ClockGuard
 from .owner import OwnedElsewhere
-from .pacing import Pacing
+from .pacer import Pacing
 from .pinned import find_pinned
 from .results import LogPassResult, PassResult  # re-exported
 from .watched import WatchedLog, disk_snapshot

@@ -16,8 +16,7 @@ from collections.abc import Callable
 
 from loguru import logger
 
-from commitlog import CommitLogError
-from commitlog.cleanup.removal import shrink_doomed, unlink_doomed
+from commitlog import CommitLogError, shrink_doomed, unlink_doomed
 from policies import BytePacer, PolicyConfig, disk_triggers, step_bytes, unpaced_reason
 
 from .pinned import held_by_any

@@ -8,8 +8,9 @@ started. Per round, interleaved: (a) nothing deleted (the baseline), (b) a pass 
 in steps; with --whole, (d) the same rate with each file unlinked whole (the truncation steps
 turned off, to see what they buy here; a minute more a round). Each deletion log is written by the store (preallocated segments filled with
 records), synced, and aged past reserve first. Percentiles are of the appends started while the pass
-ran (the baseline: a window as long); per variant the round with the lowest p99; ratios against
-the baseline's.
+ran (the baseline: a window of 4 s); per variant the round with the lowest p99; ratios against
+the baseline's. An unlink's stall hits a few appends, so p99.9 and the longest append show it
+where p99 may not.
 
     .venv/bin/python bench/bench_delete_pacing.py [--whole] [RATE ...]   (default: the default rate)
 
@@ -131,7 +132,7 @@ def measure(tmp: Path, rate: int | None, *, steps: bool = True) -> tuple[list[fl
 
 def figures(lat: list[float]) -> dict:
     pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e6    # noqa: E731
-    return {"n": len(lat), "p50": pick(0.50), "p99": pick(0.99), "max": lat[-1] * 1e6}
+    return {"n": len(lat), "p50": pick(0.50), "p99": pick(0.99), "p999": pick(0.999), "max": lat[-1] * 1e6}
 
 
 def main(argv: list[str]) -> int:
@@ -153,8 +154,8 @@ def main(argv: list[str]) -> int:
             for name, rate, steps in variants:
                 lat, seconds = measure(tmp, rate, steps=steps)
                 fig = figures(lat)
-                print(f"round {r}  {name:<45} {seconds:6.1f}s  p50 {fig['p50']:8.0f}us  p99 {fig['p99']:8.0f}us  "
-                      f"max {fig['max']:8.0f}us  ({fig['n']} appends)", flush=True)
+                print(f"round {r}  {name:<45} {seconds:5.1f}s  p50 {fig['p50']:6.0f}us  p99 {fig['p99']:6.0f}us  "
+                      f"p99.9 {fig['p999']:6.0f}us  max {fig['max']:7.0f}us  ({fig['n']} appends)", flush=True)
                 if name not in best or fig["p99"] < best[name][0]["p99"]:
                     best[name] = (fig, seconds)
     finally:
@@ -165,7 +166,8 @@ def main(argv: list[str]) -> int:
     for name, _, _ in variants:
         fig, seconds = best[name]
         print(f"{name:<45} pass {seconds:5.1f}s  p50 {fig['p50']:7.0f}us ({fig['p50'] / base['p50']:5.1f}x)  "
-              f"p99 {fig['p99']:7.0f}us ({fig['p99'] / base['p99']:5.1f}x)  max {fig['max'] / 1e3:6.1f}ms")
+              f"p99 {fig['p99']:7.0f}us ({fig['p99'] / base['p99']:5.1f}x)  p99.9 {fig['p999'] / 1e3:5.1f}ms  "
+              f"max {fig['max'] / 1e3:6.1f}ms")
     for name, rate, steps in variants[1:]:
         fig = best[name][0]
         key = "unpaced" if rate is None else f"rate_{format_size(rate)}_{'steps' if steps else 'whole'}"

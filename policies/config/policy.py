@@ -55,7 +55,7 @@ class DiskConfig(_Strict):
         description="Most bytes per second a pass frees by deleting segments: an integer or '256MiB' (per "
         "second, like compaction's max_bytes_per_second). Each deletion costs its bytes at this rate before "
         "the next one, and a file larger than a quarter second's bytes (1 to 64MiB) is truncated in such "
-        "steps before its unlink, so the filesystem's writers never meet a burst of freed blocks. Not "
+        "steps before its unlink, so the filesystem's writers do not meet a burst of freed blocks. Not "
         "applied over force_ratio or refuse_writes_ratio (the audit line's unpaced says so). Positive; "
         "null deletes at full speed; default 256MiB (docs/performance.md).",
     )

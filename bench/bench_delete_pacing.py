@@ -6,11 +6,11 @@ the writer whose every append waits for the disk; it records each append's laten
 started. Per round, interleaved: (a) nothing deleted (the baseline), (b) a pass without a rate
 (the older pacing only: pause_between_files 100ms), (c) a pass at the rate, large files truncated
 in steps; with --whole, (d) the same rate with each file unlinked whole (the truncation steps
-turned off, to see what they buy here; a minute more a round). Each deletion log is written by the store (preallocated segments filled with
-records), synced, and aged past reserve first. Percentiles are of the appends started while the pass
-ran (the baseline: a window of 4 s); per variant the round with the lowest p99; ratios against
-the baseline's. An unlink's stall hits a few appends, so p99.9 and the longest append show it
-where p99 may not.
+turned off, to see what they buy here; a minute more a round). Each deletion log is written by
+the store (preallocated segments filled with records), synced, and aged past reserve first.
+Percentiles are of the appends started while the pass ran (the baseline: a window of 4 s); per
+variant the round with the lowest p99; ratios against the baseline's. An unlink's stall hits a few
+appends, so p99.9 and the longest append show it where p99 may not.
 
     .venv/bin/python bench/bench_delete_pacing.py [--whole] [RATE ...]   (default: the default rate)
 

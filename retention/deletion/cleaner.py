@@ -1,5 +1,6 @@
 """The cleaner: takes a snapshot, asks `policies` for a plan, and executes it through the store's
-crash-safe head removal, with the pause between files, hung-segment handling, audit and log lines.
+crash-safe head removal, with the pause between files, the byte rate (`disk.delete_rate`, see
+`.pacer`), hung-segment handling, audit and log lines.
 
 RocketMQ's semantics: at most `files_per_pass` deletions per log, `pause_between_files` between
 them, oldest first, stopping at the first failure; a held segment becomes hung, is retried every
@@ -51,8 +52,8 @@ class Cleaner:
     """Runs cleanup passes over the configured logs.
 
     Thread-safe: passes are serialised by a lock, manual triggers may be opened from any thread,
-    and `stop()` from any thread cuts a running pass short between two files (never between a
-    rename and its unlink). Several processes may clean the same log; the store serialises their
+    and `stop()` from any thread cuts a running pass short between two files or in a pacing wait
+    (never between a rename and its unlink). Several processes may clean the same log; the store serialises their
     removals."""
 
     def __init__(self, config: RetentionConfig, *, clock: Callable[[], float] = time.time,

@@ -32,7 +32,7 @@ from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERV
                       DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
                       FLUSH_MODES, MAX_SEGMENT_SIZE, MIN_SEGMENT_SIZE, ON_FULL_MODES, LogOptions)
 from .record import ATTR_CONTROL, ATTR_DEAD, ATTR_GAP, Record
-from .cleanup.removal import RemovalResult
+from .cleanup.removal import RemovalResult, shrink_doomed, unlink_doomed
 from .timeroll import NOT_DUE, ROLLED, WRITER_OPEN, roll_idle
 from .segments.segment import SegmentInfo
 
@@ -46,5 +46,5 @@ __all__ = [
     "OffsetOutOfRangeError", "OffsetRemovedError", "ReadOnlyLogError", "Record", "RecordTooLargeError",
     "RemovalResult", "SegmentFile", "SegmentInfo", "SegmentListing", "SegmentSizeMismatchError",
     "StoreFullError", "UnsafeLogFileError", "disk_usage", "is_log_directory", "list_segments", "parse_segment_name",
-    "segment_name", "roll_idle", "ROLLED", "NOT_DUE", "WRITER_OPEN",
+    "segment_name", "roll_idle", "ROLLED", "NOT_DUE", "WRITER_OPEN", "shrink_doomed", "unlink_doomed",
 ]

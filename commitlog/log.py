@@ -321,14 +321,17 @@ class CommitLog(TieredReads, DeadRecords):
         return list(self._segs.list().foreign)
 
     # ------------------------------------------------------------------ head removal
-    def remove_head(self, *, force: bool = False, expected_base: int | None = None) -> RemovalResult:
+    def remove_head(self, *, force: bool = False, expected_base: int | None = None,
+                    leave_over: int | None = None) -> RemovalResult:
         """Remove the oldest segment, crash-safely, from any process (see commitlog.cleanup.removal).
         A segment a reader holds (a shared flock) is left alone and reported `held`, unless
         `force`. Never the last (active) segment. With `expected_base`, only that segment is
-        removed (`mismatch` otherwise)."""
+        removed (`mismatch` otherwise). `leave_over`: a file larger than this no reader held is
+        left renamed for the caller to free in steps (`RemovalResult.doomed`)."""
         self._check_open()
         self._check_media("remove a segment")
-        return removal.remove_head(self._segs, force=force, expected_base=expected_base)
+        return removal.remove_head(self._segs, force=force, expected_base=expected_base,
+                                   leave_over=leave_over)
 
     def finish_removals(self) -> list[str]:
         """Finish deletions a crash interrupted: leftover `.deleted` files, and segments below the

@@ -15,6 +15,7 @@ Typical use::
 from policies import archive_expiry as _archive_expiry, archive_trust as _archive_trust
 from policies import clock_guard as _clock_guard
 from policies import compaction as _compaction, config as _config, liveness as _liveness, loading as _loading
+from policies import pacing as _pacing
 from policies import planner as _planner, pressure as _pressure, reasons as _reasons, snapshot as _snapshot
 from policies import triggers as _triggers, units as _units
 from policies.archive_expiry import *  # noqa: F401,F403
@@ -24,6 +25,7 @@ from policies.compaction import *  # noqa: F401,F403
 from policies.config import *  # noqa: F401,F403
 from policies.liveness import *  # noqa: F401,F403
 from policies.loading import *  # noqa: F401,F403
+from policies.pacing import *  # noqa: F401,F403
 from policies.planner import *  # noqa: F401,F403
 from policies.pressure import *  # noqa: F401,F403
 from policies.reasons import *  # noqa: F401,F403
@@ -36,6 +38,7 @@ __all__ = [
     *_snapshot.__all__,                                         # the planner's input
     *_triggers.__all__, *_pressure.__all__, *_reasons.__all__,  # what starts a pass; why a segment stays
     *_planner.__all__, *_clock_guard.__all__,                   # deletion plans; a stepped clock
+    *_pacing.__all__,                                           # how fast a pass removes bytes
     *_liveness.__all__, *_compaction.__all__,                   # what is live; compaction plans
     *_archive_expiry.__all__, *_archive_trust.__all__,          # the archive's total retention; trusting it
 ]

@@ -318,10 +318,12 @@ def _peek(raw: bytes) -> tuple[str | None, str | None]:
 def deletion_entry(*, at: float, log: str, path: str, segment: str, base_offset: int,
                    end_offset: int, bytes: int, triggers: list[str], forced: bool,
                    overridden_by: str | None, unconsumed: list[tuple[str, int, int]],
-                   pinned_by: list[dict] | None = None, archived: bool = False) -> dict:
+                   pinned_by: list[dict] | None = None, archived: bool = False, paced: bool = False,
+                   unpaced: str | None = None) -> dict:
     """The audit line of one deletion; `unconsumed` holds (group, first, end-exclusive) ranges;
-    `archived`: the log's archive tier holds the segment (an eviction, nothing lost)."""
-    return {
+    `archived`: the log's archive tier holds the segment (an eviction, nothing lost); `paced`: its
+    bytes were freed at the policy's disk.delete_rate, `unpaced`: why that rate was not applied."""
+    entry = {
         "time": audit_time(at),
         "log": log,
         "path": path,
@@ -336,7 +338,11 @@ def deletion_entry(*, at: float, log: str, path: str, segment: str, base_offset:
                        for g, first, end in unconsumed],
         "pinned_by": pinned_by or [],
         "archived": archived,
+        "paced": paced,
     }
+    if unpaced:
+        entry["unpaced"] = unpaced
+    return entry
 
 
 def aborted_entry(intent: dict, *, at: float, reason: str) -> dict:
@@ -348,7 +354,8 @@ def aborted_entry(intent: dict, *, at: float, reason: str) -> dict:
 def recovered_deletion(intent: dict, *, at: float) -> dict:
     """The deletion line written for a dead process's intent whose segment left the log."""
     entry = {k: intent[k] for k in ("log", "path", "segment", "base_offset", "end_offset", "bytes",
-                                    "triggers", "forced", "overridden_by", "unconsumed", "pinned_by", "archived")
+                                    "triggers", "forced", "overridden_by", "unconsumed", "pinned_by", "archived",
+                                    "unpaced")   # not "paced": a crash's leftover went at once
              if k in intent}
     return {"time": audit_time(at), **entry, "intent_time": intent.get("time")}
 

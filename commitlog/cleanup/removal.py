@@ -10,6 +10,12 @@ space allows. That order is crash-safe too, since the start offset is never belo
 segment's base (a crash in between leaves a `.deleted` leftover or nothing to finish). Such a log
 has no `start.offset`, and only there is a gap before the first segment taken for retention's.
 
+A caller pacing its deletions by bytes asks `remove_head` to leave a large file renamed but not
+unlinked (`RemovalResult.doomed`), then frees it in steps outside the lock (`shrink_doomed`,
+`unlink_doomed`). Only a file no reader held is left so: it is out of the log's listing before the
+first step, and a reader that opened it before the rename finds the name gone once it gets its
+hold. A crash between steps leaves a shortened `.deleted` leftover, which `finish_removals` unlinks.
+
 Removers of any process serialise on `<log>/.remove.lock`. Functions over a SegmentList.
 """
 
@@ -24,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .. import gaps
-from ..errors import StoreFullError
+from ..errors import StoreFullError, UnsafeLogFileError
 from ..layout import DELETED_SUFFIX, fsync_directory, index_path, remove_lock_path
 from ..locks import try_exclusive
 from ..safeopen import open_file
@@ -44,9 +50,14 @@ class RemovalResult:
     bytes: int = 0
     forced: bool = False
     new_start_offset: int | None = None
+    doomed: str | None = None
+    """The renamed segment file left for the caller to free (`shrink_doomed`, `unlink_doomed`)."""
 
 
-def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) -> RemovalResult:
+def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None,
+                leave_over: int | None = None) -> RemovalResult:
+    """`leave_over`: a segment file larger than this that no reader held is renamed but left for
+    the caller (`RemovalResult.doomed`); None unlinks every file at once."""
     with removal_lock(segs.path):
         finish_removals(segs)
         live = segs.list().live(segs.state.start_offset())
@@ -77,6 +88,7 @@ def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) ->
             free = try_exclusive(fd)
             if not free and not force:
                 return RemovalResult("held", base, path, size)
+            doomed = None
             try:
                 segs.state.advance_start_offset(new_start)
             except StoreFullError:
@@ -84,7 +96,10 @@ def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) ->
                 with contextlib.suppress(StoreFullError):
                     segs.state.advance_start_offset(new_start)
             else:
-                unlink_segment(segs.path, path)
+                if free and leave_over is not None and size > leave_over:
+                    doomed = doom_segment(segs.path, path)
+                else:
+                    unlink_segment(segs.path, path)
             for leftover in leftovers:  # below the start now: finish_removals' job after a crash
                 unlink_segment(segs.path, segs.segment_path(leftover))
                 segs.forget(leftover)
@@ -94,15 +109,26 @@ def remove_head(segs: SegmentList, *, force: bool, expected_base: int | None) ->
             os.close(fd)
         segs.forget(base)
         return RemovalResult("removed", base, path, size, forced=not free,
-                             new_start_offset=new_start)
+                             new_start_offset=new_start, doomed=doomed)
 
 
 def unlink_segment(directory: str, path: str) -> None:
     """Rename a segment and its index to `.deleted`, unlink both, fsync the directory."""
+    doomed = doom_segment(directory, path, sync=False)
+    if doomed is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(doomed)
+    fsync_directory(directory)
+
+
+def doom_segment(directory: str, path: str, *, sync: bool = True) -> str | None:
+    """Rename a segment to `.deleted` and unlink its index (renamed first, the same way); return
+    the segment's new name, or None when it is gone already (or was unlinked in place on a full
+    disk). `sync`: fsync the directory, so the renames outlive a crash."""
+    doomed = None
     for p in (path, index_path(path)):
-        doomed = p + DELETED_SUFFIX
         try:
-            os.rename(p, doomed)
+            os.rename(p, p + DELETED_SUFFIX)
         except FileNotFoundError:
             continue
         except OSError as exc:
@@ -113,10 +139,44 @@ def unlink_segment(directory: str, path: str) -> None:
             for q in (index_path(path), path):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(q)
-            break
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(doomed)
-    fsync_directory(directory)
+            return doomed        # the segment's own rename, if it was the index's that failed
+        if p == path:
+            doomed = p + DELETED_SUFFIX
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p + DELETED_SUFFIX)
+    if sync:
+        fsync_directory(directory)
+    return doomed
+
+
+def shrink_doomed(doomed: str, step: int) -> Iterator[int]:
+    """Truncate the `.deleted` file `doomed` from its end, `step` bytes at a time down to at most
+    `step`, yielding each step's bytes once freed; nothing when it cannot be opened for writing
+    (gone: another remover finished it; refused). `unlink_doomed` frees the rest."""
+    try:
+        fd = open_file(doomed, os.O_WRONLY)
+    except FileNotFoundError:
+        return
+    except (OSError, UnsafeLogFileError) as exc:
+        log.info("%s cannot be truncated in steps (%s); it is unlinked whole", doomed,
+                 getattr(exc, "strerror", None) or exc)
+        return
+    try:
+        size = os.fstat(fd).st_size
+        while size > step:
+            size -= step
+            os.ftruncate(fd, size)
+            yield step
+    finally:
+        os.close(fd)
+
+
+def unlink_doomed(doomed: str) -> None:
+    """Unlink a `.deleted` file (gone already: nothing to do) and fsync its directory."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(doomed)
+    fsync_directory(os.path.dirname(doomed))
 
 
 def finish_removals(segs: SegmentList, *, temporaries: bool = False) -> list[str]:

@@ -10,15 +10,18 @@ from pydantic import Field, field_validator, model_validator
 
 from storesettings import REFUSE_WRITES_RATIO_DEFAULT
 
-from policies.units import parse_ratio
+from policies.units import parse_ratio, parse_size
 from policies.config.archive import ArchiveConfig
 from policies.config.fields import (ByteSize, CleanRatio, Hours, NonNegativeDuration, PositiveDuration, Ratio,
                                     TimeZoneName, _DAY, _HOUR, _MIB, _MINUTE, _SECOND, _Strict,
                                     _config_problem)
 
+DELETE_RATE_DEFAULT = 256 * _MIB   # bytes per second; chosen from bench/bench_delete_pacing.py
+
 
 class DiskConfig(_Strict):
-    """Disk-pressure thresholds of a policy; ratios are of the filesystem as ``df`` shows it. Immutable."""
+    """Disk-pressure thresholds of a policy, ratios of the filesystem as ``df`` shows it, and the rate
+    its deletions free bytes at. Immutable."""
 
     clean_ratio: CleanRatio = Field(
         default=0.75,
@@ -47,6 +50,27 @@ class DiskConfig(_Strict):
         "diskUsageLwmThreshold), so a writer resuming below force_ratio does not take the disk straight "
         "back over it. 0.10-0.95, at most force_ratio; unset means clean_ratio.",
     )
+    delete_rate: ByteSize | None = Field(
+        default=DELETE_RATE_DEFAULT,
+        description="Most bytes per second a pass frees by deleting segments: an integer or '256MiB' (per "
+        "second, like compaction's max_bytes_per_second). Each deletion costs its bytes at this rate before "
+        "the next one, and a file larger than a quarter second's bytes (1 to 64MiB) is truncated in such "
+        "steps before its unlink, so the filesystem's writers do not meet a burst of freed blocks. Not "
+        "applied over force_ratio or refuse_writes_ratio (the audit line's unpaced says so). Positive; "
+        "null deletes at full speed; default 256MiB (docs/performance.md).",
+    )
+
+    @field_validator("delete_rate", mode="before")
+    @classmethod
+    def _check_delete_rate(cls, value: object) -> object:
+        # 0 is not "off": say what is, instead of ByteSize's plain "must be positive".
+        try:
+            zero = value is not None and parse_size(value) == 0
+        except ValueError:
+            return value                   # ByteSize names the problem
+        if zero:
+            raise ValueError(f"must be positive (null deletes at full speed), got {value!r}")
+        return value
 
     @property
     def force_target_ratio(self) -> float:
@@ -209,7 +233,7 @@ class PolicyConfig(_Strict):
         default=1 * _SECOND,
         description="Seconds between disk usage checks, so pressure is acted on within this. Positive; default 1s.",
     )
-    disk: DiskConfig = Field(default_factory=DiskConfig, description="Disk-pressure thresholds.")
+    disk: DiskConfig = Field(default_factory=DiskConfig, description="Disk-pressure thresholds and the deletion rate.")
     hung: HungConfig = Field(default_factory=HungConfig, description="Handling of segments held by readers.")
     compaction: CompactionConfig = Field(
         default_factory=CompactionConfig, description="Reclaiming dead records by rewriting segments."

@@ -1,5 +1,6 @@
 """The cleaner: takes a snapshot, asks `policies` for a plan, and executes it through the store's
-crash-safe head removal, with the pause between files, hung-segment handling, audit and log lines.
+crash-safe head removal, with the pause between files, the byte rate (`disk.delete_rate`, see
+`.pacer`), hung-segment handling, audit and log lines.
 
 RocketMQ's semantics: at most `files_per_pass` deletions per log, `pause_between_files` between
 them, oldest first, stopping at the first failure; a held segment becomes hung, is retried every
@@ -39,6 +40,7 @@ from ..audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_t
                     recovered_deletion)
 from .clockguard import ClockGuard
 from .owner import OwnedElsewhere
+from .pacer import Pacing
 from .pinned import find_pinned
 from .results import LogPassResult, PassResult  # re-exported
 from .watched import WatchedLog, disk_snapshot
@@ -50,8 +52,8 @@ class Cleaner:
     """Runs cleanup passes over the configured logs.
 
     Thread-safe: passes are serialised by a lock, manual triggers may be opened from any thread,
-    and `stop()` from any thread cuts a running pass short between two files (never between a
-    rename and its unlink). Several processes may clean the same log; the store serialises their
+    and `stop()` from any thread cuts a running pass short between two files or in a pacing wait
+    (never between a rename and its unlink). Several processes may clean the same log; the store serialises their
     removals."""
 
     def __init__(self, config: RetentionConfig, *, clock: Callable[[], float] = time.time,
@@ -66,6 +68,7 @@ class Cleaner:
         self._pass_lock = threading.Lock()
         self._manual_lock = threading.Lock()
         self._stop = threading.Event()
+        self._pacing = Pacing(self._stop)
         self.last_result: PassResult | None = None
 
     # ------------------------------------------------------------------ triggers
@@ -226,6 +229,7 @@ class Cleaner:
             results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True,
                                            forcing=forcing, claim=True, trusted=self._trusted(now))
             self._consume_manual(the_plan)
+            self._pacing.begin_pass()
             interrupted = self._execute(results, wait)
             self._attach_pins(results)
             self._note_damage(results, at)
@@ -258,35 +262,43 @@ class Cleaner:
                 continue
             if self._stop.is_set():
                 return True
-            if not first:
-                wait(self.config.policy_for(r.name).pause_between_files)
-                if self._stop.is_set():
-                    return True
+            policy = self.config.policy_for(r.name)
+            self._pacing.before(r, policy, 0.0 if first else policy.pause_between_files, wait)
+            if self._stop.is_set():
+                return True
             first = False
-            if not self._delete(r, decision):
+            if not self._delete(r, decision, wait):
                 stopped_logs.add(r.name)  # stop at the first failure, as RocketMQ does
         return False
 
-    def _delete(self, r: LogPassResult, decision: SegmentDecision) -> bool:
-        """Remove one planned head segment, audited; False stops this log for the pass."""
+    def _delete(self, r: LogPassResult, decision: SegmentDecision, wait: Callable[[float], object]) -> bool:
+        """Remove one planned head segment, audited, its bytes freed at the rate (`Pacing`);
+        False stops this log for the pass."""
         if r.not_writable:          # nothing is attempted, nor audited as attempted
             r.actions[decision.base_offset] = FAILED
             r.errors[decision.base_offset] = r.not_writable
             logger.error("{}: not deleting {}: {}", r.name, decision.segment, r.not_writable)
             return False
         watched = self.logs[r.name]
+        policy = self.config.policy_for(r.name)
+        rate = self._pacing.rate(r, policy)
         planned = deletion_entry(
             at=self._clock(), log=r.name, path=decision.path, segment=decision.segment,
             base_offset=decision.base_offset, end_offset=decision.end_offset, bytes=decision.bytes,
             triggers=list(r.plan.triggers), forced=decision.forced,
             overridden_by=decision.overridden_by,
             unconsumed=[(u.group, u.first_offset, u.end_offset) for u in decision.unconsumed],
-            archived=ARCHIVED in decision.because)
+            archived=ARCHIVED in decision.because, paced=rate is not None, unpaced=r.unpaced)
         ident = self._write_intent(r, decision, planned)
         if ident is None:
             return False
         try:
-            removal = watched.log.remove_head(force=decision.forced, expected_base=decision.base_offset)
+            removal = watched.log.remove_head(force=decision.forced, expected_base=decision.base_offset,
+                                              leave_over=self._pacing.leave_over(rate))
+            if removal.doomed is not None:
+                self._pacing.free(removal.doomed, removal.bytes, rate, r, policy, wait)
+            elif removal.status == "removed":
+                self._pacing.spend(removal.bytes, rate)
         except (CommitLogError, OSError) as exc:
             r.actions[decision.base_offset] = FAILED
             r.errors[decision.base_offset] = str(exc)

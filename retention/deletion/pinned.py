@@ -100,3 +100,33 @@ def pinned_bytes(pins: list[PinnedFile]) -> int:
     for pin in pins:
         per_file[pin.path] = max(per_file.get(pin.path, 0), pin.bytes)
     return sum(per_file.values())
+
+
+def held_by_any(path: str) -> bool:
+    """True when some process has the file at `path` open or mapped under that name (a file
+    renamed since shows its new name): a reader that takes no shared hold, such as the JVM one,
+    mapping a segment retention is removing. Files that cannot be looked at count as not held."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return False
+    mapped = " " + path
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            fds = []
+        for fd in fds:
+            try:
+                if os.readlink(f"{fd_dir}/{fd}") == path:
+                    return True
+            except OSError:
+                continue
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                if any(line.rstrip("\n").endswith(mapped) for line in f):
+                    return True
+        except OSError:
+            continue
+    return False

@@ -24,6 +24,8 @@ def render_result(data: dict) -> str:
                      f"{humanize_size(disk['total_bytes'])}, triggers: "
                      f"{', '.join(log['triggers']) or 'none'}; {log['deleted']} {verb}, "
                      f"{humanize_size(log['freed_bytes'])}")
+        if log.get("unpaced"):
+            lines.append(f"  {log['unpaced']}")
         if log.get("stale_groups"):
             lines.append(f"  stale consumer groups (no longer protecting): {', '.join(log['stale_groups'])}")
         # LIVE: the share of a segment's record bytes not dead (what a compaction would keep).

@@ -40,6 +40,8 @@ class LogPassResult:
     damage: list[dict] = field(default_factory=list)          # its damage record (commitlog.damage)
     not_writable: str | None = None                           # why nothing can be deleted from it
     permission_denied: str | None = None                      # its user may not read or write it: why
+    paced_seconds: float = 0.0                                # waited to hold disk.delete_rate
+    unpaced: str | None = None                                # why its delete_rate was not applied
 
     @property
     def deleted(self) -> int:
@@ -77,6 +79,9 @@ class LogPassResult:
             out["deleted"] = self.deleted
             out["freed_bytes"] = self.deleted_bytes
             out["rolled"] = self.rolled
+            out["paced_seconds"] = round(self.paced_seconds, 3)
+            if self.unpaced:
+                out["unpaced"] = self.unpaced
         if self.left_out:
             # A pass examines only what it could delete; `retention plan` explains every segment.
             out["not_examined"] = self.left_out

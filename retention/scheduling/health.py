@@ -151,6 +151,8 @@ class PassLedger:
             outcomes.append(outcome)
             if r.rolled:
                 self.metrics.rolled_segments.labels(r.name).inc()
+            if r.paced_seconds:
+                self.metrics.delete_pacing.labels(r.name).inc(r.paced_seconds)
             if r.plan is not None:
                 for d in r.plan.decisions:
                     if r.actions.get(d.base_offset) == DELETED:

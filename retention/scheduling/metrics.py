@@ -73,6 +73,9 @@ class RetentionMetrics:
         self.deleted_bytes = Counter(
             "retention_deleted_bytes", "Bytes of deleted segments, by the trigger that allowed it.",
             ["log", "trigger"], registry=r)
+        self.delete_pacing = Counter(
+            "retention_delete_pacing_seconds", "Seconds passes waited to free the log's deleted bytes no "
+            "faster than disk.delete_rate (pause_between_files not counted).", ["log"], registry=r)
         self.hung_segments = Gauge(
             "retention_hung_segments", "Segments a delete attempt found held by a reader, still kept.",
             ["log"], registry=r)

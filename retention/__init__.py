@@ -4,8 +4,10 @@ as a long-running sidecar (`retention serve`), or embedded (`RetentionScheduler`
 Never imports pyspark.
 """
 
+from policies import DELETED, FAILED, HUNG
+
 from .audit import AuditTrail, read_audit, read_events
-from .deletion.cleaner import DELETED, FAILED, HUNG, Cleaner
+from .deletion.cleaner import Cleaner
 from .compaction.summary import CompactionResult, LogCompaction, OutputResult
 from .compaction.compactor import Compactor, Pending
 from .deletion.results import LogPassResult, PassResult

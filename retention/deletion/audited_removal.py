@@ -1,0 +1,216 @@
+"""One planned head segment removed under audit, and the removals dead processes left unaudited.
+
+`AuditedRemoval.remove` fsyncs the removal's intent, removes the segment through the store's
+crash-safe head removal (its bytes freed at `disk.delete_rate`, `.pacer`), and appends the outcome:
+deleted, held by a reader (hung), or removed first by another process (aborted `head-changed`, not
+a failure). A full disk does not stop deletion: when the intent cannot be written for lack of
+space (ENOSPC, EDQUOT) the segment is deleted anyway, with an ERROR line, because refusing would
+turn a full disk into an outage; the outcome line, written once the deletion freed space, carries
+the whole record. Any other audit error (permissions, a read-only filesystem) fails the deletion:
+nothing goes unaudited for a fixable mistake.
+
+`settle_intents` audits, from each log's start offset, the intents of processes that died
+mid-removal, so a SIGKILL anywhere leaves no removal unaudited. Called from one pass at a time
+(the cleaner's pass lock); the audit trail takes its own lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Iterable
+
+from loguru import logger
+
+from commitlog import CommitLogError
+from policies import ARCHIVED, DELETE, DELETED, FAILED, HUNG, PolicyConfig, SegmentDecision
+
+from ..audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_time, deletion_entry,
+                     recovered_deletion)
+from .pacer import Pacing
+from .pinned import find_pinned
+from .results import LogPassResult
+from .watched import WatchedLog
+
+__all__ = ["AuditedRemoval"]
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+class AuditedRemoval:
+    """Removes planned head segments under audit for one cleaner (see the module docstring)."""
+
+    def __init__(self, audit: AuditTrail, clock: Callable[[], float], pacing: Pacing) -> None:
+        self.audit = audit
+        self._clock = clock
+        self._pacing = pacing
+
+    def remove(self, r: LogPassResult, decision: SegmentDecision, watched: WatchedLog, policy: PolicyConfig,
+               wait: Callable[[float], object]) -> bool:
+        """Remove one planned head segment of `r`'s log, audited, its bytes freed at the rate;
+        False stops this log for the pass."""
+        if r.not_writable:          # nothing is attempted, nor audited as attempted
+            r.actions[decision.base_offset] = FAILED
+            r.errors[decision.base_offset] = r.not_writable
+            logger.error("{}: not deleting {}: {}", r.name, decision.segment, r.not_writable)
+            return False
+        rate = self._pacing.rate(r, policy)
+        planned = deletion_entry(
+            at=self._clock(), log=r.name, path=decision.path, segment=decision.segment,
+            base_offset=decision.base_offset, end_offset=decision.end_offset, bytes=decision.bytes,
+            triggers=list(r.plan.triggers), forced=decision.forced,
+            overridden_by=decision.overridden_by,
+            unconsumed=[(u.group, u.first_offset, u.end_offset) for u in decision.unconsumed],
+            archived=ARCHIVED in decision.because, paced=rate is not None, unpaced=r.unpaced)
+        ident = self._write_intent(r, decision, planned)
+        if ident is None:
+            return False
+        try:
+            removal = watched.log.remove_head(force=decision.forced, expected_base=decision.base_offset,
+                                              leave_over=self._pacing.leave_over(rate))
+            if removal.doomed is not None:
+                self._pacing.free(removal.doomed, removal.bytes, rate, r, policy, wait)
+            elif removal.status == "removed":
+                self._pacing.spend(removal.bytes, rate)
+        except (CommitLogError, OSError) as exc:
+            r.actions[decision.base_offset] = FAILED
+            r.errors[decision.base_offset] = str(exc)
+            logger.error("{}: deleting {} failed: {}", r.name, decision.segment, exc)
+            self._settle(ident, planned, watched, reason="error")
+            return False
+        if removal.status == "removed":
+            self._removed(r, decision, watched, ident, planned, removal)
+            return True
+        if removal.status == "held":
+            return self._held(r, decision, watched, ident, planned)
+        # mismatch or active: another process removed the head since the plan; not a failure.
+        self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason="head-changed"))
+        ahead = removal.base_offset is None or removal.base_offset > decision.base_offset
+        if ahead:
+            r.elsewhere.add(decision.base_offset)
+        logger.info("{}: {} was already removed by another process (head is now {}){}", r.name,
+                    decision.segment, removal.base_offset, "" if ahead else "; stopping for this pass")
+        return ahead
+
+    def _removed(self, r: LogPassResult, decision: SegmentDecision, watched: WatchedLog, ident: str,
+                 planned: dict, removal) -> None:
+        """The outcome of a segment gone: its audit line (who pinned a forced one), the log line."""
+        try:
+            watched.hung.forget(decision.base_offset)
+        except (CommitLogError, OSError) as exc:   # an entry left: it only restarts a clock
+            logger.error("{}: could not update the hung-segment registry: {}", r.name, exc)
+        holders = []
+        if removal.forced:
+            holders = [{"pid": p.pid, "command": p.command}
+                       for p in find_pinned([watched.path]) if p.path == decision.path]
+        self.audit.outcome_or_log(ident, DELETED, {**planned, "time": audit_time(self._clock()),
+                                                   "bytes": removal.bytes, "forced": removal.forced,
+                                                   "pinned_by": holders})
+        r.actions[decision.base_offset] = DELETED
+        r.deleted_bytes += removal.bytes
+        lost = ", ".join(f"{u.group} [{u.first_offset}, {u.end_offset})" for u in decision.unconsumed)
+        logger.info("{}: deleted {} ({} bytes, triggers {}{}{})", r.name, decision.segment,
+                    removal.bytes, ",".join(r.plan.triggers),
+                    ", forced while held by " + ",".join(str(h["pid"]) for h in holders)
+                    if removal.forced else "",
+                    (f", unconsumed by {lost}" + (" (readable from the archive)" if ARCHIVED in decision.because
+                                                  else "")) if lost else "")
+
+    def _held(self, r: LogPassResult, decision: SegmentDecision, watched: WatchedLog, ident: str,
+              planned: dict) -> bool:
+        """A reader holds the segment: aborted `held`, and the segment hung (retried, then forced)."""
+        now = self._clock()
+        self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=now, reason="held"))
+        try:
+            entry = watched.hung.held(decision.base_offset, now)
+        except (CommitLogError, OSError) as exc:   # its file refused (a planted link, say)
+            r.actions[decision.base_offset] = FAILED
+            r.errors[decision.base_offset] = str(exc)
+            logger.error("{}: {} is held by a reader, and recording it failed: {}", r.name,
+                         decision.segment, exc)
+            return False
+        r.actions[decision.base_offset] = HUNG
+        logger.warning("{}: {} is held by a reader (first found held {:.0f}s ago); kept for now",
+                       r.name, decision.segment, now - entry.first_attempt_at)
+        return False
+
+    def _write_intent(self, r: LogPassResult, decision: SegmentDecision, planned: dict) -> str | None:
+        """Fsync the intent; None (deletion failed) when the audit cannot be written for a reason
+        other than a full disk. On a full disk, the deletion goes ahead under a fresh id."""
+        try:
+            return self.audit.intent(DELETE, planned)
+        except OSError as exc:
+            if exc.errno in _NO_SPACE:
+                logger.error("{}: audit {} is full ({}); deleting {} anyway, since refusing would "
+                             "turn a full disk into an outage; its line follows once space is back",
+                             r.name, self.audit.path, exc.strerror or exc, decision.segment)
+                return os.urandom(8).hex()
+            r.actions[decision.base_offset] = FAILED
+            r.errors[decision.base_offset] = f"the audit trail {self.audit.path} cannot be written: {exc}"
+            logger.error("{}: not deleting {}: the audit trail {} cannot be written: {}", r.name,
+                         decision.segment, self.audit.path, exc)
+            return None
+
+    def _settle(self, ident: str, planned: dict, watched: WatchedLog, *, reason: str) -> None:
+        """After an error inside the removal: audit what the log's start offset says happened."""
+        try:
+            gone = watched.log.start_offset > planned["base_offset"]
+        except (CommitLogError, OSError):
+            return  # the intent stays open; a later pass settles it once this process is gone
+        if gone:
+            self.audit.outcome_or_log(ident, DELETED, {**planned, "error": reason})
+        else:
+            self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason=reason))
+
+    def settle_intents(self, logs: dict[str, WatchedLog], names: Iterable[str] | None) -> None:
+        """Audit the intents of processes that died mid-removal, for `logs` (those of `names`)."""
+        if self.audit.backlog:
+            try:
+                self.audit.flush_backlog()
+            except OSError as exc:
+                logger.error("audit {} still cannot be written ({}); {} line(s) kept in memory",
+                             self.audit.path, exc, self.audit.backlog)
+        try:
+            open_intents = self.audit.unresolved()
+        except OSError as exc:
+            logger.warning("audit {} cannot be read to settle interrupted removals: {}",
+                           self.audit.path, exc)
+            return
+        mine = {os.path.abspath(logs[n].path): logs[n] for n in (names if names is not None else logs)}
+        settled = SettledIntents("removal")
+        for intent in open_intents:
+            if intent.get("action", DELETE) != DELETE:
+                continue  # a compaction's intent: retention.compaction.compactor settles it
+            watched = mine.get(os.path.dirname(str(intent.get("path"))))
+            if watched is None or not isinstance(intent.get("base_offset"), int):
+                continue  # another cleaner's log
+            outcome = self._settle_one(intent, watched)
+            if outcome is not None:
+                settled.add(watched.name, outcome, intent.get("pid"))
+        for line in settled.lines():
+            logger.warning(line)
+
+    def _settle_one(self, intent: dict, watched: WatchedLog) -> str | None:
+        """Write the outcome of a dead process's removal intent; returns what it was (None when
+        it cannot be told yet)."""
+        now = self._clock()
+        try:
+            if not watched.exists():
+                self.audit.outcome_or_log(intent["id"], ABORTED,
+                                          aborted_entry(intent, at=now, reason="log-missing"), recovered=True)
+                return "log-missing"
+            gone = watched.log.start_offset > intent["base_offset"]
+        except (CommitLogError, OSError) as exc:
+            logger.warning("{}: cannot settle the audit intent {}: {}", watched.name, intent["id"], exc)
+            return None
+        if gone and intent.get("covered_by"):
+            self.audit.outcome_or_log(intent["id"], ABORTED,
+                                      {**aborted_entry(intent, at=now, reason="removed-by-another"),
+                                       "covered_by": intent["covered_by"]}, recovered=True)
+            return "removed-by-another"
+        if gone:
+            self.audit.outcome_or_log(intent["id"], DELETED, recovered_deletion(intent, at=now), recovered=True)
+            return DELETED
+        self.audit.outcome_or_log(intent["id"], ABORTED, aborted_entry(intent, at=now, reason="not-removed"),
+                                  recovered=True)
+        return "not-removed"

@@ -138,7 +138,7 @@ def test_the_retention_engine_imports_no_integration():
 
 
 # Each room (sub-package) may import only itself, the rooms listed, and the base modules of its
-# package (retention.audit; commitlog's top-level modules).
+# package (retention.audit, a package of base modules; commitlog's top-level modules).
 _ROOMS = {
     "commitlog.segments": set(),
     "commitlog.append": {"commitlog.segments"},

@@ -138,11 +138,16 @@ def test_the_retention_engine_imports_no_integration():
 
 
 # Each room (sub-package) may import only itself, the rooms listed, and the base modules of its
-# package (retention.audit, a package of base modules; commitlog's top-level modules).
+# package (retention.audit, a package of base modules; commitlog's top-level modules; commitlog.spark's
+# shared modules).
 _ROOMS = {
     "commitlog.segments": set(),
     "commitlog.append": {"commitlog.segments"},
     "commitlog.cleanup": {"commitlog.segments"},
+    "commitlog.spark.ledger": set(),
+    "commitlog.spark.writing": {"commitlog.spark.ledger"},
+    "commitlog.spark.reading": {"commitlog.spark.ledger"},
+    "commitlog.spark.jvm": {"commitlog.spark.reading"},
     "retention.deletion": set(),
     "retention.compaction": {"retention.deletion"},
     "retention.scheduling": {"retention.deletion", "retention.compaction"},

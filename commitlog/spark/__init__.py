@@ -11,23 +11,27 @@
     spark.read.format("commitlog").option("path", p).load()                  # same rows as read
 
 Importing this package imports neither pyspark nor pyarrow: the names that need them (`register`,
-`read`, `write`, `await_termination`, ...) load their module on first use (PEP 562), so the ledger,
-`marking.pending_ranges` and the helpers below serve a process without Spark (retention). Importing
-`commitlog` alone never imports this package. Spark's python workers must run this environment's
-interpreter (PYSPARK_PYTHON). A log lives on one host: tasks on another host than the planning
-driver fail (WrongHostError).
+`read`, `write`, `await_termination`, ...) load their module on first use (PEP 562), so the ledger
+(`ledger.marking.pending_ranges`) and the helpers below serve a process without Spark (retention).
+Importing `commitlog` alone never imports this package. Spark's python workers must run this
+environment's interpreter (PYSPARK_PYTHON). A log lives on one host: tasks on another host than the
+planning driver fail (WrongHostError).
 
-Modules: source_options (parsing the data source's options), schema (the log's schema, the record
-payload), ledger_view (which records are visible, in <log>/spark.db: what readers ask), ledger
-(staging into it: jobs, writers, sink batches), processes (whether a job's driver or task process
-still lives: abandoned jobs), host (the one-host check), turns (the writer lock taken in turns),
-appender (task-side appends), target (driver-side preparation of a write), batch_writer (batch
-writes), reader (batch reads), stream (the streaming source), sink (the streaming sink), source (the
-DataSource Spark instantiates), jvm (the JVM reader's jar; jvm.read_planner,
-what the JVM reader calls back to plan), progress (the listener committing groups exactly), fastpath
-(read and write helpers), marking (dead records marked in the store, pending ranges for compaction),
-protector (what compaction must keep, for retention), staging_errors (its errors), ledger_tables
-(spark.db's tables).
+Modules, by concept, each layer importing only the layers above it (writing and reading never each
+other):
+- staging_errors (its errors), source_options (parsing the data source's options), host (the
+  one-host check);
+- ledger/, the staging ledger in <log>/spark.db: ledger_tables (its tables), ledger_view (which
+  records are visible: what readers ask), ledger (staging into it: jobs, writers, sink batches),
+  marking (dead records marked in the store, pending ranges for compaction), processes (whether a
+  job's driver or task process still lives: abandoned jobs);
+- schema (the log's schema, kept in the ledger; the record payload);
+- writing/: target (driver-side preparation of a write), turns (the writer lock taken in turns),
+  appender (task-side appends), batch_writer (batch writes), sink (the streaming sink);
+  reading/: reader (batch reads), stream (the streaming source);
+- the public face: source (the DataSource Spark instantiates), fastpath (read and write helpers),
+  progress (the listener committing groups exactly), protector (what compaction must keep, for
+  retention), jvm/ (the JVM reader's jar; jvm.read_planner, what the JVM reader calls back to plan).
 """
 
 from __future__ import annotations
@@ -37,9 +41,7 @@ import importlib
 from .staging_errors import (DataLossError, JobStateError, NoSchemaError, OptionError,
                      OverwriteNotSupportedError, SchemaMismatchError, StagingError,
                      WriterTurnTimeout, WrongHostError)
-from .ledger import JobInfo, Ledger
-from .ledger_view import LedgerView
-from .marking import mark_dead_records, pending_ranges
+from .ledger import JobInfo, Ledger, LedgerView, mark_dead_records, pending_ranges
 
 # Names whose modules import pyspark or pyarrow, loaded on first access.
 _LAZY = {

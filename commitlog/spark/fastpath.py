@@ -29,7 +29,7 @@ from . import jvm
 from .jvm.read_planner import plan_json
 from .staging_errors import NoSchemaError
 from .source_options import Options
-from .reader import CommitLogBatchReader, read_partition
+from .reading.reader import CommitLogBatchReader, read_partition
 from .schema import arrow_schema
 from .source import register, stored_schema
 

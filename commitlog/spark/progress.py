@@ -4,11 +4,11 @@ Spark calls a source's `commit(end)` only when it plans the *next* micro-batch, 
 a run (`availableNow`, `once`, a stopped query) would never be committed. But Spark posts a
 `QueryProgressEvent` after a batch is in the query's commit log (`runBatch` ends with
 `markMicroBatchEnd`, then `finishTrigger` posts the event), and the event carries each source's end
-offset, which for this source names its log and group (see `stream.position`). `ProgressListener`
+offset, which for this source names its log and group (see `reading.stream.position`). `ProgressListener`
 commits exactly that offset: what the sink has committed, never more. A driver killed between the
 sink's commit and the listener's leaves the group behind (retention keeps more, never less); the
 restarted query catches it up (its source commits the start of the first batch it plans, see
-`stream`), even with nothing new to read.
+`reading.stream`), even with nothing new to read.
 
 The listener runs in the driver's Python process on Spark's single listener-bus thread (through
 Py4J), shared by every listener of the application: it does one small commit per changed offset and

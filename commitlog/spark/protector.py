@@ -3,7 +3,7 @@ object (no import of the retention engine: `retention` discovers `PROTECTOR` thr
 point `commitlog_retention.protectors` named `spark`, declared in pyproject.toml).
 
 - `pending_ranges(log_path)`: the offset ranges unfinished Spark jobs may still make visible
-  (`marking.pending_ranges`); a compaction keeps every record in them.
+  (`ledger.marking.pending_ranges`); a compaction keeps every record in them.
 - `keyed_compaction_refusal(log_path)`: why a log must not be compacted as keyed, or None. A Spark
   staging log's keys are writer ids, not record keys.
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 
-from .ledger_view import LedgerView
-from .marking import pending_ranges
+from .ledger.ledger_view import LedgerView
+from .ledger.marking import pending_ranges
 
 __all__ = ["PROTECTOR", "SparkProtector"]
 

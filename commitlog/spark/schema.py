@@ -22,7 +22,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 from commitlog import RecordTooLargeError
 from commitlog.layout import META_FILE
 
-from .ledger_view import LedgerView
+from .ledger.ledger_view import LedgerView
 from .staging_errors import NoSchemaError, SchemaMismatchError
 
 # Arrow IPC buffers are 8-byte aligned relative to the message start. A record's value starts

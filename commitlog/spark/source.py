@@ -9,12 +9,12 @@ from .staging_errors import OptionError, OverwriteNotSupportedError
 from .jvm import install as install_jvm
 from .progress import install as install_progress
 from .source_options import Options
-from .reader import CommitLogBatchReader
+from .reading.reader import CommitLogBatchReader
 from .schema import arrow_schema, check_readable, required_schema, stored_schema
-from .sink import CommitLogStreamWriter
-from .stream import CommitLogStreamReader
-from .target import prepare_write
-from .batch_writer import CommitLogBatchWriter
+from .writing.sink import CommitLogStreamWriter
+from .reading.stream import CommitLogStreamReader
+from .writing.target import prepare_write
+from .writing.batch_writer import CommitLogBatchWriter
 
 
 class CommitLogDataSource(DataSource):

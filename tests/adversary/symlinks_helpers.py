@@ -12,8 +12,8 @@ from commitlog import CommitLog, UnsafeLogFileError, roll_idle
 from commitlog import record as rec
 from commitlog.archive import open_tier
 from commitlog.archive.log_archive import LogArchive
-from commitlog.spark.ledger_view import LedgerView
-from commitlog.spark.turns import append_turn
+from commitlog.spark.ledger.ledger_view import LedgerView
+from commitlog.spark.writing.turns import append_turn
 from retention.deletion import owner
 from retention.deletion.hung import HungRegistry
 

@@ -229,7 +229,7 @@ def _head_deleted(path: str) -> list[int]:
 
 def test_a_first_segment_deleted_by_hand_is_corrupt_naming_the_range_not_retentions(tmp_path):
     from types import SimpleNamespace
-    from commitlog.spark.reader import check_lost
+    from commitlog.spark.reading.reader import check_lost
     path = str(tmp_path / "log")
     bases = _head_deleted(path)
     want = rf"offsets \[0, {bases[1]}\) are missing before this segment"

@@ -279,7 +279,7 @@ def test_a_pending_hook_that_fails_compacts_nothing_in_that_log_and_says_why(tmp
 
 
 def test_by_default_the_spark_ledgers_unfinished_attempts_are_pending_and_kept(tmp_path):
-    from commitlog.spark.ledger import Ledger   # the ledger alone: no pyspark
+    from commitlog.spark.ledger.ledger import Ledger   # the ledger alone: no pyspark
     dead_log(tmp_path / "a", 4)
     with Ledger(str(tmp_path / "a")) as ledger:  # a task attempt still writing from offset 40
         ledger.open_job("job-1", "batch", None)
@@ -299,7 +299,7 @@ def test_by_default_the_spark_ledgers_unfinished_attempts_are_pending_and_kept(t
 
 
 def test_a_keyed_policy_on_a_spark_staging_log_compacts_nothing_and_says_why(tmp_path):
-    from commitlog.spark.ledger import Ledger
+    from commitlog.spark.ledger.ledger import Ledger
     live = dead_log(tmp_path / "a", 2)
     Ledger(str(tmp_path / "a")).close()
     _, config = compaction_config(tmp_path, tmp_path / "a", keys="true")

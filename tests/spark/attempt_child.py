@@ -12,7 +12,7 @@ import time
 
 import pyarrow as pa
 
-from commitlog.spark.appender import Appender
+from commitlog.spark.writing.appender import Appender
 
 
 def batches(first: int):

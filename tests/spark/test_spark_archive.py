@@ -13,7 +13,7 @@ import pytest
 import commitlog.spark
 from commitlog import CommitLog
 from commitlog.archive import LogArchive, open_tier, upload_sealed
-from commitlog.spark.reader import CommitLogBatchReader, LogPartition, read_partition
+from commitlog.spark.reading.reader import CommitLogBatchReader, LogPartition, read_partition
 from commitlog.spark.schema import arrow_schema
 from commitlog.spark.source import stored_schema
 from commitlog.spark.source_options import Options

@@ -10,7 +10,7 @@ import pytest
 
 from commitlog import CommitLog
 from commitlog.spark import dead_offsets, jobs
-from commitlog.spark.ledger import Ledger
+from commitlog.spark.ledger.ledger import Ledger
 
 from spark_helpers import ids, load, marked_offsets, spark_records, stage
 

@@ -16,10 +16,10 @@ import commitlog.spark
 from commitlog import CommitLog
 from commitlog.spark import FAST_WRITE_CONF, WrongHostError, fastpath
 from commitlog.spark.source_options import Options
-from commitlog.spark.reader import LogPartition, read_partition
+from commitlog.spark.reading.reader import LogPartition, read_partition
 from commitlog.spark.schema import arrow_schema
-from commitlog.spark.target import prepare_write
-from commitlog.spark.batch_writer import CommitLogBatchWriter
+from commitlog.spark.writing.target import prepare_write
+from commitlog.spark.writing.batch_writer import CommitLogBatchWriter
 
 import spark_helpers
 from spark_helpers import ids, load, spark_records, stage
@@ -263,7 +263,7 @@ def test_a_task_on_another_host_than_the_planner_fails_naming_both(spark, log_pa
         spark.sparkContext.parallelize([0], 1).mapPartitions(write_task).collect()
     assert spark_records(log_path) == before                    # nothing written here
     # A read planned on another host (the helper plans in this process): its tasks refuse.
-    monkeypatch.setattr("commitlog.spark.reader.this_host", lambda: "planner-elsewhere")
+    monkeypatch.setattr("commitlog.spark.reading.reader.this_host", lambda: "planner-elsewhere")
     df = commitlog.spark.read(spark, log_path)
     with pytest.raises(Exception, match=message.replace("write", "read")):
         df.collect()

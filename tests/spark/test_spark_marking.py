@@ -1,4 +1,4 @@
-"""Spark's dead records reach the store (commitlog.spark.marking): an aborted job, failed and
+"""Spark's dead records reach the store (commitlog.spark.ledger.marking): an aborted job, failed and
 SIGKILLed task attempts, a duplicate micro-batch and an attempt outlived by its job are marked dead
 when the ledger decides it, a crash between the two is caught up when the log is opened again, a
 compaction then gives their bytes back while Spark reads the same rows and a stream resumes; the
@@ -21,14 +21,14 @@ import pytest
 from commitlog import CommitLog, OffsetRemovedError, parse_segment_name
 from commitlog.spark import dead_offsets, jobs, mark_dead_records, pending_ranges
 from commitlog.spark import read as fast_read
-from commitlog.spark.appender import Appender
-from commitlog.spark.ledger import Ledger
+from commitlog.spark.writing.appender import Appender
+from commitlog.spark.ledger.ledger import Ledger
 from commitlog.spark.source_options import Options
 from commitlog.spark.schema import arrow_schema
 from commitlog.spark.source import stored_schema
-from commitlog.spark.stream import CommitLogStreamReader
-from commitlog.spark.target import prepare_write
-from commitlog.spark.batch_writer import AppendedMessage, CommitLogBatchWriter
+from commitlog.spark.reading.stream import CommitLogStreamReader
+from commitlog.spark.writing.target import prepare_write
+from commitlog.spark.writing.batch_writer import AppendedMessage, CommitLogBatchWriter
 from policies.config import CompactionConfig
 from policies.liveness import LivenessRule, PendingRanges
 
@@ -384,7 +384,7 @@ def test_pending_ranges_follow_unfinished_writers(spark, log_path, tmp_path):
 
 def test_pending_ranges_import_neither_pyspark_nor_pyarrow(spark, log_path):
     stage(spark.range(0, 1, numPartitions=1), log_path)
-    code = ("import sys; from commitlog.spark.marking import pending_ranges; "
+    code = ("import sys; from commitlog.spark.ledger.marking import pending_ranges; "
             f"assert pending_ranges({log_path!r}) == []; "
             "import commitlog.spark; commitlog.spark.jobs; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pyarrow', 'pandas')]; "

@@ -172,8 +172,8 @@ def test_one_partition_per_offset_range(spark, log_path):
     assert back.rdd.getNumPartitions() == pytest.approx(used / (300 << 10), abs=1)
     assert ids(back) == list(range(200_000))
     assert load(spark, log_path).rdd.getNumPartitions() == 1   # small: one 4 MiB partition
-    from commitlog.spark.reader import plan_partitions
-    from commitlog.spark.ledger import VisibleRecord
+    from commitlog.spark.reading.reader import plan_partitions
+    from commitlog.spark.ledger.ledger_view import VisibleRecord
     parts = plan_partitions([VisibleRecord(o, 10, 100) for o in range(100) if o % 10], 1000)
     assert [p.rows for p in parts] == [100] * 9                # even shares of 1000 bytes
     assert parts[0].runs == ((1, 10), (11, 12))                 # runs of consecutive offsets
@@ -243,7 +243,7 @@ def test_reads_are_zero_copy_and_batches_outlive_the_scan(spark, log_path):
     import pyarrow as pa
 
     from commitlog.spark.source_options import Options
-    from commitlog.spark.reader import CommitLogBatchReader
+    from commitlog.spark.reading.reader import CommitLogBatchReader
     from commitlog.spark.schema import arrow_schema, decode
 
     stage(spark.range(0, 50_000, numPartitions=2).selectExpr("id", "cast(id AS string) AS s"),

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from commitlog.spark import jobs
-from commitlog.spark.ledger import Ledger
+from commitlog.spark.ledger.ledger import Ledger
 
 from spark_helpers import ids, load, stage
 
@@ -97,7 +97,7 @@ def test_a_duplicate_micro_batch_commit_is_made_dead(tmp_path, spark):
     sink = str(tmp_path / "sink")
     stage(spark.range(0, 1, numPartitions=1), sink)
     with Ledger(sink) as ledger:
-        from commitlog.spark.processes import identify
+        from commitlog.spark.ledger.processes import identify
         outcomes = []
         for writer, offset, job in (("w1", 100, "j1"), ("w2", 200, "j2")):
             # The second run of micro-batch 7 (after a restart) appends again, then commits.

@@ -9,12 +9,12 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from commitlog import CommitLog
 from commitlog.spark import DataLossError, await_termination
-from commitlog.spark.ledger import Ledger
-from commitlog.spark.processes import identify
+from commitlog.spark.ledger.ledger import Ledger
+from commitlog.spark.ledger.processes import identify
 from commitlog.spark.source_options import Options
 from commitlog.spark.schema import arrow_schema
 from commitlog.spark.source import stored_schema
-from commitlog.spark.stream import CommitLogStreamReader
+from commitlog.spark.reading.stream import CommitLogStreamReader
 
 from spark_helpers import ids, load, read_stream, spark_records, stage
 

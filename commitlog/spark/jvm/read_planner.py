@@ -2,8 +2,8 @@
 
 The JVM data source (jvm/src, `commitlog.spark.jvm.CommitLogProvider`) reads records; every
 decision about *which* records stays here, in the code the Python data source runs: batch plans
-are `reader.CommitLogBatchReader.partitions`, streams are `stream.CommitLogStreamReader` objects
-kept under an id for the stream's life (frontier, pending writers, group commits, data loss).
+are `reading.reader.CommitLogBatchReader.partitions`, streams are `reading.stream.CommitLogStreamReader`
+objects kept under an id for the stream's life (frontier, pending writers, group commits, data loss).
 One JSON request in, one JSON answer out; a failure is answered `{"error": "Name: message"}`, the
 JVM raises it. Thread-safe: Py4J calls from several threads; each stream's calls are serialised.
 """
@@ -17,11 +17,11 @@ import threading
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from ..reader import CommitLogBatchReader, LogPartition
+from ..reading.reader import CommitLogBatchReader, LogPartition
 from ..schema import arrow_schema, check_readable, required_schema, schema_from_json, stored_schema
 from ..source_options import Options
 from ..staging_errors import OptionError
-from ..stream import CommitLogStreamReader
+from ..reading.stream import CommitLogStreamReader
 
 log = logging.getLogger("commitlog.spark")
 

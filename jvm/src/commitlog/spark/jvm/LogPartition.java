@@ -5,7 +5,7 @@ import org.apache.spark.sql.connector.read.InputPartition;
 /**
  * Runs [start, end) of consecutive visible offsets of one log, read in order by one task, on the
  * host whose driver planned them (the log lives on that host's disk). Planned in Python
- * (commitlog.spark.reader.plan_partitions). Immutable.
+ * (commitlog.spark.reading.reader.plan_partitions). Immutable.
  */
 public final class LogPartition implements InputPartition {
     private static final long serialVersionUID = 1L;

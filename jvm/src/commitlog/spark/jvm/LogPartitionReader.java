@@ -15,7 +15,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * A task's read of one {@link LogPartition}: one columnar batch per visible record, in log order,
- * as commitlog.spark.reader.read_partition yields them in Python, with the same failures: a run
+ * as commitlog.spark.reading.reader.read_partition yields them in Python, with the same failures: a run
  * retention removed fails (the DataLossError's message) or, with failOnDataLoss=false, is skipped
  * with a warning; a log that ends before what was committed fails. Not thread-safe.
  */

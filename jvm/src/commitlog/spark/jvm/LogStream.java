@@ -13,7 +13,7 @@ import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow
 import org.apache.spark.sql.types.StructType;
 
 /**
- * A streaming read: every offset decision is the Python planner's (commitlog.spark.stream's
+ * A streaming read: every offset decision is the Python planner's (commitlog.spark.reading.stream's
  * reader, kept in the driver's Python process under this stream's id: frontier, pending
  * writers, consumer-group commits, data-loss checks); the micro-batches' records are read here,
  * in the JVM, as columnar batches. Called by Spark's stream execution thread.

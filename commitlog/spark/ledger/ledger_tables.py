@@ -5,7 +5,7 @@
   (`writing` -> `written` -> `committed` | `dead`), the first offset it may have written at
   (registered under the append turn before its first append, so no record of it lies below),
   the processes whose death abandons it, and `marked`: 1 once every record the ledger lists for
-  a dead writer is marked dead in the store (`CommitLog.mark_dead`; see `commitlog.spark.marking`);
+  a dead writer is marked dead in the store (`CommitLog.mark_dead`; see `commitlog.spark.ledger.marking`);
 - `records`: one row per record a writer appended: offset, rows, bytes, and `visible`, set in the
   same transaction that commits the job;
 - `jobs`: one row per batch write or streaming micro-batch, with its outcome;

@@ -3,7 +3,7 @@
 A background thread in each task takes the turns, so the task keeps receiving and encoding
 batches from the JVM meanwhile; across tasks only the copy into the mapping is serialised. Two
 concurrent jobs therefore both land whole, interleaved at turn granularity, each visible only
-once committed (see `ledger`).
+once committed (see `ledger.ledger`).
 
 Before its first append a writer registers in the ledger, under the turn, with the log's end
 offset as its first possible offset: a stream's frontier never passes a record whose writer is
@@ -20,10 +20,10 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from .host import check_host
-from .ledger import Ledger
-from .marking import mark_dead_records
-from .schema import conform, encode_bounded, record_key
+from ..host import check_host
+from ..ledger.ledger import Ledger
+from ..ledger.marking import mark_dead_records
+from ..schema import conform, encode_bounded, record_key
 from .target import WriteTarget
 from .turns import append_turn, open_for_append, sync_segments
 

@@ -28,12 +28,12 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from commitlog import ATTR_CONTROL, ATTR_DEAD, CommitLog, OffsetOutOfRangeError
 from commitlog.archive import ArchivedLog, open_archive, open_tier
 
-from .staging_errors import DataLossError, StagingError
-from .host import check_host, this_host
-from .ledger_view import LedgerView, VisibleRecord
-from .marking import mark_dead_records
-from .source_options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_MIN_PARTITION_BYTES, Options
-from .schema import conform, decode
+from ..staging_errors import DataLossError, StagingError
+from ..host import check_host, this_host
+from ..ledger.ledger_view import LedgerView, VisibleRecord
+from ..ledger.marking import mark_dead_records
+from ..source_options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_MIN_PARTITION_BYTES, Options
+from ..schema import conform, decode
 
 log = logging.getLogger("commitlog.spark")
 

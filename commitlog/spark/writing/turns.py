@@ -20,8 +20,8 @@ from commitlog import CommitLog, LogLockedError, parse_segment_name, segment_nam
 from commitlog.layout import SPARK_TURN_FILE
 from commitlog.safeopen import open_file
 
-from .staging_errors import WriterTurnTimeout
-from .source_options import Options
+from ..staging_errors import WriterTurnTimeout
+from ..source_options import Options
 
 TURN_FILE = SPARK_TURN_FILE
 

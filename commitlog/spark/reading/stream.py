@@ -36,9 +36,9 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from commitlog import CommitLog
 
-from .ledger_view import LedgerView
-from .marking import mark_dead_records
-from .source_options import Options
+from ..ledger.ledger_view import LedgerView
+from ..ledger.marking import mark_dead_records
+from ..source_options import Options
 from .reader import LogPartition, check_lost, open_log, plan_partitions, read_partition
 
 log = logging.getLogger("commitlog.spark")

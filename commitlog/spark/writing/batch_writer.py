@@ -5,7 +5,7 @@ writer in the commit message; the driver's `commit` makes exactly the reported w
 visible, in one ledger transaction, and every other writer of the job (a failed or duplicate
 task attempt) dead. `abort` (a task failed, or raised `StoreFullError` under disk pressure) makes
 all of the job's records dead: readers see none of them. Dead records are then marked dead in the
-store, for a compaction to reclaim (`marking`).
+store, for a compaction to reclaim (`ledger.marking`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from .appender import Appender
-from .ledger import Ledger
-from .marking import mark_dead_records
+from ..ledger.ledger import Ledger
+from ..ledger.marking import mark_dead_records
 from .target import WriteTarget
 
 log = logging.getLogger("commitlog.spark")

@@ -1,14 +1,14 @@
 """Reading the staging ledger, `<log>/spark.db`: which records of the log are visible, what
 unresolved writers may still append, which dead writers' records the store has not marked yet,
 and the jobs. Readers (batch reads, streams), marking and the retention protector take a
-`LedgerView`; staging (`commitlog.spark.ledger.Ledger`) extends it with the writes.
+`LedgerView`; staging (`commitlog.spark.ledger.ledger.Ledger`) extends it with the writes.
 
 The file (WAL, synchronous=FULL) holds what the record store does not know about jobs: jobs,
 writers (task attempts), their records and the micro-batches sinks committed (the tables:
 `ledger_tables`). A record is visible exactly when its row says so; everything else in the log
 (records of aborted jobs, of failed task attempts, of crashed writers, of other appenders) is
 invisible to readers. The records of dead writers are also marked dead in the store
-(`commitlog.spark.marking`), so a compaction reclaims them. Streams never move past the first
+(`commitlog.spark.ledger.marking`), so a compaction reclaims them. Streams never move past the first
 offset of an unresolved writer (`pending_floor`), so a job that commits late is never skipped.
 
 The upkeep a reader does is here too: declaring writers whose processes are gone dead
@@ -31,7 +31,7 @@ from commitlog.layout import SPARK_LEDGER_FILE
 from commitlog.safeopen import connect_sqlite
 
 from . import ledger_tables, processes
-from .staging_errors import NoSchemaError
+from ..staging_errors import NoSchemaError
 
 log = logging.getLogger("commitlog.spark")
 

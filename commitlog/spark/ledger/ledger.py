@@ -1,5 +1,5 @@
 """Staging into the ledger: jobs (the driver's), writers (its tasks'), the records they append
-and the micro-batches sinks commit. `Ledger` is a `LedgerView` (see `commitlog.spark.ledger_view`
+and the micro-batches sinks commit. `Ledger` is a `LedgerView` (see `commitlog.spark.ledger.ledger_view`
 for the file and what a record's visibility means) that also writes: a job's commit makes its
 writers' records visible in one transaction, and dooms every other writer of the job.
 """
@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 
 from . import processes
-from .staging_errors import JobStateError
+from ..staging_errors import JobStateError
 from .ledger_view import (ABORTED, COMMITTED, DEAD, LEDGER_FILE, OPEN, OPEN_END, WRITING, WRITTEN, JobInfo,
                           LedgerView, VisibleRecord)
 

@@ -4,7 +4,8 @@ Each micro-batch is a job: tasks append as in a batch write; the driver's `commi
 batchId)` makes the batch visible in one ledger transaction that also records (sink id, batch id).
 A micro-batch id already recorded is not staged again: a query killed after the sink committed
 but before Spark recorded the batch re-runs it on restart, and that re-run's records are made
-dead instead (and marked dead in the store: `marking`). The sink id is option `sinkId`, by default the query's checkpoint location.
+dead instead (and marked dead in the store: `ledger.marking`). The sink id is option `sinkId`, by
+default the query's checkpoint location.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter
 
 from .appender import Appender
-from .ledger import Ledger
-from .marking import mark_dead_records
+from ..ledger.ledger import Ledger
+from ..ledger.marking import mark_dead_records
 from .target import WriteTarget
 from .batch_writer import AppendedMessage, reports
 

@@ -46,10 +46,14 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from types import MappingProxyType
 
 from policies.clock_guard import age_reason, clock_step_detail, judged_at
+from policies.plan_details import (archived_detail, batch_detail, clean_detail, expired_detail, force_detail,
+                                    forced_detail, manual_detail, no_trigger_detail, prefix_detail,
+                                    reserved_detail, retried_detail, size_cap_detail, unconsumed_detail,
+                                    waiting_detail, window_detail)
 from policies.archive_trust import not_archived_detail, unarchived_may_go
 from policies.config import PolicyConfig
 from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
@@ -67,11 +71,9 @@ from policies.triggers import (
     TRIGGERS,
     ManualTrigger,
     active_triggers,
-    local_hour,
     over_size_cap,
     require_aware,
 )
-from policies.units import format_hours, humanize_duration, humanize_size
 
 __all__ = [
     "ACTIONS",
@@ -225,12 +227,12 @@ class _LogWalk:
             details[ACTIVE] = (str, "the segment being written")
         if not self.triggers or (self.triggers == (SIZE_CAP,) and not over_cap):
             reasons.append(NO_TRIGGER)
-            details[NO_TRIGGER] = (_no_trigger_detail, policy.delete_at_hours, self.log.disk.used_ratio,
+            details[NO_TRIGGER] = (no_trigger_detail, policy.delete_at_hours, self.log.disk.used_ratio,
                                    policy.disk.clean_ratio, policy.retention_bytes, left_bytes)
         young = age_reason(age, self.wall - segment.mtime, policy.reserve)
         if young is not None:
             (overridden if overridden_by else reasons).append(young)
-            details[young] = ((_reserved_detail, policy.reserve, age) if young == RESERVED
+            details[young] = ((reserved_detail, policy.reserve, age) if young == RESERVED
                               else (clock_step_detail, self.wall - self.now, age))
 
         if self.archive.enabled and segment.archived_at is None:
@@ -247,7 +249,7 @@ class _LogWalk:
             if found.group in protected:
                 code = unconsumed(found.group)
                 (overridden if force_disk else reasons).append(code)
-                details[code] = (_unconsumed_detail, found)
+                details[code] = (unconsumed_detail, found)
 
         forced = retry = False
         hung = self.log.hung.get(segment.base_offset)
@@ -256,20 +258,20 @@ class _LogWalk:
             since_attempt = self.now - hung.last_attempt_at
             if held_for >= policy.hung.force_after:
                 forced = retry = True
-                details[HELD] = (_forced_detail, held_for, policy.hung.force_after)
+                details[HELD] = (forced_detail, held_for, policy.hung.force_after)
             elif since_attempt >= policy.hung.retry_every:
                 retry = True
-                details[HELD] = (_retried_detail, held_for, since_attempt)
+                details[HELD] = (retried_detail, held_for, since_attempt)
             else:
                 reasons.append(HELD)
-                details[HELD] = (_waiting_detail, held_for, policy.hung.retry_every - since_attempt)
+                details[HELD] = (waiting_detail, held_for, policy.hung.retry_every - since_attempt)
 
         if self.first_kept is not None:
             reasons.append(PREFIX)
-            details[PREFIX] = (_prefix_detail, self.first_kept)
+            details[PREFIX] = (prefix_detail, self.first_kept)
         if self.deleted >= policy.files_per_pass:
             reasons.append(BATCH_LIMIT)
-            details[BATCH_LIMIT] = (_batch_detail, policy.files_per_pass)
+            details[BATCH_LIMIT] = (batch_detail, policy.files_per_pass)
 
         deleting = not reasons
         because: tuple[str, ...] = ()
@@ -280,21 +282,21 @@ class _LogWalk:
             because = self._because(age, overridden_by, force_disk, over_cap)
             shown.update(because)
             if EXPIRED in because:
-                details[EXPIRED] = (_expired_detail, age, policy.reserve)
+                details[EXPIRED] = (expired_detail, age, policy.reserve)
             if force_disk:
-                details[self.forcing_trigger] = (_force_detail, projected_ratio, target)
+                details[self.forcing_trigger] = (force_detail, projected_ratio, target)
             if retry:
                 shown.add(HELD)
             if over_cap:
-                details[SIZE_CAP] = (_size_cap_detail, left_bytes, policy.retention_bytes)
+                details[SIZE_CAP] = (size_cap_detail, left_bytes, policy.retention_bytes)
                 shown.add(SIZE_CAP)
             if segment.archived_at is not None and self.archive.enabled:
                 because = (*because, ARCHIVED)
                 shown.add(ARCHIVED)
-                details[ARCHIVED] = (_archived_detail, segment.archived_at, self.archive.url)
-            details[TIME_WINDOW] = (_window_detail, policy, self.at)
-            details[DISK_CLEAN] = (_clean_detail, self.log.disk.used_ratio, policy.disk.clean_ratio)
-            details[MANUAL] = (_manual_detail, self.manual.remaining, self.manual.forcing)
+                details[ARCHIVED] = (archived_detail, segment.archived_at, self.archive.url)
+            details[TIME_WINDOW] = (window_detail, policy, self.at)
+            details[DISK_CLEAN] = (clean_detail, self.log.disk.used_ratio, policy.disk.clean_ratio)
+            details[MANUAL] = (manual_detail, self.manual.remaining, self.manual.forcing)
         return SegmentDecision(
             log=self.log.name,
             base_offset=segment.base_offset,
@@ -342,71 +344,3 @@ def _unconsumed_range(group: GroupSnapshot, segment: SegmentSnapshot) -> Unconsu
     if first >= segment.end_offset:
         return None
     return UnconsumedRange(group.name, first, segment.end_offset)
-
-
-# Formatters of SegmentDecision.detail_facts, called only when an explanation is read.
-def _reserved_detail(reserve: float, age: float) -> str:
-    return f"younger than {humanize_duration(reserve)}, {humanize_duration(age)} old"
-
-
-def _unconsumed_detail(found: UnconsumedRange) -> str:
-    return f"{found.group} has not consumed offsets {found.first_offset} to {found.end_offset - 1}"
-
-
-def _forced_detail(held_for: float, force_after: float) -> str:
-    return f"held for {humanize_duration(held_for)}, past force_after {humanize_duration(force_after)}"
-
-
-def _retried_detail(held_for: float, since_attempt: float) -> str:
-    return f"held for {humanize_duration(held_for)}, last attempt {humanize_duration(since_attempt)} ago"
-
-
-def _waiting_detail(held_for: float, next_in: float) -> str:
-    return f"held for {humanize_duration(held_for)}, next attempt in {humanize_duration(next_in)}"
-
-
-def _force_detail(projected_ratio: float, target: float) -> str:
-    return f"disk {projected_ratio:.1%} used before it, deleting down to {target:.0%}"
-
-
-def _prefix_detail(first_kept: str) -> str:
-    return f"{first_kept} is kept"
-
-
-def _batch_detail(files_per_pass: int) -> str:
-    return f"{files_per_pass} deletions already planned"
-
-
-def _no_trigger_detail(delete_at_hours: tuple[int, ...], used_ratio: float, clean_ratio: float,
-                       retention_bytes: int | None, log_bytes: int) -> str:
-    hours = f"delete_at_hours {format_hours(delete_at_hours)} not now" if delete_at_hours else "no delete hours"
-    cap = "" if retention_bytes is None else \
-        f", size {humanize_size(log_bytes)} within retention_bytes {humanize_size(retention_bytes)}"
-    return (f"{hours}, disk {used_ratio:.1%} used "
-            f"(clean above {clean_ratio:.0%}){cap}, no manual pass")
-
-
-def _expired_detail(age: float, reserve: float) -> str:
-    return f"{humanize_duration(age)} since its last write, reserve {humanize_duration(reserve)}"
-
-
-def _window_detail(policy: PolicyConfig, now: datetime) -> str:
-    return f"hour {local_hour(policy, now):02d} is in delete_at_hours {format_hours(policy.delete_at_hours)}"
-
-
-def _clean_detail(used_ratio: float, clean_ratio: float) -> str:
-    return f"disk {used_ratio:.1%} used, above clean_ratio {clean_ratio:.0%}"
-
-
-def _manual_detail(remaining: int, forcing: bool) -> str:
-    return f"an operator's request, {remaining} pass{'es' if remaining != 1 else ''} of it left" + \
-        (", forcing" if forcing else "")
-
-
-def _archived_detail(archived_at: float, url: str) -> str:
-    at = datetime.fromtimestamp(archived_at, timezone.utc).isoformat(timespec="seconds")
-    return f"in the archive {url} since {at}"
-
-
-def _size_cap_detail(log_bytes: int, retention_bytes: int) -> str:
-    return f"size {humanize_size(log_bytes)} > retention_bytes {humanize_size(retention_bytes)}"

@@ -1,7 +1,8 @@
 """The archive tier: sealed segments kept in object storage (S3 API) or a directory beyond the
 local disk, listed by a per-log manifest that is the truth for readers.
 
-    open_tier(url, endpoint=, region=)   a Tier: file:///dir or s3://bucket/prefix
+    open_tier(url, endpoint=, region=)   a Tier: file:///dir or s3://bucket/prefix; Tier.create(key,
+                                         data) writes only where no object is (one creator wins)
     LogArchive(tier, log_dir)            one log's objects and manifest on a tier
     cached_manifest(log_dir, name)       the manifest as this host last saw it (no tier asked)
     upload_sealed(archive, segments, now_ms=, ...)   the upload pass; Throttle caps its bytes/s
@@ -16,7 +17,8 @@ from .log_archive import LogArchive, cached_manifest
 from .manifest import ArchivedSegment, Manifest
 from .remote import ArchiveReader
 from .tiered import ArchivedLog, open_archive
-from .tiers import ObjectInfo, Tier, open_tier
+from .tier_url import open_tier
+from .tiers import ObjectInfo, Tier
 from .upload import Throttle, upload_sealed
 
 __all__ = ["ArchiveReader", "ArchivedLog", "ArchivedSegment", "LogArchive", "cached_manifest",

@@ -22,7 +22,8 @@ from ..segments import reading
 from ..arguments import check_offset, check_scan_range, check_timestamp
 from .log_archive import LogArchive
 from .remote import DEFAULT_CACHE_BYTES, ArchiveReader
-from .tiers import Tier, open_tier
+from .tier_url import open_tier
+from .tiers import Tier
 
 __all__ = ["ArchivedLog", "TieredReads", "archive_reader", "open_archive"]
 

@@ -17,10 +17,10 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
                "AWS_DEFAULT_REGION": "us-east-1"}
 
 
-def die_with_parent() -> None:
-    """preexec_fn: the child gets SIGKILL when the test process dies without tearing it down."""
-    import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG
+# A command prefix: the child gets SIGKILL when the process (strictly, the thread) that started it
+# dies without tearing it down. A prefix, not a preexec_fn: Python code run between fork and exec in
+# a process with threads (a Spark driver's) can deadlock on a lock another thread held at the fork.
+DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL"]
 
 
 def free_port() -> int:
@@ -39,10 +39,9 @@ class S3Server:
 
     def start(self) -> "S3Server":
         server = Path(sys.executable).with_name("moto_server")
-        self.process = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(self.port)],
+        self.process = subprocess.Popen([*DIE_WITH_PARENT, str(server), "-H", "127.0.0.1", "-p", str(self.port)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        env={**os.environ, **CREDENTIALS},
-                                        preexec_fn=die_with_parent)
+                                        env={**os.environ, **CREDENTIALS})
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:

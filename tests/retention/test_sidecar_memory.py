@@ -38,8 +38,8 @@ def _deleted(sidecar: Sidecar) -> int:
     return int(sum(float(v) for v in _DELETED.findall(sidecar.request("GET", "/metrics")[2].decode())))
 
 
-def _churn(small_fs: str, tmp_path, warm_up: int, deletions: int, timeout: float) -> tuple[float, float, int]:
-    """(RSS after warm-up MB, RSS at the end MB, deletions in between), printing the figures."""
+def _churn(small_fs: str, tmp_path, warm_up: int, deletions: int, timeout: float) -> float:
+    """Bytes of RSS per deletion after the warm-up (`_growth`), printing the figures."""
     log_dir = f"{small_fs}/churn"
     config_path, _ = write_config(tmp_path, _config(tmp_path, log_dir))
     batch = [os.urandom(1000) for _ in range(60)]           # about one 64 KiB segment a batch
@@ -74,24 +74,37 @@ def _churn(small_fs: str, tmp_path, warm_up: int, deletions: int, timeout: float
         assert status["logs"][0]["last_pass"]["outcome"] in ("ok", "hung"), status["logs"][0]["last_pass"]
     assert warm is not None and samples[-1][0] >= warm[0] + deletions, (
         f"the sidecar deleted only {samples[-1][0]} segments in {timeout:.0f}s")
-    end = samples[-1]
-    # The last few samples, not one: RSS moves by a page or two between two readings.
-    end_rss = min(r for _, r in samples[-4:])
-    count = end[0] - warm[0]
-    growth = (end_rss - warm[1]) * 1e6 / count
-    print(f"sidecar RSS {warm[1]:.1f} MB after {warm[0]} deletions, {end_rss:.1f} MB after {end[0]} "
-          f"(max {max(r for _, r in samples):.1f} MB): {growth:.0f} bytes per deletion over {count}")
-    return warm[1], end_rss, count
+    return _growth(samples, warm)
+
+
+def _growth(samples: list[tuple[int, float]], warm: tuple[int, float]) -> float:
+    """Bytes of RSS per deletion, the smaller of the two halves after the warm-up: a leak grows
+    in both, where a one-time step (a malloc arena a thread takes on a loaded host: 3 MB was seen
+    once) shows in one. Each end is the least of its last few samples (RSS moves by a page or two
+    between readings)."""
+    after = [s for s in samples if s[0] >= warm[0]]
+    half = (warm[0] + after[-1][0]) / 2
+    mid_at = min(range(len(after)), key=lambda i: abs(after[i][0] - half))
+
+    def settled(i: int) -> float:
+        return min(r for _, r in after[max(0, i - 3):i + 1])
+
+    mid, end = settled(mid_at), settled(len(after) - 1)
+    first = (mid - warm[1]) * 1e6 / max(1, after[mid_at][0] - warm[0])
+    second = (end - mid) * 1e6 / max(1, after[-1][0] - after[mid_at][0])
+    print(f"sidecar RSS {warm[1]:.1f} MB after {warm[0]} deletions, {mid:.1f} MB after {after[mid_at][0]}, "
+          f"{end:.1f} MB after {after[-1][0]} (max {max(r for _, r in samples):.1f} MB): {first:.0f} and "
+          f"{second:.0f} bytes per deletion in the two halves")
+    return min(first, second)
 
 
 @pytest.mark.parametrize("small_fs", [("tmpfs", 64 << 20)], indirect=True)
 def test_sidecar_memory_stays_flat_over_thousands_of_deletions(small_fs, tmp_path):
-    warm, end, count = _churn(small_fs, tmp_path, warm_up=2000, deletions=6000, timeout=180)
-    assert (end - warm) * 1e6 / count < 250       # a leak of a few hundred bytes a segment shows here
+    # A leak of a few hundred bytes a segment shows here, in both halves.
+    assert _churn(small_fs, tmp_path, warm_up=2000, deletions=6000, timeout=180) < 250
 
 
 @pytest.mark.soak
 @pytest.mark.parametrize("small_fs", [("tmpfs", 64 << 20)], indirect=True)
 def test_soak_sidecar_memory_stays_flat_over_twenty_thousand_deletions(small_fs, tmp_path):
-    warm, end, count = _churn(small_fs, tmp_path, warm_up=2000, deletions=20000, timeout=900)
-    assert (end - warm) * 1e6 / count < 50
+    assert _churn(small_fs, tmp_path, warm_up=2000, deletions=20000, timeout=900) < 50

@@ -22,7 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from archive_helpers import BUCKET, CREDENTIALS, S3Server, die_with_parent, free_port
+from archive_helpers import BUCKET, CREDENTIALS, DIE_WITH_PARENT, S3Server, free_port
 
 REPO = str(Path(__file__).resolve().parents[2])
 # What executors import: this checkout's packages before the installed ones, and the test helpers
@@ -157,10 +157,9 @@ class ClusterRig:
         log = self.base / "logs" / "master.log"
         with open(log, "ab") as out:
             self.master = subprocess.Popen(
-                [self._spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                [*DIE_WITH_PARENT, self._spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                  "--port", str(self.master_port), "--webui-port", str(self.master_ui_port)],
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=die_with_parent,
                 env=self._env(SPARK_LOCAL_IP="127.0.0.1", SPARK_LOCAL_HOSTNAME="127.0.0.1",
                               SPARK_MASTER_OPTS="-Dspark.worker.timeout=15"))
 
@@ -168,7 +167,7 @@ class ClusterRig:
         scratch = self.base / "hosts" / host.name
         for sub in ("work", "scratch"):
             (scratch / sub).mkdir(parents=True, exist_ok=True)
-        argv = ["unshare", "--uts", "--mount", "--propagation", "private",
+        argv = [*DIE_WITH_PARENT, "unshare", "--uts", "--mount", "--propagation", "private",
                 "sh", "-c", _HOST_INIT, "host-init", host.name, TMPFS_SIZE, self.local_root,
                 str(self.base / "conf" / "hosts"),
                 self._spark_class(), "org.apache.spark.deploy.worker.Worker",
@@ -177,7 +176,6 @@ class ClusterRig:
         with open(host.log, "ab") as out:
             host.process = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=die_with_parent,
                 env=self._env(SPARK_LOCAL_IP=host.ip, SPARK_LOCAL_HOSTNAME=host.ip,
                               SPARK_LOCAL_DIRS=str(scratch / "scratch")))
         host.lost = False

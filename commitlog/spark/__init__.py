@@ -15,7 +15,8 @@ Importing this package imports neither pyspark nor pyarrow: the names that need 
 (`ledger.marking.pending_ranges`) and the helpers below serve a process without Spark (retention).
 Importing `commitlog` alone never imports this package. Spark's python workers must run this
 environment's interpreter (PYSPARK_PYTHON). A log lives on one host: tasks on another host than the
-planning driver fail (WrongHostError).
+planning driver fail (WrongHostError), except for partitions the log's archive tier holds (option
+`archive`), which run on any host.
 
 Modules, by concept, each layer importing only the layers above it (writing and reading never each
 other):
@@ -31,7 +32,9 @@ other):
   reading/: reader (batch reads), stream (the streaming source);
 - the public face: source (the DataSource Spark instantiates), fastpath (read and write helpers),
   progress (the listener committing groups exactly), protector (what compaction must keep, for
-  retention), jvm/ (the JVM reader's jar; jvm.read_planner, what the JVM reader calls back to plan).
+  retention), jvm/ (the JVM reader's jar; jvm.read_planner, what the JVM reader calls back to plan;
+  jvm.archive_plan, what a plan tells it of a `file://` archive tier, and that an S3 tier is read
+  by the Python data source).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 `read` plans partitions exactly as `format("commitlog")` does (same options, same partitioning
 rule, same data-loss errors), now, and reads them with the JVM reader (`format("commitlog")` given
-the plan) when `register` installed it; else through `mapInArrow` over a DataFrame of partition
-numbers (Python workers yield the Arrow batches; Spark turns them into rows once).
+the plan) when `register` installed it and no S3 tier is read; else through `mapInArrow` over a
+DataFrame of partition numbers (Python workers yield the Arrow batches; Spark turns them into rows
+once).
 
 `write` is `df.write.format("commitlog")...save()`. The settings that make a write fast
 (`FAST_WRITE_CONF`, lifting a byte bound on the Arrow batches sent to Python workers; batches stay
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from . import jvm
+from .jvm.archive_plan import jvm_reads
 from .jvm.read_planner import plan_json
 from .staging_errors import NoSchemaError
 from .source_options import Options
@@ -55,7 +57,8 @@ def read(spark, path: str, **options):
     Partitions are planned now, on the driver: however often the DataFrame is computed, it reads
     the records committed at this call (the data source plans at each action instead). The JVM
     reader reads them when `register(spark)` installed it, else Python workers (`mapInArrow`);
-    with `archive=URL` (docs/archive.md) Python workers, on any host for the archived part."""
+    with `archive=URL` (docs/archive.md) the archived part runs on any host, read by the JVM from
+    a `file://` tier and by Python workers from an `s3://` one."""
     register(spark)
     opts = Options.parse(_options(path, options))
     struct = stored_schema(opts.path)
@@ -65,8 +68,8 @@ def read(spark, path: str, **options):
             f"(commitlog.spark.write(df, path))")
     schema = arrow_schema(struct)
     parts = CommitLogBatchReader(opts, schema).partitions()
-    # The JVM reader reads the partitions planned here, from local segments (not an archive's).
-    if jvm.installed(spark) and opts.archive is None:
+    # The JVM reader reads the partitions planned here (and a file:// tier's objects), not S3's.
+    if jvm.installed(spark) and jvm_reads(opts):
         return (spark.read.format("commitlog").schema(struct).option("path", opts.path)
                 .option("plan", json.dumps(plan_json(opts, parts))).load())
     if not parts:     # one empty partition, as Spark gives a source that plans none

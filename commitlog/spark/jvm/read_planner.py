@@ -4,6 +4,8 @@ The JVM data source (jvm/src, `commitlog.spark.jvm.CommitLogProvider`) reads rec
 decision about *which* records stays here, in the code the Python data source runs: batch plans
 are `reading.reader.CommitLogBatchReader.partitions`, streams are `reading.stream.CommitLogStreamReader`
 objects kept under an id for the stream's life (frontier, pending writers, group commits, data loss).
+Which reader reads is decided here too (`reader`: across an S3 tier, the Python data source), and
+what a plan tells the JVM of a `file://` archive tier (archive_plan).
 One JSON request in, one JSON answer out; a failure is answered `{"error": "Name: message"}`, the
 JVM raises it. Thread-safe: Py4J calls from several threads; each stream's calls are serialised.
 """
@@ -18,19 +20,28 @@ import threading
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from ..reading.reader import CommitLogBatchReader, LogPartition
+from .archive_plan import archive_json, jvm_reads, listing_json, manifest_of
 from ..schema import arrow_schema, check_readable, required_schema, schema_from_json, stored_schema
 from ..source_options import Options
-from ..staging_errors import OptionError
 from ..reading.stream import CommitLogStreamReader
 
 log = logging.getLogger("commitlog.spark")
 
 
 def plan_json(options: Options, partitions: list[LogPartition]) -> dict:
-    """What the JVM reader reads: the log, how data loss is handled, the partitions' runs."""
-    return {"path": options.path, "failOnDataLoss": options.fail_on_data_loss,
+    """What the JVM reader reads: the log, how data loss is handled, the partitions' runs and
+    hosts (None: any host, the archive holds them all); with `archive`, where the tier's objects
+    lie and, per partition, the manifest entries its runs touch (archive_plan)."""
+    plan = {"path": options.path, "failOnDataLoss": options.fail_on_data_loss,
             "group": options.group,
             "partitions": [{"host": p.host, "runs": [list(r) for r in p.runs]} for p in partitions]}
+    found = manifest_of(options)
+    if found is not None:
+        archive, manifest = found
+        plan["archive"] = archive_json(archive)
+        for part, planned in zip(plan["partitions"], partitions):
+            part["archived"] = listing_json(manifest, planned)
+    return plan
 
 
 class Planner:
@@ -56,6 +67,8 @@ class Planner:
         op = request["op"]
         if op == "schema":
             return {"schema": required_schema(Options.parse(request["options"]).path).json()}
+        if op == "reader":          # across an S3 tier, the Python data source reads
+            return {"reader": "jvm" if jvm_reads(Options.parse(request["options"])) else "python"}
         if op == "batch":
             options = self._options(request)
             schema = arrow_schema(schema_from_json(request["schema"]))
@@ -69,10 +82,6 @@ class Planner:
     def _options(self, request: dict) -> Options:
         """The request's options; a user-given schema checked against the log's."""
         options = Options.parse(request["options"])
-        if options.archive is not None:
-            raise OptionError('option "archive": the JVM reader (format("commitlog")) reads the local '
-                              'segments only; read across the archive with format("commitlog_python") '
-                              'or commitlog.spark.read(spark, path, archive=...)')
         stored = stored_schema(options.path)
         if stored is not None:
             check_readable(stored, schema_from_json(request["schema"]), options.path)

@@ -30,7 +30,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * {@code format("commitlog")} once commitlog.spark.register(spark) added this jar: reads, batch
- * and streaming, are planned by the Python planner and read here as columnar batches; writes go
+ * and streaming, are planned by the Python planner and read here as columnar batches (across an
+ * S3 archive tier, by the Python data source of the same name, as the planner says); writes go
  * to the Python data source of the same name (commitlog.spark.source), whose ledger makes them
  * atomic, with its tasks' Arrow batches unbounded in bytes (PythonWrites). Option {@code plan} (commitlog.spark.read) gives a batch read planned beforehand.
  */
@@ -93,17 +94,28 @@ public final class CommitLogProvider implements TableProvider, DataSourceRegiste
                     TableCapability.BATCH_WRITE, TableCapability.STREAMING_WRITE, TableCapability.TRUNCATE);
         }
 
+        /** Read here, unless the planner says the Python data source reads (across an S3 tier,
+         * which the JVM has no client for: commitlog.spark.jvm.archive_plan). */
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            ObjectNode request = Planners.request("reader");
+            request.set("options", optionsJson(properties));
+            if ("python".equals(Planners.call(request).path("reader").asText())) {
+                return ((SupportsRead) python().getTable(schema, partitioning, properties)).newScanBuilder(options);
+            }
             return new LogScan(schema, optionsJson(properties));
         }
 
         @Override
         public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+            return PythonWrites.builder(
+                    ((SupportsWrite) python().getTable(schema, partitioning, properties)).newWriteBuilder(info));
+        }
+
+        private static PythonDataSourceV2 python() {
             PythonDataSourceV2 python = new PythonDataSourceV2();
             python.setShortName("commitlog");
-            return PythonWrites.builder(
-                    ((SupportsWrite) python.getTable(schema, partitioning, properties)).newWriteBuilder(info));
+            return python;
         }
     }
 

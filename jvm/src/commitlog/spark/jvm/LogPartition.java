@@ -4,23 +4,32 @@ import org.apache.spark.sql.connector.read.InputPartition;
 
 /**
  * Runs [start, end) of consecutive visible offsets of one log, read in order by one task, on the
- * host whose driver planned them (the log lives on that host's disk). Planned in Python
- * (commitlog.spark.reading.reader.plan_partitions). Immutable.
+ * host whose driver planned them (the log lives on that host's disk), or on any host ({@code host}
+ * null) when the log's archive tier holds them all. With the archive, {@code archived} lists the
+ * manifest entries the runs touch. Planned in Python (commitlog.spark.reading.reader.plan_partitions,
+ * commitlog.spark.jvm.archive_plan). Immutable.
  */
 public final class LogPartition implements InputPartition {
     private static final long serialVersionUID = 1L;
     final long[] starts;
     final long[] ends;
     final String host;
+    final ArchiveTier.Listing archived;
 
     public LogPartition(long[] starts, long[] ends, String host) {
+        this(starts, ends, host, null);
+    }
+
+    LogPartition(long[] starts, long[] ends, String host, ArchiveTier.Listing archived) {
         this.starts = starts;
         this.ends = ends;
         this.host = host;
+        this.archived = archived;
     }
 
+    /** The log's host, where its segments are; none for a partition the archive holds. */
     @Override
     public String[] preferredLocations() {
-        return new String[] {host};
+        return host == null ? new String[0] : new String[] {host};
     }
 }

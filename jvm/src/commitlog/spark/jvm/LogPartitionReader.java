@@ -1,6 +1,7 @@
 package commitlog.spark.jvm;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -17,7 +18,10 @@ import org.slf4j.LoggerFactory;
  * A task's read of one {@link LogPartition}: one columnar batch per visible record, in log order,
  * as commitlog.spark.reading.reader.read_partition yields them in Python, with the same failures: a run
  * retention removed fails (the DataLossError's message) or, with failOnDataLoss=false, is skipped
- * with a warning; a log that ends before what was committed fails. Not thread-safe.
+ * with a warning; a log that ends before what was committed fails. A run is read in pieces: from
+ * the log's own segments where they hold it (a partition of the log's host), else from the archive
+ * tier's checked objects ({@link ArchiveTier}), as commitlog.archive.tiered reads across both.
+ * Not thread-safe.
  */
 final class LogPartitionReader implements PartitionReader<ColumnarBatch> {
     private static final Logger LOG = LoggerFactory.getLogger(LogPartitionReader.class);
@@ -27,7 +31,11 @@ final class LogPartitionReader implements PartitionReader<ColumnarBatch> {
     private final LogPartition partition;
     private final StructType schema;
     private final BufferAllocator allocator;
-    private final SegmentCursor cursor;
+    private final SegmentCursor local;         // the log's segments; null: the archive holds the partition
+    private final ArchiveTier archive;         // null: no archive option
+    private SegmentCursor cursor;              // the current piece's: local, or an archived object's
+    private ArchiveTier.Segment piece;         // the archived segment it walks (null: local)
+    private long pieceEnd;                     // where the current piece stops
     private ArrowPayload current;
     private int run = -1;
     private long offset;                       // where the current run goes on
@@ -37,13 +45,20 @@ final class LogPartitionReader implements PartitionReader<ColumnarBatch> {
         this.partition = partition;
         this.schema = schema;
         String here = thisHost();
-        if (partition.starts.length > 0 && !partition.host.equals(here)) {
+        if (partition.starts.length > 0 && partition.host != null && !partition.host.equals(here)) {
             throw new IllegalStateException("WrongHostError: commit log " + options.path + " is on host '"
                     + partition.host + "', where this read was planned, but this Spark task runs on host '"
                     + here + "': a log is read and written on its own host only (use Spark in local mode, "
                     + "or a cluster whose single worker is that host)");
         }
-        this.cursor = new SegmentCursor(Paths.get(options.path));
+        boolean reads = partition.starts.length > 0;
+        if (reads && partition.host == null && (options.archive == null || partition.archived == null)) {
+            throw new IllegalStateException("a partition of commit log " + options.path
+                    + " was planned for any host without its archive tier");
+        }
+        this.local = reads && partition.host != null ? new SegmentCursor(Paths.get(options.path)) : null;
+        this.archive = reads && options.archive != null && partition.archived != null
+                ? new ArchiveTier(options.archive, partition.archived) : null;
         this.allocator = ROOT.newChildAllocator("commitlog " + options.path, 0, Long.MAX_VALUE);
     }
 
@@ -64,7 +79,7 @@ final class LogPartitionReader implements PartitionReader<ColumnarBatch> {
     public boolean next() {
         closeCurrent();
         while (true) {
-            if (run >= 0 && offset < partition.ends[run] && cursor.next(partition.ends[run])) {
+            if (cursor != null && offset < pieceEnd && cursor.next(pieceEnd)) {
                 offset = cursor.recordOffset + 1;
                 if ((cursor.attributes & SegmentCursor.ATTR_CONTROL) != 0) {
                     continue;
@@ -74,37 +89,123 @@ final class LogPartitionReader implements PartitionReader<ColumnarBatch> {
                         schema, allocator, "record " + cursor.recordOffset + " of commit log " + options.path);
                 return true;
             }
-            // Records after the last one returned may be dead (marked, or removed by a compaction):
-            // only a log that ends early lost what the ledger committed.
-            if (run >= 0 && cursor.stop() != SegmentCursor.Stop.NONE && cursor.nextOffset() < partition.ends[run]) {
-                throw new IllegalStateException("commit log " + options.path + " ends at offset " + cursor.nextOffset()
-                        + " but records up to " + partition.ends[run] + " were committed to it (was the log "
-                        + "replaced or truncated?)" + (cursor.stop() == SegmentCursor.Stop.BAD
-                        ? " (a torn or corrupt record stands there)" : ""));
+            if (cursor != null) {
+                endPiece();
             }
-            if (++run >= partition.starts.length) {
-                return false;
+            if (run < 0 || offset >= partition.ends[run]) {
+                if (++run >= partition.starts.length) {
+                    return false;
+                }
+                offset = partition.starts[run];
             }
-            offset = partition.starts[run];
-            startRun();
+            startPiece();
         }
     }
 
-    private void startRun() {
+    /** The current piece walked to its end: what it says of the log, then the run goes on after it. */
+    private void endPiece() {
         long end = partition.ends[run];
-        long start = cursor.startOffset();
-        if (offset < start || !cursor.seek(offset)) {
-            long lostTo = Math.min(end, Math.max(start, offset + 1));
-            if (options.failOnDataLoss) {
-                throw new IllegalStateException(dataLoss(offset, lostTo));
+        if (piece != null) {
+            if (cursor.stop() == SegmentCursor.Stop.BAD) {
+                throw archive.corrupt(archive.key(piece), "no valid record at byte " + cursor.position());
             }
-            LOG.warn("skipping offsets [{}, {}) of {}: removed by retention before they were read "
-                    + "(failOnDataLoss=false)", offset, lostTo, options.path);
-            offset = lostTo;
-            if (offset < end && !cursor.seek(offset)) {
-                offset = end;         // removed as well, meanwhile: nothing of the run is left
+            offset = Math.max(offset, pieceEnd);      // its last offsets may be a compaction's gap
+        } else {
+            // Records after the last one returned may be dead (marked, or removed by a compaction):
+            // only a log that ends early lost what the ledger committed.
+            if (cursor.stop() != SegmentCursor.Stop.NONE && cursor.nextOffset() < end) {
+                throw endsEarly(cursor.nextOffset(), end, cursor.stop() == SegmentCursor.Stop.BAD
+                        ? " (a torn or corrupt record stands there)" : "");
             }
+            offset = end;
         }
+        cursor = null;
+        piece = null;
+    }
+
+    /**
+     * Place a cursor at {@code offset} of the current run: the log's segments when they hold it,
+     * else the archive's object holding it (or the next one, past a hole a compaction left before
+     * archiving); offsets that retention removed from both are lost.
+     */
+    private void startPiece() {
+        long end = partition.ends[run];
+        long localStart = local == null ? Long.MAX_VALUE : local.startOffset();
+        boolean onDisk = local != null && offset >= localStart;
+        if (onDisk && local.seek(offset)) {
+            cursor = local;
+            pieceEnd = end;
+            return;
+        }
+        if (archive == null) {                        // the disk alone: it let the offset go
+            lose(Math.min(end, Math.max(localStart, offset + 1)));
+            if (offset < end && local.seek(offset)) {
+                cursor = local;
+                pieceEnd = end;
+            } else {
+                offset = end;                         // removed as well, meanwhile: nothing of the run is left
+            }
+            return;
+        }
+        if (onDisk) {
+            localStart = local.startOffset();         // evicted meanwhile: the start moved first
+        }
+        boolean below = local == null || offset < localStart;
+        long first = firstHeld(localStart);
+        if (offset < first) {
+            lose(Math.min(end, Math.max(first, offset + 1)));
+            return;
+        }
+        archivedPiece(end, below ? Math.min(end, localStart) : end, below);
+    }
+
+    /** The archived object holding {@code offset} up to {@code stop} (the disk's start, or the
+     * run's end), or the next one past a hole; {@code below}: the disk does not hold the offset. */
+    private void archivedPiece(long end, long stop, boolean below) {
+        ArchiveTier.Segment found = archive.from(offset);
+        if (found == null || found.base >= stop) {
+            if (!below) {                             // on neither tier, though the disk's start is before it
+                lose(Math.min(end, offset + 1));
+            } else if (local == null && archive.end() < end) {
+                throw endsEarly(Math.max(offset, archive.end()), end, "");
+            } else {
+                offset = stop;                        // a hole a compaction left: dead records only
+            }
+            return;
+        }
+        ByteBuffer bytes = archive.load(found);
+        if (bytes == null) {
+            return;                                   // the manifest changed since the plan: again
+        }
+        piece = found;
+        offset = Math.max(offset, found.base);
+        pieceEnd = Math.min(found.end, stop);
+        cursor = SegmentCursor.over(bytes, found.base);
+        cursor.seek(offset);
+    }
+
+    /** The first offset either tier holds (the archive's start when it holds records the disk does
+     * not), as commitlog.archive.tiered says a log's start. */
+    private long firstHeld(long localStart) {
+        if (archive != null && archive.start() < localStart && archive.end() > archive.start()) {
+            return archive.start();
+        }
+        return local == null ? (archive == null ? 0 : archive.end()) : localStart;
+    }
+
+    /** Offsets [offset, lostTo) are gone from both tiers: fail, or skip them (failOnDataLoss=false). */
+    private void lose(long lostTo) {
+        if (options.failOnDataLoss) {
+            throw new IllegalStateException(dataLoss(offset, lostTo));
+        }
+        LOG.warn("skipping offsets [{}, {}) of {}: removed by retention before they were read "
+                + "(failOnDataLoss=false)", offset, lostTo, options.path);
+        offset = lostTo;
+    }
+
+    private IllegalStateException endsEarly(long at, long end, String why) {
+        return new IllegalStateException("commit log " + options.path + " ends at offset " + at
+                + " but records up to " + end + " were committed to it (was the log replaced or truncated?)" + why);
     }
 
     private String dataLoss(long from, long to) {
@@ -130,7 +231,9 @@ final class LogPartitionReader implements PartitionReader<ColumnarBatch> {
     @Override
     public void close() {
         closeCurrent();
-        cursor.close();
+        if (local != null) {
+            local.close();
+        }
         allocator.close();
     }
 }

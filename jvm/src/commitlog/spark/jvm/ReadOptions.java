@@ -8,9 +8,11 @@ import com.fasterxml.jackson.databind.JsonNode;
 
 /**
  * What a read needs in the tasks: the log's path, failOnDataLoss, the consumer group (named in
- * errors), and the partitions Python planned: option {@code plan}, JSON
- * {@code {"path": p, "failOnDataLoss": b, "group": g, "partitions": [{"host": h, "runs": [[s, e], ...]}]}}
- * (commitlog.spark.jvm.read_planner.plan_json writes it). Immutable.
+ * errors), its archive tier's location (null without one), and the partitions Python planned:
+ * option {@code plan}, JSON {@code {"path": p, "failOnDataLoss": b, "group": g, "archive": {"url",
+ * "root", "name"}, "partitions": [{"host": h or null, "runs": [[s, e], ...], "archived": {"start",
+ * "end", "segments": [[base, end, bytes, sha256], ...]}}]}} (commitlog.spark.jvm.read_planner.plan_json
+ * writes it). Immutable.
  */
 final class ReadOptions implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -18,18 +20,20 @@ final class ReadOptions implements Serializable {
     final String path;
     final boolean failOnDataLoss;
     final String group;
+    final ArchiveTier.Location archive;
 
-    ReadOptions(String path, boolean failOnDataLoss, String group) {
+    ReadOptions(String path, boolean failOnDataLoss, String group, ArchiveTier.Location archive) {
         this.path = path;
         this.failOnDataLoss = failOnDataLoss;
         this.group = group;
+        this.archive = archive;
     }
 
     /** The options and partitions of a plan's JSON. */
     static ReadOptions of(JsonNode plan) {
         JsonNode group = plan.get("group");
         return new ReadOptions(plan.get("path").asText(), plan.get("failOnDataLoss").asBoolean(true),
-                group == null || group.isNull() ? null : group.asText());
+                group == null || group.isNull() ? null : group.asText(), ArchiveTier.Location.of(plan.get("archive")));
     }
 
     static JsonNode parse(String text, String what) {
@@ -50,7 +54,9 @@ final class ReadOptions implements Serializable {
                 starts[i] = runs.get(i).get(0).asLong();
                 ends[i] = runs.get(i).get(1).asLong();
             }
-            parts.add(new LogPartition(starts, ends, part.get("host").asText()));
+            JsonNode host = part.get("host");
+            parts.add(new LogPartition(starts, ends, host == null || host.isNull() ? null : host.asText(),
+                    ArchiveTier.Listing.of(part.get("archived"))));
         }
         if (parts.isEmpty()) {        // one empty partition, as Spark gives a Python source that plans none
             parts.add(new LogPartition(new long[0], new long[0], ""));

@@ -36,7 +36,8 @@ public final class SegmentCursor implements AutoCloseable {
     /** Why a walk stopped before the offset it was asked for. */
     public enum Stop { NONE, EMPTY, END, BAD }
 
-    private final Path directory;
+    private final Path directory;        // null: one segment's bytes held in memory
+    private final ByteBuffer memory;
     private final TreeSet<Long> bases = new TreeSet<>();
     private final CRC32 crc = new CRC32();
     private FileChannel channel;
@@ -57,6 +58,7 @@ public final class SegmentCursor implements AutoCloseable {
 
     public SegmentCursor(Path directory) {
         this.directory = directory;
+        this.memory = null;
         try (DirectoryStream<Path> names = Files.newDirectoryStream(directory, "*.log")) {
             for (Path name : names) {
                 String file = name.getFileName().toString();
@@ -67,6 +69,21 @@ public final class SegmentCursor implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException("cannot list commit log " + directory, e);
         }
+    }
+
+    private SegmentCursor(ByteBuffer bytes, long segmentBase) {
+        this.directory = null;
+        this.memory = bytes.order(ByteOrder.LITTLE_ENDIAN);
+        bases.add(segmentBase);
+    }
+
+    /**
+     * A cursor over one segment's bytes, base offset {@code segmentBase}, held in memory (an
+     * archived segment's data object, checked: ArchiveTier): {@link #seek} and {@link #next} walk
+     * it as a segment file, and it ends where its bytes do.
+     */
+    public static SegmentCursor over(ByteBuffer bytes, long segmentBase) {
+        return new SegmentCursor(bytes, segmentBase);
     }
 
     /**
@@ -194,7 +211,9 @@ public final class SegmentCursor implements AutoCloseable {
      */
     public boolean seek(long target) {
         Long found = bases.floor(target);
-        if (found == null) {
+        if (found == null && memory != null) {
+            found = bases.first();            // before the bytes held: they are walked from their start
+        } else if (found == null) {
             if (bases.isEmpty() || target < startOffset()) {
                 return false;
             }
@@ -219,6 +238,11 @@ public final class SegmentCursor implements AutoCloseable {
         return stop;
     }
 
+    /** The byte of the current segment where the next record starts (where a BAD one stands). */
+    public int position() {
+        return position;
+    }
+
     /** The buffer the current record's key and value lie in (positions above). */
     public ByteBuffer buffer() {
         return segment;
@@ -226,6 +250,14 @@ public final class SegmentCursor implements AutoCloseable {
 
     private boolean open(long segmentBase) {
         closeSegment();
+        if (memory != null) {
+            segment = memory;
+            base = segmentBase;
+            position = 0;
+            offset = segmentBase;
+            stop = Stop.NONE;
+            return true;
+        }
         Path file = directory.resolve(String.format("%020d.log", segmentBase));
         try {
             channel = FileChannel.open(file, StandardOpenOption.READ);

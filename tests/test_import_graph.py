@@ -148,6 +148,7 @@ _ROOMS = {
     "commitlog.spark.writing": {"commitlog.spark.ledger"},
     "commitlog.spark.reading": {"commitlog.spark.ledger"},
     "commitlog.spark.jvm": {"commitlog.spark.reading"},
+    "commitlog.spark.cluster": set(),
     "retention.deletion": set(),
     "retention.compaction": {"retention.deletion"},
     "retention.scheduling": {"retention.deletion", "retention.compaction"},

@@ -9,6 +9,7 @@ local disk, listed by a per-log manifest that is the truth for readers.
     identity.trusted_manifest(...)       what eviction may take as archived (the tier proved itself lately)
     CommitLog.open(path, archive=URL)    reads across both tiers (commitlog.archive.tiered)
     open_archive(url, name)              a log read from its archive alone (an ArchivedLog)
+    versions                             a cluster log's versioned manifests (newest, create_version)
 
 Errors: commitlog.errors.ArchiveError, ArchiveCorruptError, ArchiveMissingError.
 """
@@ -20,7 +21,8 @@ from .tiered import ArchivedLog, open_archive
 from .tier_url import open_tier
 from .tiers import ObjectInfo, Tier
 from .upload import Throttle, upload_sealed
+from . import versions
 
 __all__ = ["ArchiveReader", "ArchivedLog", "ArchivedSegment", "LogArchive", "cached_manifest",
            "open_archive", "Manifest", "ObjectInfo", "Throttle", "Tier",
-           "open_tier", "upload_sealed"]
+           "open_tier", "upload_sealed", "versions"]

@@ -22,8 +22,9 @@ from typing import BinaryIO
 from ..errors import ArchiveCorruptError, ArchiveMissingError, CorruptLogError
 from ..layout import TMP_SUFFIX, archive_manifest_path, archive_state_path, index_path, segment_name
 from ..safeopen import no_follow, temporary
+from ..segments.index import without_base
 from ..segments.segment import SegmentInfo
-from . import identity
+from . import identity, versions
 from .manifest import MANIFEST_KEY, ArchivedSegment, Manifest
 from .tiers import Tier
 from .validation import log_name
@@ -43,9 +44,13 @@ class LogArchive:
 
     # ------------------------------------------------------------------ the manifest
     def manifest(self) -> Manifest:
-        """The manifest on the tier (an empty one when there is none), as readers see it. The local
+        """The manifest on the tier (an empty one when there is none), as readers see it: a
+        cluster log's newest version (commitlog.archive.versions), else `manifest.json`. The local
         copy eviction trusts is left alone: only a tier that proved its identity (`confirm`,
         `write_manifest`) writes it, never another tier reached at the same URL."""
+        found = versions.newest(self.tier, self.name)
+        if found is not None:
+            return found[1]
         key = self.key(MANIFEST_KEY)
         data = self.tier.read(key)
         return Manifest(self.name) if data is None else Manifest.from_json(data, self.tier.url, key)
@@ -174,8 +179,7 @@ class LogArchive:
         """Cheap problems of `segment`'s objects on the tier: missing, or of another size than
         listed (no object is read: `verify` hashes)."""
         problems = []
-        for name, size in ((segment_name(segment.base_offset), segment.bytes),
-                           (index_name(segment.base_offset), segment.index_bytes)):
+        for name, size in ((segment.data_file, segment.bytes), (segment.index_file, segment.index_bytes)):
             found = self.tier.size(self.key(name))
             if found is None:
                 problems.append(f"{self.key(name)}: missing")
@@ -187,9 +191,8 @@ class LogArchive:
         """Problems of `segment`'s objects on the tier: missing, another size, another
         checksum (the tier's stored checksum, or the object hashed when it keeps none)."""
         problems = []
-        for name, size, sha in ((segment_name(segment.base_offset), segment.bytes, segment.sha256),
-                                (index_name(segment.base_offset), segment.index_bytes,
-                                 segment.index_sha256)):
+        for name, size, sha in ((segment.data_file, segment.bytes, segment.sha256),
+                                (segment.index_file, segment.index_bytes, segment.index_sha256)):
             key = self.key(name)
             found = self.tier.head(key)
             if found is None:
@@ -215,6 +218,14 @@ def cached_manifest(log_dir: str, name: str) -> Manifest | None:
 
 def _wall_ms() -> int:
     return int(time.time() * 1000)
+
+
+def staged_index(path: str) -> bytes | None:
+    """The sealed index file at `path` as an object readable at any base a manifest gives its
+    segment (the base it records dropped: commitlog.segments.index.without_base); None when it
+    is no sealed index."""
+    with open(path, "rb", opener=no_follow) as f:
+        return without_base(f.read())
 
 
 def index_name(base_offset: int) -> str:

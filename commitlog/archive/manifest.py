@@ -7,9 +7,14 @@ leaves objects the next upload writes again, never a listed segment without its 
 
     {"format": 1, "log": "<name>", "start_offset": <int>,
      "segments": [{"base_offset", "end_offset", "bytes", "sha256", "index_bytes",
-                   "index_sha256", "last_timestamp_ms", "archived_at_ms"}, ...]}
+                   "index_sha256", "last_timestamp_ms", "archived_at_ms"[, "key", "index_key"]}, ...]
+     [, "jobs": [<job id>, ...], "spark_schema": "<StructType JSON>"]}
 
 `start_offset`: the first offset the archive still holds (its total retention moves it).
+`key`/`index_key`: an entry's objects under the log's folder when they are not `<base>.log` and
+`<base>.index` (a cluster log's staged objects, commitlog.archive.versions); absent otherwise, so
+a single host's manifest is byte for byte what it was. `jobs` and `spark_schema`: a cluster log's
+committed job ids (the newest KEEP_JOBS) and its Spark schema; absent on a single host's log.
 Immutable values: thread- and process-safe.
 """
 
@@ -18,9 +23,11 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
+from ..layout import index_path, segment_name
 from .validation import FORMAT, manifest_fields
 
 MANIFEST_KEY = "manifest.json"
+KEEP_JOBS = 1000                      # committed job ids a cluster log's manifest remembers
 
 
 @dataclass(frozen=True)
@@ -33,8 +40,25 @@ class ArchivedSegment:
     index_sha256: str
     last_timestamp_ms: int | None
     archived_at_ms: int
+    key: str | None = None            # the data object under the log's folder (default: by base)
+    index_key: str | None = None      # the index object under the log's folder (default: by base)
+
+    @property
+    def data_file(self) -> str:
+        """The data object's key relative to the log's folder."""
+        return self.key or segment_name(self.base_offset)
+
+    @property
+    def index_file(self) -> str:
+        """The index object's key relative to the log's folder."""
+        return self.index_key or index_path(segment_name(self.base_offset))
+
+    def to_dict(self) -> dict:
+        """The manifest entry; `key` and `index_key` only when set."""
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in _OPTIONAL_KEYS}
 
 
+_OPTIONAL_KEYS = ("key", "index_key")
 SEGMENT_FIELDS = frozenset(f.name for f in fields(ArchivedSegment))
 SEGMENT_REQUIRED = frozenset(f.name for f in fields(ArchivedSegment)
                              if f.default is MISSING and f.default_factory is MISSING)
@@ -45,6 +69,8 @@ class Manifest:
     log: str
     start_offset: int = 0
     segments: tuple[ArchivedSegment, ...] = field(default_factory=tuple)
+    jobs: tuple[str, ...] = ()        # a cluster log's committed job ids, oldest first
+    spark_schema: str | None = None   # a cluster log's Spark schema (StructType JSON)
 
     @property
     def end_offset(self) -> int:
@@ -88,9 +114,19 @@ class Manifest:
         kept = tuple(s for s in self.segments if s.end_offset > offset)
         return replace(self, start_offset=max(self.start_offset, offset), segments=kept)
 
+    def with_job(self, job_id: str, segments: list[ArchivedSegment], spark_schema: str | None) -> "Manifest":
+        """The manifest with one cluster job's `segments` appended (their offsets assigned by the
+        caller from `end_offset`), `job_id` remembered (the newest KEEP_JOBS), and the schema."""
+        return replace(self, segments=(*self.segments, *segments),
+                       jobs=(*self.jobs, job_id)[-KEEP_JOBS:], spark_schema=spark_schema)
+
     def to_json(self) -> bytes:
         body = {"format": FORMAT, "log": self.log, "start_offset": self.start_offset,
-                "segments": [asdict(s) for s in self.segments]}
+                "segments": [s.to_dict() for s in self.segments]}
+        if self.jobs:
+            body["jobs"] = list(self.jobs)
+        if self.spark_schema is not None:
+            body["spark_schema"] = self.spark_schema
         return json.dumps(body, indent=1, sort_keys=True).encode()
 
     @classmethod
@@ -99,4 +135,5 @@ class Manifest:
         else (commitlog.archive.validation)."""
         body = manifest_fields(data, url, key, SEGMENT_FIELDS, SEGMENT_REQUIRED)
         return cls(body["log"], body["start_offset"],
-                   tuple(ArchivedSegment(**s) for s in body["segments"]))
+                   tuple(ArchivedSegment(**s) for s in body["segments"]),
+                   tuple(body["jobs"]), body["spark_schema"])

@@ -26,12 +26,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterator
 
 from ..errors import ArchiveCorruptError
-from ..layout import segment_name
 from .. import record as rec
 from ..record import Record
 from ..segments.index import SegmentSummary, parse_sealed
 from ..segments.reading import read_records
-from .log_archive import LogArchive, index_name
+from .log_archive import LogArchive
 from .manifest import ArchivedSegment, Manifest
 from .object_check import Chain, CheckedObjects
 from .tiers import sha256_hex
@@ -147,7 +146,7 @@ class ArchiveReader:
         summary = self._index(segment)
         rel, pos = summary.floor(offset - segment.base_offset)
         current = segment.base_offset + rel
-        key = self.archive.key(segment_name(segment.base_offset))
+        key = self.archive.key(segment.data_file)
         size = segment.bytes
         self._chain(key, segment)            # the object is the manifest's before a record is served
         # A scan fetches large windows ahead of itself; a read of one offset, one chunk.
@@ -259,7 +258,7 @@ class ArchiveReader:
 
     def _check_ahead(self, segment: ArchivedSegment) -> None:
         """Start checking `segment`'s data object in the background (a scan is about to need it)."""
-        key = self.archive.key(segment_name(segment.base_offset))
+        key = self.archive.key(segment.data_file)
         wanted = (key, segment.sha256)
         with self._lock:
             if wanted in self._checking or self.checked.chain(key, segment) is not None:
@@ -277,7 +276,7 @@ class ArchiveReader:
             if summary is not None:
                 self._indexes.move_to_end(segment.base_offset)
                 return summary
-        key = self.archive.key(index_name(segment.base_offset))
+        key = self.archive.key(segment.index_file)
         data = self.archive.tier.read(key)
         if data is None:
             raise ArchiveCorruptError(self.archive.tier.url, key, "missing, though the manifest lists it")

@@ -7,7 +7,9 @@
                                    segments in order and not overlapping; ArchiveCorruptError
                                    naming the field otherwise (never a TypeError, never a
                                    record skipped on a manifest's word). Unknown top-level keys
-                                   are kept out of the way, not refused (a newer format's).
+                                   are kept out of the way, not refused (a newer format's);
+                                   `jobs` (a list of job ids) and `spark_schema` (a str) are
+                                   optional, an entry's `key`/`index_key` a relative key.
 
 Holes between segments are allowed: a compaction may drop a segment before it was archived
 (reads say so). An entry whose offsets or sizes disagree with its objects is found by the reader
@@ -24,6 +26,7 @@ from ..errors import ArchiveCorruptError, InvalidArgumentError
 FORMAT = 1
 MAX_INT = (1 << 63) - 1              # offsets, sizes and times are int64 wherever they are stored
 MAX_NAME = 255                       # a file name's limit on every local filesystem we support
+MAX_KEY = 1024                       # an object key's limit on S3
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SEGMENT_INTS = ("base_offset", "end_offset", "bytes", "index_bytes", "archived_at_ms")
 
@@ -72,7 +75,21 @@ def manifest_fields(data: bytes, url: str, key: str, fields: frozenset[str],
             raise bad(f"segments[{i}].base_offset", f"{entry['base_offset']} is inside the segment "
                       f"before it, [{before['base_offset']}, {before['end_offset']}): entries overlap "
                       f"or are out of order")
-    return {"log": name, "start_offset": start, "segments": checked}
+    jobs = body.get("jobs", [])
+    if not isinstance(jobs, list) or not all(isinstance(j, str) and j for j in jobs):
+        raise bad("jobs", f"{_shown(jobs)} is not a list of job ids")
+    schema = body.get("spark_schema")
+    if schema is not None and not isinstance(schema, str):
+        raise bad("spark_schema", f"a {type(schema).__name__}, not a str")
+    return {"log": name, "start_offset": start, "segments": checked, "jobs": jobs, "spark_schema": schema}
+
+
+def relative_key(value: object) -> bool:
+    """Whether `value` is a key below a log's folder: '/'-separated non-empty parts, none '.' or
+    '..', no backslash or control character, at most MAX_KEY characters."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_KEY \
+        and all(p not in ("", ".", "..") for p in value.split("/")) \
+        and not any(c == "\\" or ord(c) < 32 or ord(c) == 127 for c in value)
 
 
 def _segment(entry: object, where: str, bad, fields: frozenset[str], required: frozenset[str]) -> dict:
@@ -89,6 +106,9 @@ def _segment(entry: object, where: str, bad, fields: frozenset[str], required: f
         value = _field(entry, name, bad, where)
         if not isinstance(value, str) or not _SHA256.fullmatch(value):
             raise bad(f"{where}.{name}", f"{_shown(value)} is not a SHA-256 (64 hex digits)")
+    for name in ("key", "index_key"):
+        if entry.get(name) is not None and not relative_key(entry[name]):
+            raise bad(f"{where}.{name}", f"{_shown(entry[name])} is not a key below the log's folder")
     if _field(entry, "last_timestamp_ms", bad, where) is not None:     # a record's time may be negative
         _int(entry, "last_timestamp_ms", bad, where, low=-MAX_INT - 1)
     base, end = entry["base_offset"], entry["end_offset"]

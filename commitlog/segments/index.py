@@ -30,7 +30,7 @@ from .reserve import allocate_file
 from ..safeopen import no_follow, open_file, temporary
 
 __all__ = ["INDEX_INTERVAL", "IndexWriter", "SegmentSummary", "index_file_size", "index_path",
-           "parse_sealed", "read_checkpoints", "read_sealed", "write_sealed"]
+           "parse_sealed", "read_checkpoints", "without_base", "read_sealed", "write_sealed"]
 
 INDEX_INTERVAL = 4096
 HEADER = struct.Struct("<4sHHQQqqqII")
@@ -168,6 +168,14 @@ def parse_sealed(data: bytes) -> SegmentSummary | None:
         return None
     return SegmentSummary(used, count, first_ts, last_ts, last_ns, tuple(rels), tuple(positions),
                           compacted, ino, seq, bool(flags & FLAG_KEPT_MARKED), base)
+
+
+def without_base(data: bytes) -> bytes | None:
+    """The sealed index `data` without the base offset it records (FLAG_BASE): an index object
+    readable at whatever base a manifest gives its segment (a cluster write's staged segments,
+    whose offsets the commit assigns). None when `data` is no sealed index."""
+    summary = parse_sealed(data)
+    return None if summary is None else _pack_sealed(dataclasses.replace(summary, base=None))
 
 
 def read_checkpoints(path: str) -> tuple[list[int], list[int]]:

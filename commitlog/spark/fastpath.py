@@ -32,8 +32,8 @@ from .jvm.read_planner import plan_json
 from .staging_errors import NoSchemaError
 from .source_options import Options
 from .reading.reader import CommitLogBatchReader, read_partition
-from .schema import arrow_schema
-from .source import register, stored_schema
+from .schema import arrow_schema, log_schema
+from .source import register
 
 # Spark 4.3 measures the Arrow batch it sends to a Python writer after every row unless
 # maxBytesPerBatch is exactly 2147483647 (no limit); that check costs about half of the JVM's CPU
@@ -61,7 +61,7 @@ def read(spark, path: str, **options):
     a `file://` tier and by Python workers from an `s3://` one."""
     register(spark)
     opts = Options.parse(_options(path, options))
-    struct = stored_schema(opts.path)
+    struct = log_schema(opts)
     if struct is None:
         raise NoSchemaError(
             f"commit log {opts.path} has no staged schema: write a DataFrame to it first "

@@ -24,6 +24,7 @@ from commitlog.layout import META_FILE
 
 from .ledger.ledger_view import LedgerView
 from .staging_errors import NoSchemaError, SchemaMismatchError
+from .tier_log import cluster_manifest
 
 # Arrow IPC buffers are 8-byte aligned relative to the message start. A record's value starts
 # 21 bytes (the record header) plus the key length after the record's position; with a key length
@@ -167,9 +168,19 @@ def stored_schema(path: str) -> StructType | None:
     return None if text is None else schema_from_json(text)
 
 
-def required_schema(path: str) -> StructType:
-    """The log's recorded schema, or NoSchemaError saying how to give one."""
-    stored = stored_schema(path)
+def log_schema(options) -> StructType | None:
+    """The schema of the log the options name: a cluster log's newest manifest version's
+    (commitlog.spark.tier_log), else the one its local ledger records (`stored_schema`)."""
+    manifest = cluster_manifest(options)
+    if manifest is None:
+        return stored_schema(options.path)
+    return schema_from_json(manifest.spark_schema) if manifest.spark_schema else None
+
+
+def required_schema(options) -> StructType:
+    """The log's recorded schema (`log_schema`), or NoSchemaError saying how to give one."""
+    path = options.path
+    stored = log_schema(options)
     if stored is None:
         raise NoSchemaError(
             f"commit log {path} has no staged schema: write a DataFrame to it first "

@@ -10,11 +10,12 @@ from .jvm import install as install_jvm
 from .progress import install as install_progress
 from .source_options import Options
 from .reading.reader import CommitLogBatchReader
-from .schema import arrow_schema, check_readable, required_schema, stored_schema
+from .schema import arrow_schema, check_readable, log_schema, required_schema, stored_schema
 from .writing.sink import CommitLogStreamWriter
 from .reading.stream import CommitLogStreamReader
 from .writing.target import prepare_write
 from .writing.batch_writer import CommitLogBatchWriter
+from .cluster.cluster_writer import ClusterBatchWriter, prepare as prepare_cluster
 
 
 class CommitLogDataSource(DataSource):
@@ -32,10 +33,10 @@ class CommitLogDataSource(DataSource):
     # ------------------------------------------------------------------ schema
     def schema(self) -> StructType:
         """The log's recorded schema (only called when the reader gives none)."""
-        return required_schema(self.parsed.path)
+        return required_schema(self.parsed)
 
     def _read_schema(self, schema: StructType):
-        stored = stored_schema(self.parsed.path)
+        stored = log_schema(self.parsed)
         if stored is not None:
             check_readable(stored, schema, self.parsed.path)
         return arrow_schema(schema)
@@ -48,12 +49,19 @@ class CommitLogDataSource(DataSource):
         return CommitLogStreamReader(self.parsed, self._read_schema(schema))
 
     # ------------------------------------------------------------------ writing
-    def writer(self, schema: StructType, overwrite: bool) -> CommitLogBatchWriter:
+    def writer(self, schema: StructType, overwrite: bool) -> CommitLogBatchWriter | ClusterBatchWriter:
+        """With `archive`, a cluster write through the tier (commitlog.spark.cluster), from any host."""
         self._refuse_overwrite(overwrite)
+        if self.parsed.archive is not None:
+            return ClusterBatchWriter(prepare_cluster(self.parsed, schema))
         return CommitLogBatchWriter(prepare_write(self.parsed, schema, "batch"))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> CommitLogStreamWriter:
         self._refuse_overwrite(overwrite)
+        if self.parsed.archive is not None:
+            raise OptionError(
+                f"the streaming sink into commit log {self.parsed.path} does not write through an "
+                f"archive tier yet (option archive): batch writes do (docs/spark-cluster.md)")
         sink_id = self.parsed.sink_id
         if sink_id is None:
             raise OptionError(

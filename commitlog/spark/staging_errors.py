@@ -61,3 +61,9 @@ class WrongHostError(StagingError):
         self.path = path
         self.planned_on = planned_on
         self.running_on = running_on
+
+
+class ClusterCommitError(StagingError):
+    """A cluster write's commit through the archive tier could not complete: a staged object is
+    missing or differs, the job's commit deadline passed, or too many other commits won the race
+    for the next manifest version. Nothing of the job is visible."""

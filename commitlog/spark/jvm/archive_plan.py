@@ -2,7 +2,8 @@
 
 The JVM reads a `file://` tier itself: an archived segment's data object (`<dir>/<log>/<20-digit
 base>.log`) holds the segment file's bytes up to its end marker, so the Java segment walk reads it
-as it reads a segment. Each partition of a plan carries the manifest entries its runs touch, read
+as it reads a segment (a cluster log's staged object too: its records carry no offsets, the
+entry's base places them). Each partition of a plan carries the manifest entries its runs touch, read
 and validated here (commitlog.archive.manifest): a task checks a data object whole against its
 entry (size, SHA-256) before it serves a record of it, as commitlog.archive.object_check does, and
 reads the tier's manifest again only when an object is gone or differs (retention or a compaction
@@ -43,8 +44,9 @@ def archive_json(archive: LogArchive) -> dict:
 
 def listing_json(manifest: Manifest, partition: LogPartition) -> dict:
     """The archive as `partition` may read it: the manifest's start and end now, and the entries
-    holding any offset of its runs, `[base, end, bytes, sha256]` each."""
+    holding any offset of its runs, `[base, end, bytes, sha256, key]` each (`key`: the data
+    object below the log's folder, commitlog.archive.manifest)."""
     first = manifest.segments[0].base_offset if manifest.segments else manifest.start_offset
-    touched = [[s.base_offset, s.end_offset, s.bytes, s.sha256] for s in manifest.segments
+    touched = [[s.base_offset, s.end_offset, s.bytes, s.sha256, s.data_file] for s in manifest.segments
                if any(s.base_offset < end and start < s.end_offset for start, end in partition.runs)]
     return {"start": first, "end": manifest.end_offset, "segments": touched}

@@ -21,7 +21,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from ..reading.reader import CommitLogBatchReader, LogPartition
 from .archive_plan import archive_json, jvm_reads, listing_json, manifest_of
-from ..schema import arrow_schema, check_readable, required_schema, schema_from_json, stored_schema
+from ..schema import arrow_schema, check_readable, log_schema, required_schema, schema_from_json
 from ..source_options import Options
 from ..reading.stream import CommitLogStreamReader
 
@@ -66,7 +66,7 @@ class Planner:
     def answer(self, request: dict) -> dict:
         op = request["op"]
         if op == "schema":
-            return {"schema": required_schema(Options.parse(request["options"]).path).json()}
+            return {"schema": required_schema(Options.parse(request["options"])).json()}
         if op == "reader":          # across an S3 tier, the Python data source reads
             return {"reader": "jvm" if jvm_reads(Options.parse(request["options"])) else "python"}
         if op == "batch":
@@ -82,7 +82,7 @@ class Planner:
     def _options(self, request: dict) -> Options:
         """The request's options; a user-given schema checked against the log's."""
         options = Options.parse(request["options"])
-        stored = stored_schema(options.path)
+        stored = log_schema(options)
         if stored is not None:
             check_readable(stored, schema_from_json(request["schema"]), options.path)
         return options

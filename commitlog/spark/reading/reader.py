@@ -34,6 +34,7 @@ from ..ledger.ledger_view import LedgerView, VisibleRecord
 from ..ledger.marking import mark_dead_records
 from ..source_options import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_MIN_PARTITION_BYTES, Options
 from ..schema import conform, decode
+from ..tier_log import is_cluster_log
 
 log = logging.getLogger("commitlog.spark")
 
@@ -173,6 +174,38 @@ def _offset_at(clog: CommitLog, timestamp_ms: int) -> int:
     return clog.end_offset if found is None else found
 
 
+def cluster_partitions(opts: Options) -> list[LogPartition]:
+    """A cluster log's partitions, planned from its newest manifest version alone (every record
+    it lists is committed; tasks skip control and dead records): whole segments, clipped to
+    [startOffset, endOffset), grouped into about `maxPartitionBytes` each, readable on any host."""
+    with _open_archived(opts) as clog:
+        manifest = clog.archive.manifest()
+        start = clog.start_offset if opts.start_offset is None else opts.start_offset
+        end = clog.end_offset if opts.end_offset is None else min(opts.end_offset, clog.end_offset)
+        if opts.starting_timestamp is not None:
+            start = _offset_at(clog, opts.starting_timestamp)
+        if opts.ending_timestamp is not None:
+            end = min(end, _offset_at(clog, opts.ending_timestamp))
+    pieces = [(max(s.base_offset, start), min(s.end_offset, end), s.bytes) for s in manifest.segments
+              if s.base_offset < end and start < s.end_offset]
+    target = partition_target(sum(p[2] for p in pieces), opts.max_partition_bytes)
+    parts: list[LogPartition] = []
+    runs: list[tuple[int, int]] = []
+    size = 0
+    for first, stop, nbytes in pieces:
+        if runs and size + nbytes / 2 > target:
+            parts.append(LogPartition(tuple(runs), 0, size, None))
+            runs, size = [], 0
+        if runs and runs[-1][1] == first:
+            runs[-1] = (runs[-1][0], stop)
+        else:
+            runs.append((first, stop))
+        size += nbytes
+    if runs:
+        parts.append(LogPartition(tuple(runs), 0, size, None))
+    return parts
+
+
 class CommitLogBatchReader(DataSourceReader):
     """Plans partitions on the driver; `read` runs in the tasks."""
 
@@ -182,6 +215,8 @@ class CommitLogBatchReader(DataSourceReader):
 
     def partitions(self) -> list[LogPartition]:
         opts = self.options
+        if is_cluster_log(opts):
+            return cluster_partitions(opts)
         with open_log(opts) as clog, LedgerView(opts.path) as ledger:
             end = clog.end_offset if opts.end_offset is None else opts.end_offset
             if opts.ending_timestamp is not None:

@@ -22,11 +22,12 @@ import com.fasterxml.jackson.databind.JsonNode;
 /**
  * A log's {@code file://} archive tier as a task reads it (commitlog/archive, docs/archive.md):
  * the manifest entries the partition's plan carries (commitlog.spark.jvm.archive_plan), and each
- * entry's data object {@code <root>/<name>/<20-digit base>.log}, the segment's bytes up to its end
- * marker. An object is read whole into memory and checked against its entry (its size, its
+ * entry's data object {@code <root>/<name>/<key>} (by default {@code <20-digit base>.log}; a
+ * cluster log's staged objects name theirs), the segment's bytes up to its end marker. An object is read whole into memory and checked against its entry (its size, its
  * SHA-256) before a record of it is served, as commitlog.archive.object_check does; the bytes
  * walked are the bytes checked. An object gone or different makes the tier's manifest be read
- * again: an entry it no longer lists (retention or a compaction replaced it since the plan) is
+ * again (a cluster log's newest version under {@code manifests/}, else {@code manifest.json},
+ * as commitlog.archive.versions says): an entry it no longer lists (retention or a compaction replaced it since the plan) is
  * planned again from it, one it still lists fails with the Python reader's ArchiveCorruptError
  * message. Not thread-safe: one per task.
  */
@@ -63,17 +64,19 @@ final class ArchiveTier {
         final long end;
         final long bytes;
         final String sha256;
+        final String file;              // the data object's key below the log's folder
 
-        Segment(long base, long end, long bytes, String sha256) {
+        Segment(long base, long end, long bytes, String sha256, String file) {
             this.base = base;
             this.end = end;
             this.bytes = bytes;
             this.sha256 = sha256;
+            this.file = file == null || file.isEmpty() ? String.format("%020d.log", base) : file;
         }
 
         boolean sameAs(Segment other) {
             return other != null && other.base == base && other.end == end && other.bytes == bytes
-                    && other.sha256.equals(sha256);
+                    && other.sha256.equals(sha256) && other.file.equals(file);
         }
     }
 
@@ -98,7 +101,8 @@ final class ArchiveTier {
             Segment[] segments = new Segment[entries.size()];
             for (int i = 0; i < segments.length; i++) {
                 JsonNode e = entries.get(i);
-                segments[i] = new Segment(e.get(0).asLong(), e.get(1).asLong(), e.get(2).asLong(), e.get(3).asText());
+                segments[i] = new Segment(e.get(0).asLong(), e.get(1).asLong(), e.get(2).asLong(), e.get(3).asText(),
+                        e.has(4) ? e.get(4).asText() : null);
             }
             return new Listing(archived.get("start").asLong(), archived.get("end").asLong(), segments);
         }
@@ -138,7 +142,7 @@ final class ArchiveTier {
     }
 
     String key(Segment segment) {
-        return location.key(String.format("%020d.log", segment.base));
+        return location.key(segment.file);
     }
 
     /**
@@ -160,7 +164,7 @@ final class ArchiveTier {
     }
 
     private ByteBuffer checked(String key, Segment segment) {
-        Path file = Paths.get(location.root, location.name, String.format("%020d.log", segment.base));
+        Path file = Paths.get(location.root, location.name).resolve(segment.file);
         try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ)) {
             long size = channel.size();
             if (size != segment.bytes) {
@@ -213,10 +217,11 @@ final class ArchiveTier {
      * checks them). No manifest: an archive holding nothing, as the Python reader takes it.
      */
     private void refresh() {
-        String key = location.key("manifest.json");
+        String listed = newestVersion();
+        String key = location.key(listed);
         byte[] raw;
         try {
-            raw = Files.readAllBytes(Paths.get(location.root, location.name, "manifest.json"));
+            raw = Files.readAllBytes(Paths.get(location.root, location.name).resolve(listed));
         } catch (NoSuchFileException e) {
             segments.clear();
             start = end = 0;
@@ -238,9 +243,10 @@ final class ArchiveTier {
         TreeMap<Long, Segment> found = new TreeMap<>();
         long last = 0;
         for (JsonNode e : body.get("segments")) {
+            String file = e.path("key").isTextual() ? e.get("key").asText() : null;
             Segment s = new Segment(natural(e, "base_offset", key), natural(e, "end_offset", key),
-                    natural(e, "bytes", key), e.path("sha256").asText(""));
-            if (s.end < s.base || s.base < last || !s.sha256.matches("[0-9a-f]{64}")) {
+                    natural(e, "bytes", key), e.path("sha256").asText(""), file);
+            if (s.end < s.base || s.base < last || !s.sha256.matches("[0-9a-f]{64}") || !below(s.file)) {
                 throw corrupt(key, "not a manifest: the segment at " + s.base + " is out of order or malformed");
             }
             found.put(s.base, s);
@@ -251,6 +257,37 @@ final class ArchiveTier {
         segments.putAll(found);
         start = found.isEmpty() ? listedStart : found.firstKey();
         end = found.isEmpty() ? listedStart : last;
+    }
+
+    /** The newest manifest version's key below the log's folder ({@code manifests/<20 digits>.json}),
+     * else {@code manifest.json} (a single host's archive). */
+    private String newestVersion() {
+        Path folder = Paths.get(location.root, location.name, "manifests");
+        String newest = null;
+        try (java.util.stream.Stream<Path> listed = Files.list(folder)) {
+            for (Path p : (Iterable<Path>) listed::iterator) {
+                String n = p.getFileName().toString();
+                if (n.matches("[0-9]{20}\\.json") && (newest == null || n.compareTo(newest) > 0)) {
+                    newest = n;
+                }
+            }
+        } catch (NoSuchFileException e) {
+            return "manifest.json";
+        } catch (IOException e) {
+            throw new UncheckedIOException("ArchiveError: archive " + location.url + " object "
+                    + location.key("manifests/") + ": " + e.getMessage(), e);
+        }
+        return newest == null ? "manifest.json" : "manifests/" + newest;
+    }
+
+    /** Whether {@code file} is a key below the log's folder (commitlog.archive.validation.relative_key). */
+    private static boolean below(String file) {
+        for (String part : file.split("/", -1)) {
+            if (part.isEmpty() || part.equals(".") || part.equals("..") || part.indexOf('\\') >= 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private long natural(JsonNode node, String field, String key) {

@@ -210,3 +210,16 @@ def test_the_jvm_reader_reads_archived_partitions_without_the_local_directory(sp
           .option("plan", json.dumps(plan)).load())
     assert ids(df) == sorted(i for p in anywhere for b in read_partition(options, schema, p)
                              for i in b.column("id").to_pylist())
+
+
+@pytest.mark.usefixtures("both_readers")
+def test_a_stream_over_a_cluster_log_is_refused_naming_it(spark, tmp_path):
+    # A cluster log (written from any host through the tier, docs/spark-cluster.md) is read by batch
+    # reads; a stream over one would plan from a local directory that is not there.
+    url = f"file://{tmp_path}/tier"
+    commitlog.spark.write(spark.range(10).toDF("id"), str(tmp_path / "events"), archive=url)
+    assert sorted(r.id for r in commitlog.spark.read(spark, str(tmp_path / "events"), archive=url).collect()) \
+        == list(range(10))
+    with pytest.raises(Exception, match="is a cluster log on .*: streams do not read a cluster log yet"):
+        read_stream(spark, str(tmp_path / "events"), archive=url).writeStream.format("noop").start() \
+            .processAllAvailable()

@@ -1,0 +1,75 @@
+"""A second Spark driver for the cluster rig's tests (test_spark_cluster.py): a process of its own
+with its own SparkSession, in local mode (`local[2]`: the rig's session holds every core of the
+standalone master, so a second application there would wait for cores), writing rows to a cluster
+log through the archive tier, as another host's driver would.
+
+    python cluster_driver.py SPEC_JSON
+
+SPEC_JSON: {"path", "options" (the write's options: archive, ...), "start", "rows",
+"partitions", "meet": [mine, theirs] or null}. With "meet", each task creates the file `mine`
+and waits for `theirs` before its first batch goes on (the two jobs run at once). Prints
+"committed" and exits 0 once the write returned; exit 1 with the error on stderr otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+
+import pyarrow as pa
+
+MEET_TIMEOUT = 240.0
+
+
+def with_host(batches):
+    """Spark's batches with the producing host's name as a `host` column."""
+    for batch in batches:
+        host = pa.array([socket.gethostname()] * batch.num_rows)
+        yield pa.RecordBatch.from_arrays([*batch.columns, host], names=[*batch.schema.names, "host"])
+
+
+def meeting(mine: str, theirs: str, inner=with_host):
+    """A mapInArrow function that holds each task until the other job's tasks run too."""
+    def transform(batches):
+        os.close(os.open(mine, os.O_CREAT | os.O_WRONLY))
+        deadline = time.monotonic() + MEET_TIMEOUT
+        while not os.path.exists(theirs):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the other job's tasks did not start ({theirs} missing)")
+            time.sleep(0.05)
+        yield from inner(batches)
+    return transform
+
+
+def frame(spark, start: int, rows: int, partitions: int, transform=with_host):
+    df = spark.range(start, start + rows, numPartitions=partitions).selectExpr("id", "cast(id as string) as s")
+    return df.mapInArrow(transform, "id long, s string, host string")
+
+
+def main(spec: dict) -> None:
+    from sessions import COMMON_CONF
+
+    from pyspark.sql import SparkSession
+
+    import commitlog.spark
+    from cluster_rig import CREDENTIALS
+
+    os.environ.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+    builder = SparkSession.builder.master("local[2]").appName("commitlog-second-driver")
+    conf = {**COMMON_CONF, **{f"spark.executorEnv.{k}": v for k, v in CREDENTIALS.items()}}
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    transform = meeting(*spec["meet"]) if spec.get("meet") else with_host
+    df = frame(spark, spec["start"], spec["rows"], spec["partitions"], transform)
+    commitlog.spark.write(df, spec["path"], **spec["options"])
+    print("committed", flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

@@ -69,9 +69,9 @@ class TcpProxy:
     """A TCP proxy on loopback in front of `target_port`, to fail the network between a client
     and a real server: `down()` refuses new connections and cuts open ones, `hang()` accepts and
     never answers (a stuck tier), `cut_after(n)` cuts every connection once it has carried `n`
-    bytes towards the server (a request cut mid-body), `hold_after(pattern)` forwards the first
-    request whose bytes hold `pattern` and the server's answer, then nothing more towards the
-    server (on any connection, new ones included: the tier hangs right after that request; meant
+    bytes towards the server (a request cut mid-body), `hold_after(*patterns)` forwards the first
+    request whose bytes hold the last pattern (once requests holding the earlier ones went by, in
+    order) and the server's answer, then nothing more towards the server (on any connection, new ones included: the tier hangs right after that request; meant
     for one client doing one request at a time), `up()` forwards
     again. The server keeps its state throughout."""
 
@@ -79,7 +79,7 @@ class TcpProxy:
         self.target = ("127.0.0.1", target_port)
         self.mode = "up"
         self.cut_at: int | None = None
-        self.hold_pattern: bytes | None = None
+        self.hold_patterns: list[bytes] = []
         self.holding = threading.Event()
         self.held = threading.Event()             # set once hold_after's request was answered
         self._armed = False
@@ -128,8 +128,9 @@ class TcpProxy:
                     break                 # cut: both sides are shut down below
                 dst.sendall(data)
                 carried += len(data)
-                if towards and self.hold_pattern is not None and self.hold_pattern in data:
-                    self._armed = True            # hold once the server answered this request
+                if towards and self.hold_patterns and self.hold_patterns[0] in data:
+                    self.hold_patterns.pop(0)
+                    self._armed = not self.hold_patterns  # hold once the server answered it
                 elif not towards and self._armed and not data.startswith(b"HTTP/1.1 100"):
                     self._armed = False
                     self.holding.set()
@@ -161,12 +162,12 @@ class TcpProxy:
         self.mode = "hang"
         self._cut()
 
-    def hold_after(self, pattern: bytes) -> None:
-        self.hold_pattern, self._armed = pattern, False
+    def hold_after(self, *patterns: bytes) -> None:
+        self.hold_patterns, self._armed = list(patterns), False
         self.held.clear()
 
     def up(self) -> None:
-        self.mode, self.cut_at, self.hold_pattern = "up", None, None
+        self.mode, self.cut_at, self.hold_patterns = "up", None, []
         self.holding.clear()
         self._cut()     # hung connections end: their clients retry
 

@@ -6,9 +6,8 @@ log through the archive tier, as another host's driver would.
     python cluster_driver.py SPEC_JSON
 
 SPEC_JSON: {"path", "options" (the write's options: archive, ...), "start", "rows",
-"partitions", "meet": [mine, theirs] or null}. With "meet", each task creates the file `mine`
-and waits for `theirs` before its first batch goes on (the two jobs run at once). Prints
-"committed" and exits 0 once the write returned; exit 1 with the error on stderr otherwise.
+"partitions"}: appends ids [start, start + rows). Prints "committed" and exits 0 once the write
+returned; exit 1 with the error on stderr otherwise.
 """
 
 from __future__ import annotations
@@ -17,11 +16,8 @@ import json
 import os
 import socket
 import sys
-import time
 
 import pyarrow as pa
-
-MEET_TIMEOUT = 240.0
 
 
 def with_host(batches):
@@ -29,19 +25,6 @@ def with_host(batches):
     for batch in batches:
         host = pa.array([socket.gethostname()] * batch.num_rows)
         yield pa.RecordBatch.from_arrays([*batch.columns, host], names=[*batch.schema.names, "host"])
-
-
-def meeting(mine: str, theirs: str, inner=with_host):
-    """A mapInArrow function that holds each task until the other job's tasks run too."""
-    def transform(batches):
-        os.close(os.open(mine, os.O_CREAT | os.O_WRONLY))
-        deadline = time.monotonic() + MEET_TIMEOUT
-        while not os.path.exists(theirs):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the other job's tasks did not start ({theirs} missing)")
-            time.sleep(0.05)
-        yield from inner(batches)
-    return transform
 
 
 def frame(spark, start: int, rows: int, partitions: int, transform=with_host):
@@ -64,8 +47,7 @@ def main(spec: dict) -> None:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    transform = meeting(*spec["meet"]) if spec.get("meet") else with_host
-    df = frame(spark, spec["start"], spec["rows"], spec["partitions"], transform)
+    df = frame(spark, spec["start"], spec["rows"], spec["partitions"])
     commitlog.spark.write(df, spec["path"], **spec["options"])
     print("committed", flush=True)
     spark.stop()

@@ -25,7 +25,6 @@ from commitlog.archive import open_tier, versions
 
 import cluster_faults
 from archive_helpers import CREDENTIALS, DIE_WITH_PARENT, TcpProxy
-from cluster_driver import meeting
 from cluster_rig import PYTHONPATH
 
 pytestmark = pytest.mark.spark
@@ -142,11 +141,10 @@ DRIVER_TIMEOUT = 240.0
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster_driver.py")
 
 
-def _start_driver(rig, out_dir, path: str, options: dict, start: int, rows: int = ROWS,
-                  meet: list[str] | None = None) -> subprocess.Popen:
+def _start_driver(out_dir, path: str, options: dict, start: int, rows: int = ROWS) -> subprocess.Popen:
     """A second driver process (its own session, local mode) appending ids [start, start+rows)."""
     spec = {"path": path, "options": options, "start": start, "rows": rows,
-            "partitions": PARTITIONS, "meet": meet}
+            "partitions": PARTITIONS}
     out = open(os.path.join(out_dir, f"driver-{start}.log"), "wb")
     env = {**os.environ, **CREDENTIALS, "PYTHONPATH": PYTHONPATH}
     with out:
@@ -173,11 +171,16 @@ def _kill_driver(driver: subprocess.Popen) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """Whether a process of group `pgid` still runs (a zombie waiting for its reaper does not)."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                state, _, group = f.read().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue                 # not a process, or gone meanwhile
+        if int(group) == pgid and state not in "ZX":
+            return True
+    return False
 
 
 def _job_ranges(manifest) -> dict[str, tuple[int, int]]:
@@ -201,23 +204,30 @@ def _tier(options: dict):
 def test_two_drivers_writing_one_log_at_once_both_land_whole(spark_cluster, tmp_path):
     spark = spark_cluster.session
     path = os.path.join(spark_cluster.local_root, "two")
-    options = _tier_options(spark_cluster, "file")
-    ours, theirs = (os.path.join(spark_cluster.shared_dir, f"two-{who}") for who in ("rig", "other"))
-    other = _start_driver(spark_cluster, tmp_path, path, options, start=ROWS, meet=[theirs, ours])
-    try:      # every task of each job waits until the other job's tasks run: the jobs overlap
-        commitlog.spark.write(_frame(spark, 0, transform=meeting(ours, theirs, _with_host)), path, **options)
+    options = _tier_options(spark_cluster, "s3")
+    proxy = TcpProxy(spark_cluster.s3.port)
+    # The other driver's commit is held right after it listed the log's (no) manifest versions,
+    # about to create version 1; the rig's job then runs whole and creates version 1 first.
+    proxy.hold_after(b"/committing.json", b"list-type=2")
+    other = _start_driver(tmp_path, path, {**options, "archiveEndpoint": proxy.endpoint},
+                          start=ROWS)
+    try:
+        _await_hold(proxy, other, tmp_path)
+        commitlog.spark.write(_frame(spark, 0), path, **options)
+        proxy.up()                                   # its create of version 1 is refused: it retries
         assert other.wait(DRIVER_TIMEOUT) == 0, _driver_log(other, tmp_path)
     finally:
         _kill_driver(other)
+        proxy.close()
     assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(2 * ROWS))
-    manifest = versions.newest(_tier(options), "two")[1]
+    version, manifest = versions.newest(_tier(options), "two")
     ranges = _job_ranges(manifest)
-    assert set(ranges) == set(manifest.jobs) and len(ranges) == 2
+    assert version == 2 and set(ranges) == set(manifest.jobs) and len(ranges) == 2
     (a, b), (c, d) = sorted(ranges.values())
     assert (a, c) == (0, b) and d == manifest.end_offset                # disjoint, one after the other
     landed = [_ids(commitlog.spark.read(spark, path, startOffset=first, endOffset=end, **options))
               for first, end in sorted(ranges.values())]
-    assert sorted(landed) == [list(range(ROWS)), list(range(ROWS, 2 * ROWS))]
+    assert landed == [list(range(ROWS)), list(range(ROWS, 2 * ROWS))]  # the rig's job first
 
 
 def _await_hold(proxy: TcpProxy, driver: subprocess.Popen, out_dir) -> None:
@@ -236,7 +246,7 @@ def test_a_driver_killed_during_its_commit_leaves_nothing_visible(spark_cluster,
     # The other driver reaches the tier through the proxy, which forwards its claim and then
     # nothing: its commit is stuck right after the claim, checking the staged objects.
     proxy.hold_after(b"/committing.json")
-    other = _start_driver(spark_cluster, tmp_path, path, {**options, "archiveEndpoint": proxy.endpoint},
+    other = _start_driver(tmp_path, path, {**options, "archiveEndpoint": proxy.endpoint},
                           start=1000)
     try:
         _await_hold(proxy, other, tmp_path)

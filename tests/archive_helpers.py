@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -68,14 +69,20 @@ class TcpProxy:
     """A TCP proxy on loopback in front of `target_port`, to fail the network between a client
     and a real server: `down()` refuses new connections and cuts open ones, `hang()` accepts and
     never answers (a stuck tier), `cut_after(n)` cuts every connection once it has carried `n`
-    bytes towards the server (a request cut mid-body), `up()` forwards again. The server keeps
-    its state throughout."""
+    bytes towards the server (a request cut mid-body), `hold_after(*patterns)` forwards the first
+    request whose bytes hold the last pattern (once requests holding the earlier ones went by, in
+    order) and the server's answer, then nothing more towards the server (on any connection, new ones included: the tier hangs right after that request; meant
+    for one client doing one request at a time), `up()` forwards
+    again. The server keeps its state throughout."""
 
     def __init__(self, target_port: int) -> None:
-        import threading
         self.target = ("127.0.0.1", target_port)
         self.mode = "up"
         self.cut_at: int | None = None
+        self.hold_patterns: list[bytes] = []
+        self.holding = threading.Event()
+        self.held = threading.Event()             # set once hold_after's request was answered
+        self._armed = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -84,7 +91,6 @@ class TcpProxy:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
-        import threading
         while True:
             try:
                 client, _ = self._listener.accept()
@@ -94,7 +100,7 @@ class TcpProxy:
                 client.close()
                 continue
             self._track(client)
-            if self.mode == "hang":
+            if self.mode == "hang" or self.holding.is_set():
                 continue      # held open, never read nor answered
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
@@ -102,23 +108,33 @@ class TcpProxy:
                 client.close()
                 continue
             self._track(upstream)
-            for a, b, limit in ((client, upstream, self.cut_at), (upstream, client, None)):
-                threading.Thread(target=self._pipe, args=(a, b, limit), daemon=True).start()
+            for a, b, limit, towards in ((client, upstream, self.cut_at, True), (upstream, client, None, False)):
+                threading.Thread(target=self._pipe, args=(a, b, limit, towards), daemon=True).start()
 
     def _track(self, sock: socket.socket) -> None:
         with self._lock:
             self._sockets.append(sock)
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket, limit: int | None) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket, limit: int | None, towards: bool) -> None:
         carried = 0
         try:
             while data := src.recv(65536):
+                if towards and self.holding.is_set():
+                    while self.holding.is_set():
+                        time.sleep(0.05)  # never forwarded; up() cuts this connection
+                    return
                 if limit is not None and carried + len(data) > limit:
                     dst.sendall(data[:limit - carried])
                     break                 # cut: both sides are shut down below
                 dst.sendall(data)
                 carried += len(data)
+                if towards and self.hold_patterns and self.hold_patterns[0] in data:
+                    self.hold_patterns.pop(0)
+                    self._armed = not self.hold_patterns  # hold once the server answered it
+                elif not towards and self._armed and not data.startswith(b"HTTP/1.1 100"):
+                    self._armed = False
+                    self.holding.set()
+                    self.held.set()
         except OSError:
             pass
         finally:
@@ -146,8 +162,13 @@ class TcpProxy:
         self.mode = "hang"
         self._cut()
 
+    def hold_after(self, *patterns: bytes) -> None:
+        self.hold_patterns, self._armed = list(patterns), False
+        self.held.clear()
+
     def up(self) -> None:
-        self.mode, self.cut_at = "up", None
+        self.mode, self.cut_at, self.hold_patterns = "up", None, []
+        self.holding.clear()
         self._cut()     # hung connections end: their clients retry
 
     def cut_after(self, nbytes: int) -> None:

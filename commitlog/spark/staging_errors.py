@@ -49,6 +49,15 @@ class DataLossError(StagingError):
         self.group = group
 
 
+# What lets a task on any host go on, by what it was doing (docs/spark-cluster.md, docs/archive.md).
+_WAY_OUT = {
+    "write": "To write from any host, give the option `archive` (an archive tier every host reaches: "
+             "the log becomes a cluster log, see docs/spark-cluster.md)",
+    "read": "To read from any host, give the option `archive` (its archived part, or a cluster "
+            "log, is read from the tier: see docs/spark-cluster.md)",
+}
+
+
 class WrongHostError(StagingError):
     """A Spark task runs on another host than the driver that planned the read or write: the log
     lives on one host's disk, and a second log at the same path elsewhere would split it."""
@@ -57,7 +66,8 @@ class WrongHostError(StagingError):
         super().__init__(
             f"commit log {path} is on host {planned_on!r}, where this {what} was planned, but "
             f"this Spark task runs on host {running_on!r}: a log is read and written on its own "
-            f"host only (use Spark in local mode, or a cluster whose single worker is that host)")
+            f"host only. {_WAY_OUT.get(what, _WAY_OUT['read'])}, or use Spark in local mode, or a "
+            f"cluster whose single worker is that host")
         self.path = path
         self.planned_on = planned_on
         self.running_on = running_on

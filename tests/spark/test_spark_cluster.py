@@ -1,12 +1,21 @@
 """Cluster writes through the archive tier on the multi-host rig (cluster_rig.py,
 docs/spark-cluster.md): tasks on both worker hosts stage their rows on the tier, the driver
 commits them in one manifest version, and any host reads back exactly the committed rows, on a
-`file://` tier and on S3 (moto)."""
+`file://` tier and on S3 (moto); what each crash, race and outage of the durability contract
+leaves. A second driver is a process of its own (cluster_driver.py, in local mode: the rig's
+session holds the master's every core)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import signal
 import socket
+import subprocess
+import sys
+import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -14,7 +23,9 @@ import pytest
 import commitlog.spark
 from commitlog.archive import open_tier, versions
 
-from archive_helpers import CREDENTIALS
+import cluster_faults
+from archive_helpers import CREDENTIALS, DIE_WITH_PARENT, TcpProxy
+from cluster_rig import PYTHONPATH
 
 pytestmark = pytest.mark.spark
 
@@ -122,3 +133,206 @@ def test_an_incompatible_dataframe_fails_before_any_task_stages(spark_cluster):
     tier = open_tier(options["archive"])
     jobs = {key.split("/")[2] for key in tier.keys("schema/staged/")}
     assert jobs == set(versions.newest(tier, "schema")[1].jobs)        # the first job's objects alone
+
+
+# -- a second driver, the tier's state ---------------------------------------------------------
+
+DRIVER_TIMEOUT = 240.0
+DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster_driver.py")
+
+
+def _start_driver(out_dir, path: str, options: dict, start: int, rows: int = ROWS) -> subprocess.Popen:
+    """A second driver process (its own session, local mode) appending ids [start, start+rows)."""
+    spec = {"path": path, "options": options, "start": start, "rows": rows,
+            "partitions": PARTITIONS}
+    out = open(os.path.join(out_dir, f"driver-{start}.log"), "wb")
+    env = {**os.environ, **CREDENTIALS, "PYTHONPATH": PYTHONPATH}
+    with out:
+        return subprocess.Popen([*DIE_WITH_PARENT, sys.executable, DRIVER, json.dumps(spec)],
+                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def _driver_log(driver: subprocess.Popen, out_dir) -> str:
+    spec = json.loads(driver.args[-1])
+    with open(os.path.join(out_dir, f"driver-{spec['start']}.log"), errors="replace") as f:
+        return f.read()[-4000:]
+
+
+def _kill_driver(driver: subprocess.Popen) -> None:
+    """SIGKILL the driver's whole process group (its Python, its JVM, its Python workers)."""
+    try:
+        os.killpg(driver.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    driver.wait(30)
+    deadline = time.monotonic() + 30
+    while _group_alive(driver.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs (a zombie waiting for its reaper does not)."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                state, _, group = f.read().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue                 # not a process, or gone meanwhile
+        if int(group) == pgid and state not in "ZX":
+            return True
+    return False
+
+
+def _job_ranges(manifest) -> dict[str, tuple[int, int]]:
+    """Each committed job's offsets [first, end), asserting its segments are contiguous."""
+    runs: dict[str, list] = {}
+    for entry in manifest.segments:
+        runs.setdefault(entry.key.split("/")[1], []).append(entry)
+    ranges = {}
+    for job, entries in runs.items():
+        entries.sort(key=lambda e: e.base_offset)
+        for before, after in zip(entries, entries[1:]):
+            assert before.end_offset == after.base_offset, f"job {job}'s records are not contiguous"
+        ranges[job] = (entries[0].base_offset, entries[-1].end_offset)
+    return ranges
+
+
+def _tier(options: dict):
+    return open_tier(options["archive"], endpoint=options.get("archiveEndpoint"), region="us-east-1")
+
+
+def test_two_drivers_writing_one_log_at_once_both_land_whole(spark_cluster, tmp_path):
+    spark = spark_cluster.session
+    path = os.path.join(spark_cluster.local_root, "two")
+    options = _tier_options(spark_cluster, "s3")
+    proxy = TcpProxy(spark_cluster.s3.port)
+    # The other driver's commit is held right after it listed the log's (no) manifest versions,
+    # about to create version 1; the rig's job then runs whole and creates version 1 first.
+    proxy.hold_after(b"/committing.json", b"list-type=2")
+    other = _start_driver(tmp_path, path, {**options, "archiveEndpoint": proxy.endpoint},
+                          start=ROWS)
+    try:
+        _await_hold(proxy, other, tmp_path)
+        commitlog.spark.write(_frame(spark, 0), path, **options)
+        proxy.up()                                   # its create of version 1 is refused: it retries
+        assert other.wait(DRIVER_TIMEOUT) == 0, _driver_log(other, tmp_path)
+    finally:
+        _kill_driver(other)
+        proxy.close()
+    assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(2 * ROWS))
+    version, manifest = versions.newest(_tier(options), "two")
+    ranges = _job_ranges(manifest)
+    assert version == 2 and set(ranges) == set(manifest.jobs) and len(ranges) == 2
+    (a, b), (c, d) = sorted(ranges.values())
+    assert (a, c) == (0, b) and d == manifest.end_offset                # disjoint, one after the other
+    landed = [_ids(commitlog.spark.read(spark, path, startOffset=first, endOffset=end, **options))
+              for first, end in sorted(ranges.values())]
+    assert landed == [list(range(ROWS)), list(range(ROWS, 2 * ROWS))]  # the rig's job first
+
+
+def _await_hold(proxy: TcpProxy, driver: subprocess.Popen, out_dir) -> None:
+    deadline = time.monotonic() + DRIVER_TIMEOUT
+    while not proxy.held.wait(0.1):
+        assert driver.poll() is None, f"the driver ended before its claim:\n{_driver_log(driver, out_dir)}"
+        assert time.monotonic() < deadline, f"no claim after {DRIVER_TIMEOUT} s:\n{_driver_log(driver, out_dir)}"
+
+
+def test_a_driver_killed_during_its_commit_leaves_nothing_visible(spark_cluster, tmp_path):
+    spark = spark_cluster.session
+    path = os.path.join(spark_cluster.local_root, "killed")
+    options = _tier_options(spark_cluster, "s3")
+    commitlog.spark.write(_frame(spark, 0, rows=1000), path, **options)
+    proxy = TcpProxy(spark_cluster.s3.port)
+    # The other driver reaches the tier through the proxy, which forwards its claim and then
+    # nothing: its commit is stuck right after the claim, checking the staged objects.
+    proxy.hold_after(b"/committing.json")
+    other = _start_driver(tmp_path, path, {**options, "archiveEndpoint": proxy.endpoint},
+                          start=1000)
+    try:
+        _await_hold(proxy, other, tmp_path)
+        _kill_driver(other)
+    finally:
+        _kill_driver(other)
+        proxy.close()
+    tier = _tier(options)
+    version, manifest = versions.newest(tier, "killed")
+    claims = {key.split("/")[2] for key in tier.keys("killed/jobs/") if key.endswith("/committing.json")}
+    (killed,) = claims - set(manifest.jobs)
+    assert version == 1 and killed not in manifest.jobs
+    assert list(tier.keys(f"killed/staged/{killed}/"))                 # its staged objects: the collector's
+    assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(1000))
+    commitlog.spark.write(_frame(spark, 1000, rows=1000), path, **options)
+    assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(2000))
+
+
+def _mark_started(marker: str):
+    def transform(batches):
+        os.close(os.open(marker, os.O_CREAT | os.O_WRONLY))
+        yield from _with_host(batches)
+    return transform
+
+
+def _down_once(marker: str, proxy: TcpProxy, stop: threading.Event) -> None:
+    while not stop.is_set():
+        if os.path.exists(marker):
+            proxy.down()
+            return
+        time.sleep(0.02)
+
+
+def test_the_tier_down_during_a_job_fails_it_naming_the_tier_and_shows_nothing(spark_cluster):
+    spark = spark_cluster.session
+    path = os.path.join(spark_cluster.local_root, "down")
+    proxy = TcpProxy(spark_cluster.s3.port)
+    options = {**_tier_options(spark_cluster, "s3"), "archiveEndpoint": proxy.endpoint}
+    marker = os.path.join(spark_cluster.shared_dir, "down-started")
+    stop = threading.Event()
+    cutter = threading.Thread(target=_down_once, args=(marker, proxy, stop), daemon=True)
+    try:
+        commitlog.spark.write(_frame(spark, 0, rows=1000), path, **options)
+        cutter.start()          # the tier goes down once a task of the next job runs
+        with pytest.raises(Exception) as failure:
+            commitlog.spark.write(_frame(spark, 1000, transform=_mark_started(marker)), path, **options)
+        assert proxy.mode == "down"
+        assert re.search(r"ArchiveError: archive s3://archive/cluster object down/", str(failure.value))
+        proxy.up()
+        assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(1000))
+        version, manifest = versions.newest(_tier(options), "down")
+        assert version == 1 and len(manifest.jobs) == 1
+    finally:
+        stop.set()
+        proxy.close()
+
+
+def test_a_write_without_archive_from_other_hosts_names_the_way_out(spark_cluster):
+    spark = spark_cluster.session
+    path = os.path.join(spark_cluster.local_root, "no-archive")
+    with pytest.raises(Exception) as failure:
+        commitlog.spark.write(_frame(spark, 0, rows=1000), path)
+    message = str(failure.value)
+    planned = re.escape(socket.gethostname())
+    assert re.search(rf"WrongHostError: commit log {re.escape(path)} is on host '{planned}', where "
+                     rf"this write was planned, but this Spark task runs on host 'host-[ab]'", message)
+    assert "To write from any host, give the option `archive`" in message
+    assert "docs/spark-cluster.md" in message
+
+
+def test_an_attempt_dying_after_it_staged_is_not_committed(spark_cluster):
+    spark = spark_cluster.session
+    cluster_faults.register(spark)
+    path = os.path.join(spark_cluster.local_root, "staged-dying")
+    marker = os.path.join(spark_cluster.shared_dir, "staged-dying-marker")
+    options = _tier_options(spark_cluster, "file")
+    (_frame(spark, 0).write.format(cluster_faults.NAME).option("path", path).option("marker", marker)
+     .options(**options).mode("append").save())
+    with open(marker) as f:
+        dead = f.read()                                                # the attempt that died
+    assert dead
+    assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(ROWS))
+    tier = _tier(options)
+    manifest = versions.newest(tier, "staged-dying")[1]
+    (job,) = manifest.jobs
+    staged = list(tier.keys(f"staged-dying/staged/{job}/{dead}/"))
+    assert staged                                                      # left for the collector
+    listed = {key for entry in manifest.segments for key in (entry.key, entry.index_key)}
+    assert not any(key.startswith(f"staged/{job}/{dead}/") for key in listed)

@@ -85,7 +85,7 @@ def test_a_clock_stepped_while_the_sidecar_was_down_is_found_though_the_disk_loo
     _run_once(path, tmp_path)
     ahead = ClockRecord(record_path(audit)).read().wall + 3 * DAY
     _set_mtimes(log_dir, audit, ahead)            # writers went on under the stepped clock
-    with Sidecar(path, cwd=tmp_path, env=faketime_env(tmp_path / "faketime", "+3d")) as sidecar:
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(tmp_path / "faketime", "+3d", fixed=True)) as sidecar:
         problem = sidecar.wait_for(lambda: clock_problem(sidecar), timeout=60, what="clock-stepped at start")
         assert "at-start" in problem
         more_passes(sidecar)
@@ -102,9 +102,9 @@ def test_a_second_step_while_a_held_sidecar_was_down_is_held_too(tmp_path):
     # segment looked a year old and `etl` stale, and the next pass deleted what etl had not read.
     log_dir, bases, path, audit = _setup(tmp_path)
     stamp = tmp_path / "faketime"
-    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d")) as sidecar:
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d", fixed=True)) as sidecar:
         sidecar.wait_for(lambda: clock_problem(sidecar), timeout=60, what="clock-stepped at start")
-    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+730d")) as sidecar:
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+730d", fixed=True)) as sidecar:
         sidecar.wait_for(lambda: clock_problem(sidecar), timeout=60, what="the hold resumed")
         more_passes(sidecar)
         assert segment_bases(log_dir) == bases, sidecar.log()

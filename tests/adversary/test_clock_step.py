@@ -88,7 +88,7 @@ def test_a_sidecar_stepped_a_year_ahead_deletes_nothing_until_the_operator_accep
 def test_a_sidecar_started_a_year_ahead_of_the_disk_waits_for_the_operator(tmp_path):
     log_dir, bases, path, audit = _setup(tmp_path)
     stamp = tmp_path / "faketime"
-    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d")) as sidecar:
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d", fixed=True)) as sidecar:
         problem = sidecar.wait_for(lambda: clock_problem(sidecar), what="clock-stepped at start")
         assert "at-start" in problem
         more_passes(sidecar)
@@ -107,7 +107,7 @@ def _cli(tmp_path, stamp, *args) -> subprocess.CompletedProcess:
     """`retention ARGS --config retention.yaml` with the clock libfaketime reads from `stamp`."""
     return subprocess.run([sys.executable, "-m", "retention.cli", *args, "--config", str(tmp_path / "retention.yaml")],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env={**os.environ, **faketime_env(stamp, stamp.read_text().strip())})
+                          env={**os.environ, **faketime_env(stamp, stamp.read_text().strip(), fixed=True)})
 
 
 def test_a_manual_clean_on_a_host_a_year_ahead_deletes_only_what_was_due(tmp_path):
@@ -162,12 +162,12 @@ def test_accept_with_the_configuration_goes_to_the_sidecar_listening_on_it(tmp_p
         port = probe.getsockname()[1]
     _, _, path, audit = _setup(tmp_path, {"listen": f"127.0.0.1:{port}"})
     stamp = tmp_path / "faketime"
-    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d")) as sidecar:
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d", fixed=True)) as sidecar:
         sidecar.wait_for(lambda: clock_problem(sidecar), what="clock-stepped at start")
         accepted = _cli(tmp_path, stamp, "clock", "accept")
         assert accepted.returncode == 0 and "accepted the wall clock" in accepted.stdout, accepted.stderr
         assert clock_problem(sidecar) is None                 # the running sidecar lifted it
-    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d")) as sidecar:     # and it stays lifted
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(stamp, "+365d", fixed=True)) as sidecar:     # and it stays lifted
         sidecar.wait_ready(timeout=60)
         more_passes(sidecar)
         assert clock_problem(sidecar) is None, sidecar.log()
@@ -184,7 +184,7 @@ def test_a_full_disk_a_year_ahead_is_still_relieved_by_pressure(small_fs, tmp_pa
         sidecar=True, service={"audit": audit}, log={"path": log_dir, "segment_size": "256KiB"},
         policy={"files_per_pass": 100, "disk_check_interval": "1s",
                 "disk": {"clean_ratio": 0.25, "force_ratio": 0.45, "force_target": 0.30, "refuse_writes_ratio": 0.60}}))
-    with Sidecar(path, cwd=tmp_path, env=faketime_env(tmp_path / "faketime", "+365d")) as sidecar:
+    with Sidecar(path, cwd=tmp_path, env=faketime_env(tmp_path / "faketime", "+365d", fixed=True)) as sidecar:
         sidecar.wait_for(lambda: clock_problem(sidecar), what="clock-stepped at start")
         sidecar.wait_for(lambda: disk_usage(small_fs).used_ratio <= 0.30, timeout=60, what="down to force_target")
         assert clock_problem(sidecar)                 # still held: only pressure deleted

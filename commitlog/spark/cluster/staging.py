@@ -22,7 +22,7 @@ from commitlog import CommitLog
 from commitlog.archive import ArchivedSegment, Tier
 from commitlog.archive.log_archive import staged_index
 from commitlog.errors import CorruptLogError
-from commitlog.layout import index_path
+from commitlog.layout import INDEX_SUFFIX, SEGMENT_SUFFIX, index_path
 from commitlog.safeopen import no_follow
 from commitlog.timeroll import roll_idle
 
@@ -81,9 +81,9 @@ def _upload(tier: Tier, name: str, stem: str, info, records: int) -> StagedSegme
     if index is None:
         raise CorruptLogError(index_path(info.path), None, "not a sealed index")
     with open(info.path, "rb", opener=no_follow) as data:
-        stored = tier.put(f"{name}/{stem}.log", data, info.used_bytes)
-    stored_index = tier.put(f"{name}/{stem}.index", io.BytesIO(index), len(index))
-    return StagedSegment(f"{stem}.log", f"{stem}.index", records, info.used_bytes, stored.sha256,
+        stored = tier.put(f"{name}/{stem}{SEGMENT_SUFFIX}", data, info.used_bytes)
+    stored_index = tier.put(f"{name}/{stem}{INDEX_SUFFIX}", io.BytesIO(index), len(index))
+    return StagedSegment(f"{stem}{SEGMENT_SUFFIX}", f"{stem}{INDEX_SUFFIX}", records, info.used_bytes, stored.sha256,
                          len(index), stored_index.sha256, info.last_timestamp_ms)
 
 

@@ -40,38 +40,50 @@ def _command(pid: str) -> str:
         return "?"
 
 
+def _pids() -> list[str]:
+    try:
+        return [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+
+
+def _open_files(pid: str):
+    """(the fd's /proc link, the file it names) for each file descriptor of `pid` still readable."""
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return
+    for fd in fds:
+        try:
+            yield f"{fd_dir}/{fd}", os.readlink(f"{fd_dir}/{fd}")
+        except OSError:
+            continue
+
+
+def _mappings(pid: str) -> list[str]:
+    """The lines of `/proc/PID/maps` (none when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
 def find_pinned(directories: list[str]) -> list[PinnedFile]:
     """Every (process, deleted file) pair under `directories`, oldest pid first."""
     roots = tuple(os.path.join(os.path.abspath(d), "") for d in directories)
     found: dict[tuple[int, str], PinnedFile] = {}
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return []
-    for pid in pids:
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            fds = []
-        for fd in fds:
-            try:
-                target = os.readlink(f"{fd_dir}/{fd}")
-            except OSError:
-                continue
+    for pid in _pids():
+        for link, target in _open_files(pid):
             if target.endswith(_DELETED) and target.startswith(roots):
                 path = _segment_path(target[: -len(_DELETED)])
                 try:
-                    size = os.stat(f"{fd_dir}/{fd}").st_blocks * 512
+                    size = os.stat(link).st_blocks * 512
                 except OSError:
                     size = 0
                 found.setdefault((int(pid), path), PinnedFile(int(pid), "", path, size, "open"))
-        try:
-            with open(f"/proc/{pid}/maps") as f:
-                maps = f.read().splitlines()
-        except OSError:
-            maps = []
-        for line in maps:
+        for line in _mappings(pid):
             if not line.endswith(_DELETED):
                 continue
             fields = line.split(None, 5)
@@ -106,27 +118,6 @@ def held_by_any(path: str) -> bool:
     """True when some process has the file at `path` open or mapped under that name (a file
     renamed since shows its new name): a reader that takes no shared hold, such as the JVM one,
     mapping a segment retention is removing. Files that cannot be looked at count as not held."""
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return False
     mapped = " " + path
-    for pid in pids:
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            fds = []
-        for fd in fds:
-            try:
-                if os.readlink(f"{fd_dir}/{fd}") == path:
-                    return True
-            except OSError:
-                continue
-        try:
-            with open(f"/proc/{pid}/maps") as f:
-                if any(line.rstrip("\n").endswith(mapped) for line in f):
-                    return True
-        except OSError:
-            continue
-    return False
+    return any(any(target == path for _, target in _open_files(pid))
+               or any(line.endswith(mapped) for line in _mappings(pid)) for pid in _pids())

@@ -35,6 +35,15 @@
         archive-state.json              the archive tier's identity and when it last confirmed (commitlog.archive.identity)
         archive-state.json.tmp          that state being replaced
 
+On each host, the directory of a *cluster log* (its truth on its archive tier, written through
+commitlog.spark.cluster) is no log (no meta.json) but a cache of the tier:
+
+    <cluster log>/
+        cluster-cache.json              marks the directory a cache: the tier URL and the log's name on it
+        cache/<key>                     a copy of the tier object `<name>/<key>` kept on this host (such as
+                                        a segment a task staged here: cache/staged/<job>/<attempt>/<k>.log)
+        cache/<key>.tmp                 that copy being written
+
 Anything else in the directory is the user's and never touched. Every name above is opened
 through commitlog.safeopen: a symbolic link there is refused, never followed (`layout_names()`
 lists the names, an example of each pattern, for the tests that plant links). Pure names and
@@ -49,6 +58,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from operator import itemgetter
 from typing import NamedTuple
+
+from .errors import InvalidArgumentError
 
 SEGMENT_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -75,6 +86,8 @@ ARCHIVE_MANIFEST_FILE = "archive-manifest.json"
 DAMAGE_FILE = "damage.json"
 DAMAGED_SUFFIX = ".damaged"
 ARCHIVE_STATE_FILE = "archive-state.json"
+CLUSTER_CACHE_FILE = "cluster-cache.json"
+CLUSTER_CACHE_DIR = "cache"
 _NAME_DIGITS = 20
 
 
@@ -145,6 +158,19 @@ def damaged_path(segment_path: str, position: int) -> str:
 
 def archive_state_path(directory: str) -> str:
     return os.path.join(directory, ARCHIVE_STATE_FILE)
+
+
+def cluster_cache_file(directory: str) -> str:
+    return os.path.join(directory, CLUSTER_CACHE_FILE)
+
+
+def cached_object_path(directory: str, key: str) -> str:
+    """Where this host keeps its copy of tier object `<name>/<key>` (`key` relative to the log's
+    folder, one or more safe path components)."""
+    parts = key.split("/")
+    if not key or any(p in ("", ".", "..") or "\\" in p or "\0" in p for p in parts):
+        raise InvalidArgumentError(f"no cache path for tier key {key!r}: not relative safe components")
+    return os.path.join(directory, CLUSTER_CACHE_DIR, *parts)
 
 
 def meta_path(directory: str) -> str:

@@ -10,6 +10,7 @@ local disk, listed by a per-log manifest that is the truth for readers.
     CommitLog.open(path, archive=URL)    reads across both tiers (commitlog.archive.tiered)
     open_archive(url, name)              a log read from its archive alone (an ArchivedLog)
     versions                             a cluster log's versioned manifests (newest, create_version)
+    groups                               a cluster log's consumer group commits (commit, committed)
 
 Errors: commitlog.errors.ArchiveError, ArchiveCorruptError, ArchiveMissingError.
 """
@@ -21,8 +22,8 @@ from .tiered import ArchivedLog, open_archive
 from .tier_url import open_tier
 from .tiers import ObjectInfo, Tier
 from .upload import Throttle, upload_sealed
-from . import versions
+from . import groups, versions
 
 __all__ = ["ArchiveReader", "ArchivedLog", "ArchivedSegment", "LogArchive", "cached_manifest",
            "open_archive", "Manifest", "ObjectInfo", "Throttle", "Tier",
-           "open_tier", "upload_sealed", "versions"]
+           "groups", "open_tier", "upload_sealed", "versions"]

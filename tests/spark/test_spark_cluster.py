@@ -26,6 +26,7 @@ from commitlog.archive import open_tier, versions
 import cluster_faults
 from archive_helpers import CREDENTIALS, DIE_WITH_PARENT, TcpProxy
 from cluster_rig import PYTHONPATH
+from sessions import COMMON_CONF, cluster_conf
 
 pytestmark = pytest.mark.spark
 
@@ -111,16 +112,69 @@ def test_a_task_attempt_dying_midway_leaves_every_row_exactly_once(spark_cluster
     assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(ROWS))
 
 
-def test_rows_committed_before_a_host_is_lost_are_all_read(spark_cluster):
+def test_a_new_application_reads_every_committed_row_after_a_host_is_lost(spark_cluster, spark_sessions):
     spark = spark_cluster.session
-    path = os.path.join(spark_cluster.local_root, "lost")
-    options = _tier_options(spark_cluster, "s3")
-    commitlog.spark.write(_frame(spark, 0), path, **options)
-    spark_cluster.kill_host("host-b")
+    reads = []
+    for kind in ("file", "s3"):
+        path = os.path.join(spark_cluster.local_root, f"lost-{kind}")
+        options = _tier_options(spark_cluster, kind)
+        commitlog.spark.write(_frame(spark, 0), path, **options)      # tasks on both hosts
+        reads.append({"path": path, "options": options})
+    spark_sessions.stop()                           # the writing application is over
+    spark_cluster.kill_host("host-b")               # its processes and its local disk are gone
     try:
-        assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(ROWS))
+        spec = {"master": spark_cluster.master_url, "reads": reads,
+                "conf": {**COMMON_CONF, **cluster_conf(spark_cluster), "spark.cores.max": "1"}}
+        app = subprocess.run([*DIE_WITH_PARENT, sys.executable, os.path.join(os.path.dirname(__file__),
+                              "cluster_app.py"), json.dumps(spec)], capture_output=True, text=True,
+                             timeout=300, env={**os.environ, "PYTHONPATH": PYTHONPATH})
+        assert app.returncode == 0, app.stderr[-3000:]
+        every = {"rows": ROWS, "ids_sum": ROWS * (ROWS - 1) // 2, "distinct": ROWS, "hosts": ["host-a"]}
+        assert [json.loads(line) for line in app.stdout.splitlines()] == [every, every]
     finally:
         spark_cluster.revive_host("host-b")
+        spark_sessions.cluster(spark_cluster)
+
+
+class _FailedTaskWatch(threading.Thread):
+    """Puts the proxy back up once a task of the running job has failed (Spark's status tracker)."""
+
+    def __init__(self, spark, proxy: TcpProxy) -> None:
+        super().__init__(daemon=True)
+        self.tracker, self.proxy = spark.sparkContext.statusTracker(), proxy
+        self.failed = threading.Event()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for stage in self.tracker.getActiveStageIds():
+                info = self.tracker.getStageInfo(stage)
+                if info is not None and info.numFailedTasks > 0:
+                    self.proxy.up()
+                    self.failed.set()
+                    return
+            time.sleep(0.05)
+
+
+def test_uploads_cut_midway_fail_their_tasks_and_the_retries_commit_every_row_once(spark_cluster):
+    """A partial outage: every segment upload is cut, while the small requests of a commit pass. A
+    task must fail on it, never report what it did not stage (its commit would then fail the job)."""
+    spark = spark_cluster.session
+    path = os.path.join(spark_cluster.local_root, "partial")
+    proxy = TcpProxy(spark_cluster.s3.port)
+    options = {**_tier_options(spark_cluster, "s3"), "archiveEndpoint": proxy.endpoint}
+    watch = _FailedTaskWatch(spark, proxy)
+    try:
+        proxy.cut_after(64 * 1024)        # more than a claim, a manifest or a head; less than a segment
+        watch.start()
+        commitlog.spark.write(_frame(spark, 0), path, **options)
+        assert watch.failed.is_set()                                   # a task did fail on the cut
+        assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(ROWS))
+        version, manifest = versions.newest(_tier(options), "partial")
+        assert version == 1 and len(manifest.jobs) == 1
+    finally:
+        watch.stop.set()
+        proxy.close()
 
 
 def test_an_incompatible_dataframe_fails_before_any_task_stages(spark_cluster):

@@ -291,32 +291,46 @@ def _await_hold(proxy: TcpProxy, driver: subprocess.Popen, out_dir) -> None:
         assert time.monotonic() < deadline, f"no claim after {DRIVER_TIMEOUT} s:\n{_driver_log(driver, out_dir)}"
 
 
-def test_a_driver_killed_during_its_commit_leaves_nothing_visible(spark_cluster, tmp_path):
+# Where the other driver's requests to the tier stop (TcpProxy.hold_after's patterns), and so
+# where it is killed: while its tasks stage (no claim yet), right after its claim (checking the
+# staged objects), right after the manifest version that commits it was created.
+KILL_POINTS = {"before-claim": (b"/staged/",), "after-claim": (b"/committing.json",),
+               "after-version": (b"/committing.json", b"/manifests/00000000000000000002.json")}
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_a_driver_killed_at_each_step_of_its_commit_leaves_its_job_whole_or_invisible(
+        spark_cluster, tmp_path, point):
     spark = spark_cluster.session
-    path = os.path.join(spark_cluster.local_root, "killed")
+    name = f"killed-{point}"
+    path = os.path.join(spark_cluster.local_root, name)
     options = _tier_options(spark_cluster, "s3")
     commitlog.spark.write(_frame(spark, 0, rows=1000), path, **options)
+    tier = _tier(options)
+    first = set(versions.newest(tier, name)[1].jobs)
     proxy = TcpProxy(spark_cluster.s3.port)
-    # The other driver reaches the tier through the proxy, which forwards its claim and then
-    # nothing: its commit is stuck right after the claim, checking the staged objects.
-    proxy.hold_after(b"/committing.json")
-    other = _start_driver(tmp_path, path, {**options, "archiveEndpoint": proxy.endpoint},
-                          start=1000)
+    proxy.hold_after(*KILL_POINTS[point])
+    other = _start_driver(tmp_path, path, {**options, "archiveEndpoint": proxy.endpoint}, start=1000)
     try:
         _await_hold(proxy, other, tmp_path)
         _kill_driver(other)
     finally:
         _kill_driver(other)
         proxy.close()
-    tier = _tier(options)
-    version, manifest = versions.newest(tier, "killed")
-    claims = {key.split("/")[2] for key in tier.keys("killed/jobs/") if key.endswith("/committing.json")}
-    (killed,) = claims - set(manifest.jobs)
-    assert version == 1 and killed not in manifest.jobs
-    assert list(tier.keys(f"killed/staged/{killed}/"))                 # its staged objects: the collector's
-    assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(1000))
-    commitlog.spark.write(_frame(spark, 1000, rows=1000), path, **options)
-    assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(2000))
+    version, manifest = versions.newest(tier, name)
+    (killed,) = {key.split("/")[2] for key in tier.keys(f"{name}/staged/")} - first
+    claimed = tier.size(f"{name}/jobs/{killed}/committing.json") is not None
+    assert claimed == (point != "before-claim")
+    if point == "after-version":                    # committed: whole, at the offsets after the first job
+        assert version == 2 and _ids(commitlog.spark.read(spark, path, **options)) == list(range(1000 + ROWS))
+        before = 1000 + ROWS
+    else:                                           # invisible; its staged objects are the collector's
+        assert version == 1 and killed not in manifest.jobs
+        assert list(tier.keys(f"{name}/staged/{killed}/"))
+        assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(1000))
+        before = 1000
+    commitlog.spark.write(_frame(spark, before, rows=1000), path, **options)
+    assert _ids(commitlog.spark.read(spark, path, **options)) == list(range(before + 1000))
 
 
 def _mark_started(marker: str):

@@ -34,7 +34,7 @@ from ..audit import AuditTrail, audit_time
 from .cluster_retention import drop_expired
 from .staged_collector import StagedCollector
 
-__all__ = ["CLUSTER_PREFIX", "ClusterKeeper", "ClusterState"]
+__all__ = ["CLUSTER_PREFIX", "ClusterKeeper", "ClusterState", "acquire"]
 
 CLUSTER_PREFIX = "cluster:"
 
@@ -53,6 +53,24 @@ class ClusterState:
     dropped_segments: int = 0
     deleted_objects: int = 0
     deleted_bytes: int = 0
+
+
+def acquire(tier: Tier, log: str, me: str, *, now_ms: int, lease_ms: int) -> LeaseTerm | None:
+    """Read log `log`'s lease on `tier`; renew or take it for `me` when `policies.tier_lease` says
+    so; the newest term after that (None: no term at all, as after losing a first term's race to
+    a process that pruned it)."""
+    newest = newest_term(tier, log)
+    seen = None if newest is None else (newest.term, newest.owner, newest.expires_at_ms)
+    decision = lease_decision(seen, me, now_ms=now_ms, lease_ms=lease_ms)
+    if decision.action not in (LEASE_RENEW, LEASE_TAKE):
+        return newest
+    made = LeaseTerm(decision.term, me, socket.gethostname(), os.getpid(), now_ms, decision.expires_at_ms)
+    created = create_term(tier, log, made)
+    newest = newest_term(tier, log)     # a term pruned while this process stalled is no lease: read back
+    if created and newest is not None and newest.term == made.term and decision.action == LEASE_TAKE:
+        logger.info("{}: took the lease on {} (term {}, until {})", log, tier.url, made.term,
+                    audit_time(made.expires_at_ms / 1000))
+    return newest
 
 
 class ClusterKeeper:
@@ -104,6 +122,8 @@ class ClusterKeeper:
                 self._states[name] = ClusterState()
                 return
             held = self._lease(tier, collector.name, policy)
+            if held is None:
+                raise ArchiveError(tier.url, f"{collector.name}/lease/", "no lease term after creating one")
         except ArchiveError as exc:
             self._states[name] = replace(state, cluster=True, mine=False, lease_error=str(exc))
             logger.warning("{}: the lease on {} cannot be read or renewed: {}", name, tier.url, exc)
@@ -115,20 +135,9 @@ class ClusterKeeper:
             self._states[name] = self._own(name, state, tier, collector, policy, held)
 
     def _lease(self, tier: Tier, log: str, policy: PolicyConfig) -> LeaseTerm:
-        """Read the lease; renew or take it when due; the newest term after that."""
-        newest = newest_term(tier, log)
-        now_ms = int(self._judged() * 1000)
-        seen = None if newest is None else (newest.term, newest.owner, newest.expires_at_ms)
-        decision = lease_decision(seen, self.me, now_ms=now_ms, lease_ms=int(policy.archive.cluster.lease * 1000))
-        if decision.action not in (LEASE_RENEW, LEASE_TAKE):
-            return newest
-        made = LeaseTerm(decision.term, self.me, socket.gethostname(), os.getpid(), now_ms, decision.expires_at_ms)
-        if create_term(tier, log, made):
-            if decision.action == LEASE_TAKE:
-                logger.info("{}: took the lease on {} (term {}, until {})", log, tier.url, made.term,
-                            audit_time(made.expires_at_ms / 1000))
-            return made
-        return newest_term(tier, log)          # another process created that term first
+        held = acquire(tier, log, self.me, now_ms=int(self._judged() * 1000),
+                       lease_ms=int(policy.archive.cluster.lease * 1000))
+        return held
 
     def _own(self, name: str, state: ClusterState, tier: Tier, collector: StagedCollector, policy: PolicyConfig,
              held: LeaseTerm) -> ClusterState:

@@ -63,9 +63,7 @@ class StagedCollector:
         self._settle()
         jobs = self._job_markers()              # before the versions: a claim seen absent came later
         listed_versions, kept = self._kept_versions(now)
-        if not listed_versions:
-            return done
-        newest = kept[listed_versions[-1]]
+        newest = kept[listed_versions[-1]] if listed_versions else Manifest(self.name)   # no commit yet
         in_newest = _keys(newest)
         holding = {v for v in listed_versions[:-1] if _keys(kept[v]) - in_newest}
         for version in prunable_versions(listed_versions, holding, self._version_seen, now=now, grace=limits.grace):

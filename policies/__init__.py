@@ -18,6 +18,7 @@ from policies import compaction as _compaction, config as _config, liveness as _
 from policies import pacing as _pacing
 from policies import planner as _planner, pressure as _pressure, reasons as _reasons, snapshot as _snapshot
 from policies import triggers as _triggers, units as _units
+from policies import staged_collection as _staged_collection, tier_lease as _tier_lease
 from policies.archive_expiry import *  # noqa: F401,F403
 from policies.clock_guard import *  # noqa: F401,F403
 from policies.archive_trust import *  # noqa: F401,F403
@@ -30,6 +31,8 @@ from policies.planner import *  # noqa: F401,F403
 from policies.pressure import *  # noqa: F401,F403
 from policies.reasons import *  # noqa: F401,F403
 from policies.snapshot import *  # noqa: F401,F403
+from policies.staged_collection import *  # noqa: F401,F403
+from policies.tier_lease import *  # noqa: F401,F403
 from policies.triggers import *  # noqa: F401,F403
 from policies.units import *  # noqa: F401,F403
 
@@ -41,4 +44,5 @@ __all__ = [
     *_pacing.__all__,                                           # how fast a pass removes bytes
     *_liveness.__all__, *_compaction.__all__,                   # what is live; compaction plans
     *_archive_expiry.__all__, *_archive_trust.__all__,          # the archive's total retention; trusting it
+    *_tier_lease.__all__, *_staged_collection.__all__,          # a cluster log's tier: its lease, its collector
 ]

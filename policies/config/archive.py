@@ -7,6 +7,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
+from policies.config.cluster_tier import ClusterTierConfig
 from policies.config.fields import (ByteSize, NonNegativeDuration, PositiveDuration, _HOUR, _MINUTE, _SECOND,
                                     _Strict, _config_problem)
 
@@ -108,6 +109,12 @@ class ArchiveConfig(_Strict):
         default=None,
         description="Total retention by size: most bytes of a log's segments the archive keeps (Kafka "
         "retention.bytes); the oldest go first. An integer or '500GiB'; null (the default) caps nothing.",
+    )
+
+    cluster: ClusterTierConfig = Field(
+        default_factory=ClusterTierConfig,
+        description="A cluster log's retention on the tier: the lease, total retention by its owner, and "
+        "the collector of dead staged objects (docs/spark-cluster.md).",
     )
 
     @field_validator("url", mode="plain")

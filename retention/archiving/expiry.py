@@ -25,9 +25,16 @@ from policies import ArchivedSegmentSnapshot, PolicyConfig, expire_archived
 from ..audit import ABORTED, AuditTrail, DELETED, aborted_entry, audit_time
 from ..deletion.watched import group_snapshots
 
-__all__ = ["ARCHIVE_DELETE", "expire", "settle_deletes"]
+__all__ = ["ARCHIVE_DELETE", "archived_snapshots", "expire", "settle_deletes"]
 
 ARCHIVE_DELETE = "archive-delete"     # the audit intent's action
+
+
+def archived_snapshots(manifest: Manifest) -> list[ArchivedSegmentSnapshot]:
+    """The manifest's segments as total retention judges them (a segment's time: its last record's,
+    else its upload's)."""
+    return [ArchivedSegmentSnapshot(s.base_offset, s.end_offset, s.bytes,
+                                    (s.last_timestamp_ms or s.archived_at_ms) / 1000) for s in manifest.segments]
 
 
 def expire(archive: LogArchive, manifest: Manifest, log: CommitLog, policy: PolicyConfig, audit: AuditTrail,
@@ -35,8 +42,7 @@ def expire(archive: LogArchive, manifest: Manifest, log: CommitLog, policy: Poli
     """Delete what total retention lets go from `archive`; returns the manifest after it."""
     if policy.archive.reserve is None and policy.archive.retention_bytes is None:
         return manifest
-    snapshots = [ArchivedSegmentSnapshot(s.base_offset, s.end_offset, s.bytes,
-                                         (s.last_timestamp_ms or s.archived_at_ms) / 1000) for s in manifest.segments]
+    snapshots = archived_snapshots(manifest)
     expiry = expire_archived(snapshots, local_start=log.start_offset, groups=group_snapshots(log),
                              policy=policy, now=now)
     if not expiry.expired:

@@ -19,8 +19,9 @@ from .health import PassLedger
 from .jobs import disk_check_every
 from .metrics import OK, RetentionMetrics
 from ..archiving import Archiver
-from .problems import (ARCHIVE_LAGGING, ARCHIVE_MISSING, AUDIT_UNWRITABLE, CLOCK_STEPPED, DISK_CHECK_STALLED,
-                       RELOAD_FAILED, SCHEDULER_STOPPED, HealthProblems, Problem)
+from ..archiving.cluster_keeper import ClusterKeeper
+from .problems import (ARCHIVE_LAGGING, ARCHIVE_MISSING, AUDIT_UNWRITABLE, CLOCK_STEPPED, CLUSTER_LEASE_FAILING,
+                       DISK_CHECK_STALLED, RELOAD_FAILED, SCHEDULER_STOPPED, HealthProblems, Problem)
 from .scheduler_state import SchedulerState
 from .statusview import iso
 
@@ -31,9 +32,10 @@ class HealthCheck:
     """Liveness, the named problems and readiness of one `RetentionScheduler`."""
 
     def __init__(self, state: SchedulerState, jobs: BackgroundScheduler, ledger: PassLedger,
-                 metrics: RetentionMetrics, archiver: Archiver) -> None:
+                 metrics: RetentionMetrics, archiver: Archiver, cluster: ClusterKeeper | None = None) -> None:
         self._state = state
         self._archiver = archiver
+        self._cluster = cluster
         self._jobs = jobs
         self._ledger = ledger
         self._metrics = metrics
@@ -86,6 +88,8 @@ class HealthCheck:
         found = self._ledger.problems(self._state.config)
         found.extend(Problem(ARCHIVE_LAGGING, log, message) for log, message in self._archiver.problems())
         found.extend(Problem(ARCHIVE_MISSING, log, message) for log, message in self._archiver.missing())
+        if self._cluster is not None:
+            found.extend(Problem(CLUSTER_LEASE_FAILING, log, message) for log, message in self._cluster.problems())
         liveness = self.liveness_problem()
         if liveness is not None:
             found.append(liveness)

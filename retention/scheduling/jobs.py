@@ -21,6 +21,9 @@ The jobs of a `RetentionScheduler`:
   gets its filesystem checked at once, so pressure is acted on within milliseconds.
 - `archive:LOG` every `archive.interval` for each log with an archive tier, on a pool of its own
   (`retention.archiving`): a tier that hangs holds neither another log's uploads nor a pass.
+- `cluster:LOG` every `archive.cluster.interval` for each log with an archive tier, on the same
+  pool (`retention.archiving.cluster_keeper`): on a cluster log's tier, the lease, and by its
+  owner total retention and the collector of staged objects.
 - `compact:POLICY` every `compaction.interval` (policies with compaction enabled), and a compaction
   right after a pressure pass that deleted nothing while the disk forces (`retention.scheduling.compaction_passes`:
   one compaction per filesystem, beside the deletion lock, not inside it; why is written there).
@@ -167,7 +170,7 @@ def sync_jobs(scheduler: BackgroundScheduler, desired: dict[str, JobSpec], *, fi
         trigger = StepSafeInterval(seconds=every, timezone=timezone.utc)
         job = existing.get(job_id)
         if job is None:
-            immediately = job_id.startswith(("cleanup:", "archive:")) or job_id == JOB_DISK
+            immediately = job_id.startswith(("cleanup:", "archive:", "cluster:")) or job_id == JOB_DISK
             extra = {"next_run_time": now} if immediately else {}
             scheduler.add_job(func, trigger, args=args, id=job_id, name=job_id, executor=executor,
                               max_instances=1, coalesce=True, misfire_grace_time=grace, **extra)

@@ -31,6 +31,9 @@ can fix (`RESTART_HELPS`). Each problem is a kind and a subject (a log name, or 
 - `log-permission-denied`: the sidecar's user may not read a log's directory (nothing is planned;
   never taken for a log not created yet), or may read but not write it (planned and read,
   nothing deleted); the message names the path, the user, and the mode and owner it met.
+- `cluster-lease-failing`: the lease on a cluster log's archive tier (`commitlog.archive.lease`)
+  cannot be read or renewed (the tier is down, refuses, or holds a damaged term): no sidecar
+  may be running that log's retention on the tier. Another sidecar owning it is no problem.
 - `audit-unwritable`: the sidecar's user cannot append to the audit trail (or create it): no
   deletion happens unaudited, so none happens; planning goes on (`commitlog.access`).
 
@@ -64,9 +67,10 @@ CLOCK_STEPPED = "clock-stepped"
 ARCHIVE_MISSING = "archive-missing"
 LOG_PERMISSION_DENIED = "log-permission-denied"
 AUDIT_UNWRITABLE = "audit-unwritable"
+CLUSTER_LEASE_FAILING = "cluster-lease-failing"
 KINDS = (SCHEDULER_STOPPED, DISK_CHECK_STALLED, PASSES_FAILING, PASSES_LATE, LOG_MISSING,
          LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, LOG_DAMAGED, CLOCK_STEPPED, ARCHIVE_MISSING,
-         LOG_PERMISSION_DENIED, AUDIT_UNWRITABLE)
+         LOG_PERMISSION_DENIED, AUDIT_UNWRITABLE, CLUSTER_LEASE_FAILING)
 WARNINGS = frozenset({RELOAD_FAILED})
 """Listed by `/healthz` (and `/status`, the page, the gauge) while it answers 200: the sidecar still
 cleans (with its older configuration), and a restart would fail on the same file."""

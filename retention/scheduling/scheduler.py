@@ -10,8 +10,8 @@ RocketMQ's broker runs its CleanCommitLogService)::
     ...
     scheduler.stop()             # cuts a running pass short between two files, then returns
 
-The jobs (`cleanup:POLICY`, `hung:POLICY`, `disk-check`, `compact:POLICY`, `archive:LOG`, the roll
-watch) are
+The jobs (`cleanup:POLICY`, `hung:POLICY`, `disk-check`, `compact:POLICY`, `archive:LOG`,
+`cluster:LOG`, the roll watch) are
 described in `retention.scheduling.jobs`.
 
 Passes are per filesystem: logs are grouped by the filesystem holding them, each group has its own
@@ -46,6 +46,7 @@ from policies import LEVEL_CLEAN, LEVEL_FORCE, LEVEL_OK, LEVEL_REFUSE, ManualTri
 
 from ..archiving import ARCHIVE_PREFIX, Archiver
 from ..archiving.archive_metrics import ArchiveMetrics
+from ..archiving.cluster_keeper import ClusterKeeper
 from ..compaction.compactor import Pending
 from ..compaction.summary import CompactionResult
 from ..deletion.cleaner import Cleaner
@@ -56,7 +57,7 @@ from .compaction_passes import CompactionPasses
 from .filesystems import Filesystem, log_devs
 from .health import PassLedger
 from .history import StatusHistory
-from .jobs import (DEFAULT_POOL, add_once, describe_jobs, desired_jobs, list_jobs, new_scheduler, run_now,
+from .jobs import (DEFAULT_POOL, JobSpec, add_once, describe_jobs, desired_jobs, list_jobs, new_scheduler, run_now,
                    sync_jobs)
 from .manual import ManualPasses, PassRunningError, open_triggers
 from .metrics import RetentionMetrics
@@ -109,7 +110,8 @@ class RetentionScheduler:
         self.ledger = PassLedger(self.metrics, self.history)
         self.archiver = Archiver(ArchiveMetrics(self.metrics.registry), clock=clock, stopping=state.stopping,
                                  expiry_clock=state.guard.judged, on_listed=self._archived)
-        self.checkup = HealthCheck(state, self._scheduler, self.ledger, self.metrics, self.archiver)
+        self.cluster = ClusterKeeper(judged=state.guard.judged, clock=clock, stopping=state.stopping)
+        self.checkup = HealthCheck(state, self._scheduler, self.ledger, self.metrics, self.archiver, self.cluster)
         self.problems = self.checkup.problems
         self.passes = DeletionPasses(state, self.ledger, self._scheduler, on_pass=on_pass)
         self.compactions = CompactionPasses(state, metrics=self.metrics, pending=pending)
@@ -275,6 +277,8 @@ class RetentionScheduler:
         jobs = desired_jobs(config, cleanup=self.passes.interval, hung=self.passes.hung_retry,
                             disk_check=self._disk_check_job, compact=self.compactions.job,
                             upload=self.archiver.upload, uploads=uploads)
+        for job_id, every in self.cluster.sync(config, self._state.audit).items():   # cluster logs' tiers
+            jobs[job_id] = JobSpec(self.cluster.run, (job_id.split(":", 1)[1],), every, "archive")
         sync_jobs(self._scheduler, jobs, first=first)
 
     def jobs(self) -> list[dict]:
@@ -390,6 +394,7 @@ class RetentionScheduler:
         status["clock"] = state.guard.state()       # a forward step held (ClockGuard.state), or None
         status["compaction"] = self.compactions.status()
         status["archive"] = self.archiver.status()
+        status["cluster"] = self.cluster.status()
         status["health"] = {"problems": self.problems.describe_active(), "reload_error": self.checkup.reload_error,
                             "not_ready": self.not_ready_reasons()}
         return status

@@ -170,6 +170,10 @@ def render_status(s: dict, url: str = "") -> str:
         lines.append(f"filesystem {fs['mountpoint']}: {_ratio(fs['used_ratio'])} used of "
                      f"{_size(fs['total_bytes'])}, {_size(fs['free_bytes'])} free, pressure {fs['pressure']}"
                      f"{' (pressure passes running)' if fs.get('pressure_pass_running') else ''}")
+    for name, c in s.get("cluster", {}).items():
+        lines.append(f"cluster log {name}: tier lease held by {c.get('owner') or 'nobody'} until "
+                     f"{c.get('until') or '-'}{' (this sidecar: it runs retention on the tier)' if c.get('mine') else ''}"
+                     f"{'; lease error: ' + c['lease_error'] if c.get('lease_error') else ''}")
     for log in s.get("logs", []):
         lines.append("")
         lines.append(f"log {log['name']} ({log['path']}), policy {log['policy']}")

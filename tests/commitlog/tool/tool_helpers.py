@@ -40,13 +40,17 @@ def popen_tool(*args: str, **kwargs) -> subprocess.Popen:
 
 
 def digest(root: Path) -> str:
-    """Every entry under `root`: name, mode, size, mtime and bytes."""
+    """Every entry under `root`: name, mode, and for a file its size, mtime and bytes. Not a
+    directory's mtime: where this user may write the log, a read-only open's SQLite connection
+    creates `state.db-wal`/`-shm` for the length of the read and removes them (docs/commitlog-cli.md)."""
     h = hashlib.sha256()
     for folder, dirs, files in sorted(os.walk(root)):
         for name in sorted(dirs + files):
             path = os.path.join(folder, name)
             st = os.lstat(path)
-            h.update(f"{path} {st.st_mode} {st.st_size} {st.st_mtime_ns}".encode())
+            h.update(f"{path} {st.st_mode}".encode())
+            if name in files:
+                h.update(f" {st.st_size} {st.st_mtime_ns}".encode())
             if name in files and os.path.isfile(path):
                 with open(path, "rb") as f:
                     h.update(f.read())

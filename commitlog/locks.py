@@ -76,6 +76,32 @@ def try_pid_lock(path: str, note: str = "") -> tuple[int | None, tuple[int | Non
     return fd, None
 
 
+def writer_holder(directory: str) -> tuple[int | None, str] | None:
+    """(pid or None, note) of the process holding the writer lock of the log `directory`, None when
+    none does. Creates and writes nothing: a reader's question, on a read-only mount too."""
+    fd = hold_writer_lock(directory)
+    if isinstance(fd, int):
+        os.close(fd)
+        return None
+    return fd
+
+
+def hold_writer_lock(directory: str) -> int | tuple[int | None, str] | None:
+    """Take the writer lock's flock through a read-only descriptor, creating and writing nothing:
+    the descriptor (the lock lasts until it is closed: no writer opens meanwhile), or the holder's
+    (pid or None, note) when a writer holds it. None when the log has no lock file (no writer
+    ever opened it; nothing can be held)."""
+    try:
+        fd = open_file(lock_path(directory), os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    if try_exclusive(fd):
+        return fd
+    holder = _read_holder(fd)
+    os.close(fd)
+    return holder
+
+
 def _read_holder(fd: int) -> tuple[int | None, str]:
     try:
         words = os.pread(fd, 32, 0).decode().split()

@@ -50,6 +50,15 @@ def written_end(mm, pos: int, size: int) -> int:
     return last
 
 
+def torn_write(mm, size: int, pos: int) -> bool:
+    """Whether the bytes at `pos` that do not verify are a torn write, as `mend` tells it (nothing
+    verifies after them: recovery cuts them quietly), rather than damage. Reads only."""
+    end = written_end(mm, pos, size)
+    if end <= pos or pos + rec.FRAME_SIZE > size or rec.FRAME.unpack_from(mm, pos) == (0, 0):
+        return True
+    return end <= pos + SEARCH_LIMIT and _next_verifying(mm, pos + 1, end, size) is None
+
+
 def mend(mm, size: int, pos: int, offset: int, last_ts: int, path: str) -> Mended | None:
     """Mend the damage at `pos` of segment `path` (mapped writable as `mm`, `size` bytes; `offset`
     the offset a record there has, `last_ts` the time of the record before). None for a torn

@@ -1,7 +1,7 @@
 """MkDocs hook: pages that write `<!-- generated: NAME -->` get that reference, built from the code.
 
 One source each: the configuration reference from the pydantic models (type, unit, default, range
-and doc of every field), the command-line reference from `retention`'s argparse parser, the reason
+and doc of every field), the command-line references from the argparse parsers of `retention` and `commitlog`, the reason
 codes and triggers from `policies`. A field or option added to the code is on the page at the next
 build; `tests/test_docs.py` fails when one is missing.
 """
@@ -19,6 +19,8 @@ from policies.config import LogConfig, PolicyConfig, ServiceConfig
 from policies.config import fields as value_types
 from policies.reasons import REASONS
 from policies.triggers import TRIGGER_DOCS
+from commitlog.tool.cli import EXIT_CODES as TOOL_EXIT_CODES
+from commitlog.tool.cli import build_parser as tool_parser
 from retention.cli import EXIT_CODES, build_parser
 
 # The value types of policies/config/fields.py, by their parser: what a user writes.
@@ -110,12 +112,21 @@ def _usage(parser: argparse.ArgumentParser) -> str:
 
 
 def cli_reference() -> str:
-    """Every subcommand with its description, usage and options; then the exit codes."""
-    parser = build_parser()
+    """`retention`'s reference (see `command_reference`)."""
+    return command_reference(build_parser(), EXIT_CODES)
+
+
+def tool_reference() -> str:
+    """`commitlog`'s reference (see `command_reference`)."""
+    return command_reference(tool_parser(), TOOL_EXIT_CODES)
+
+
+def command_reference(parser: argparse.ArgumentParser, exit_codes) -> str:
+    """Every subcommand of `parser` with its description, usage and options; then the exit codes."""
     subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
     out = []
     for name, sub in subparsers.choices.items():
-        out += [f"### `retention {name}`", "", sub.description or "", "", "```", _usage(sub), "```", "",
+        out += [f"### `{parser.prog} {name}`", "", sub.description or "", "", "```", _usage(sub), "```", "",
                 "| option | meaning |", "| --- | --- |"]
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction):
@@ -129,7 +140,7 @@ def cli_reference() -> str:
             out.append(f"| {flags} | {help_text} |")
         out.append("")
     out += ["### Exit codes", "", "| status | meaning |", "| --- | --- |"]
-    out += [f"| `{code}` | {meaning} |" for code, meaning in EXIT_CODES.items()]
+    out += [f"| `{code}` | {meaning} |" for code, meaning in exit_codes.items()]
     return "\n".join(out) + "\n"
 
 
@@ -146,6 +157,7 @@ def triggers() -> str:
 
 
 _GENERATED = {"config-reference": config_reference, "cli-reference": cli_reference,
+              "commitlog-cli-reference": tool_reference,
               "reason-codes": reason_codes, "triggers": triggers}
 _PLACEHOLDER = re.compile(r"<!-- generated: ([a-z-]+) -->")
 

@@ -1,0 +1,102 @@
+"""`commitlog verify`: every record's CRC and each index against the data; a flipped byte in a
+sealed segment or an index is named by file and byte (exit 1), and verify changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from commitlog import CommitLog
+from commitlog import record as rec
+
+from tool_helpers import digest, make_log, one_line, run_tool
+
+
+def _flip(path: str, byte: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(byte)
+        old = f.read(1)[0]
+        f.seek(byte)
+        f.write(bytes([old ^ 0x10]))
+
+
+def _record_span(path: str, byte: int) -> tuple[int, int]:
+    """(start, end) of the record holding `byte` of segment `path`."""
+    data = open(path, "rb").read()
+    pos = 0
+    while True:
+        r = rec.decode_at(data, pos, len(data))
+        assert r.status == rec.OK
+        if byte < r.next_position:
+            return pos, r.next_position
+        pos = r.next_position
+
+
+def test_a_sound_log_with_compacted_and_short_segments_verifies(tmp_path):
+    path = tmp_path / "app"
+    make_log(path)
+    with CommitLog.open(path, roll_after=3600) as log:
+        log.mark_dead(range(10, 120))
+        sealed = [s.base_offset for s in log.segments()[:-1]]
+        log.compact([sealed[:1]], lambda o, k, t, m: "dead" if m else None, marks=log.marks_snapshot())
+    before = digest(path)
+    out = run_tool("verify", path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "every record's CRC and every index agree" in out.stdout and out.stderr == ""
+    assert digest(path) == before
+    data = json.loads(run_tool("verify", path, "--json").stdout)
+    assert data["ok"] and data["problems"] == [] and data["records"] == 600 - 110
+
+
+@pytest.mark.parametrize("where", [0.1, 0.5, 0.97])
+def test_a_flipped_byte_in_a_sealed_segment_is_named_by_file_and_byte(tmp_path, where):
+    path = tmp_path / "app"
+    make_log(path)
+    with CommitLog.open(path, readonly=True) as log:
+        second = log.segments()[1]
+    byte = int(second.used_bytes * where)
+    start, end = _record_span(second.path, byte)
+    _flip(second.path, byte)
+    before = digest(path)
+    out = run_tool("verify", path)
+    assert out.returncode == 1
+    line = one_line(out.stderr)
+    assert line.startswith(f"commitlog: verify: {second.path}: byte ")
+    named = int(line.split(": byte ")[1].split(":")[0])
+    assert start <= named <= byte < end, (line, start, byte, end)
+    assert digest(path) == before
+    data = json.loads(run_tool("verify", path, "--json").stdout)
+    assert data["problems"][0]["file"] == os.path.basename(second.path) and data["problems"][0]["byte"] == named
+
+
+@pytest.mark.parametrize("byte, what", [(9, "used bytes"), (17, "record count"), (28, "first timestamp"),
+                                        (52, "CRC32"), (64, "entry 0"), (69, "entry 0"), (77, "entry 1")])
+def test_a_flipped_byte_in_a_sealed_index_is_named_by_file_and_byte(tmp_path, byte, what):
+    path = tmp_path / "app"
+    make_log(path, records=3000, segment_size=64 << 10)     # entries every 4 KiB of records
+    index = str(path / "00000000000000000000.index")
+    _flip(index, byte)
+    out = run_tool("verify", path)
+    assert out.returncode == 1
+    line = one_line(out.stderr)
+    assert line.startswith(f"commitlog: verify: {index}: byte ") and what in line, line
+    named = int(line.split(": byte ")[1].split(":")[0])
+    assert named == byte or (what.startswith("entry") and byte - 4 <= named <= byte), line
+
+
+def test_a_torn_write_at_the_active_end_is_a_note_and_damage_before_good_records_is_not(tmp_path):
+    path = tmp_path / "app"
+    make_log(path)
+    with CommitLog.open(path, readonly=True) as log:
+        active = log.segments()[-1]
+    with open(active.path, "r+b") as f:    # a frame and half a body, then nothing: a crash's torn write
+        f.seek(active.used_bytes)
+        f.write(rec.FRAME.pack(40, 12345) + b"half a bo")
+    out = run_tool("verify", path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"byte {active.used_bytes}: a torn write" in out.stdout
+    _flip(active.path, 30)                 # now records that verify follow bad bytes: damage
+    out = run_tool("verify", path)
+    assert out.returncode == 1 and f"{active.path}: byte " in one_line(out.stderr)

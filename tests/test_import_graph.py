@@ -190,7 +190,7 @@ def test_no_module_name_is_used_twice_across_the_packages():
     seen: dict[str, list[str]] = {}
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
-            if path.name != "__init__.py":
+            if path.name not in ("__init__.py", "__main__.py"):    # Python's own names
                 seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
     assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
 

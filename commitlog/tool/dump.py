@@ -24,7 +24,7 @@ from ..errors import OffsetOutOfRangeError
 from ..log import CommitLog
 from ..record import Record
 from .inputs import UsageError
-from .output import iso_ms
+from .printing import iso_ms
 
 __all__ = ["Stopped", "dump", "record_json", "start_offset"]
 

@@ -10,7 +10,7 @@ import os
 
 from ..archive.log_archive import cached_manifest
 from ..log import CommitLog
-from .output import iso_ms, table
+from .printing import iso_ms, table
 
 __all__ = ["describe_segments", "render_segments"]
 

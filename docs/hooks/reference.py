@@ -19,8 +19,8 @@ from policies.config import LogConfig, PolicyConfig, ServiceConfig
 from policies.config import fields as value_types
 from policies.reasons import REASONS
 from policies.triggers import TRIGGER_DOCS
-from commitlog.tool.cli import EXIT_CODES as TOOL_EXIT_CODES
-from commitlog.tool.cli import build_parser as tool_parser
+from commitlog.tool.command import EXIT_CODES as TOOL_EXIT_CODES
+from commitlog.tool.command import build_parser as tool_parser
 from retention.cli import EXIT_CODES, build_parser
 
 # The value types of policies/config/fields.py, by their parser: what a user writes.

@@ -7,7 +7,7 @@ import argparse
 import importlib.util
 from pathlib import Path
 
-from commitlog.tool.cli import EXIT_CODES, build_parser
+from commitlog.tool.command import EXIT_CODES, build_parser
 
 ROOT = Path(__file__).resolve().parents[3]
 

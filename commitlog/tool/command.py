@@ -11,9 +11,9 @@ from types import MappingProxyType
 
 from ..errors import CommitLogError
 from . import dump as dumping
-from .groups import WriterHoldsLog, change_group, describe_groups, render_change, render_groups
+from .group_offsets import WriterHoldsLog, change_group, describe_groups, render_change, render_groups
 from .inputs import UsageError, check_log_path, open_log, parse_count, parse_offset, parse_time_ms
-from .output import emit
+from .printing import emit
 from .segments import describe_segments, render_segments
 from .verify import render_verify, verify_log
 

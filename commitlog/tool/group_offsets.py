@@ -20,7 +20,7 @@ from ..locks import hold_writer_lock
 from ..log import CommitLog
 from ..state import LogState
 from .inputs import UsageError, check_log_path, open_log, parse_offset, parse_time_ms
-from .output import iso_s, table
+from .printing import iso_s, table
 
 __all__ = ["WriterHoldsLog", "change_group", "describe_groups", "render_change", "render_groups"]
 

@@ -11,6 +11,7 @@ local disk, listed by a per-log manifest that is the truth for readers.
     open_archive(url, name)              a log read from its archive alone (an ArchivedLog)
     versions                             a cluster log's versioned manifests (newest, create_version)
     groups                               a cluster log's consumer group commits (commit, committed)
+    local_copies                         a host's copies of a cluster log's objects (its cache)
 
 Errors: commitlog.errors.ArchiveError, ArchiveCorruptError, ArchiveMissingError.
 """
@@ -22,8 +23,8 @@ from .tiered import ArchivedLog, open_archive
 from .tier_url import open_tier
 from .tiers import ObjectInfo, Tier
 from .upload import Throttle, upload_sealed
-from . import groups, versions
+from . import groups, local_copies, versions
 
 __all__ = ["ArchiveReader", "ArchivedLog", "ArchivedSegment", "LogArchive", "cached_manifest",
            "open_archive", "Manifest", "ObjectInfo", "Throttle", "Tier",
-           "groups", "open_tier", "upload_sealed", "versions"]
+           "groups", "local_copies", "open_tier", "upload_sealed", "versions"]

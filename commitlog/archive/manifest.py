@@ -7,13 +7,14 @@ leaves objects the next upload writes again, never a listed segment without its 
 
     {"format": 1, "log": "<name>", "start_offset": <int>,
      "segments": [{"base_offset", "end_offset", "bytes", "sha256", "index_bytes",
-                   "index_sha256", "last_timestamp_ms", "archived_at_ms"[, "key", "index_key"]}, ...]
+                   "index_sha256", "last_timestamp_ms", "archived_at_ms"[, "key", "index_key", "host"]}, ...]
      [, "jobs": [<job id>, ...], "spark_schema": "<StructType JSON>"]}
 
 `start_offset`: the first offset the archive still holds (its total retention moves it).
 `key`/`index_key`: an entry's objects under the log's folder when they are not `<base>.log` and
 `<base>.index` (a cluster log's staged objects, commitlog.archive.versions); absent otherwise, so
-a single host's manifest is byte for byte what it was. `jobs` and `spark_schema`: a cluster log's
+a single host's manifest is byte for byte what it was. `host`: the host that staged a cluster
+log's entry and keeps a copy of it (readers prefer it; absent in older manifests). `jobs` and `spark_schema`: a cluster log's
 committed job ids (the newest KEEP_JOBS) and its Spark schema; absent on a single host's log.
 Immutable values: thread- and process-safe.
 """
@@ -42,6 +43,7 @@ class ArchivedSegment:
     archived_at_ms: int
     key: str | None = None            # the data object under the log's folder (default: by base)
     index_key: str | None = None      # the index object under the log's folder (default: by base)
+    host: str | None = None           # the host that staged it and keeps a copy (a cluster log's)
 
     @property
     def data_file(self) -> str:
@@ -54,11 +56,11 @@ class ArchivedSegment:
         return self.index_key or index_path(segment_name(self.base_offset))
 
     def to_dict(self) -> dict:
-        """The manifest entry; `key` and `index_key` only when set."""
+        """The manifest entry; `key`, `index_key` and `host` only when set."""
         return {k: v for k, v in asdict(self).items() if v is not None or k not in _OPTIONAL_KEYS}
 
 
-_OPTIONAL_KEYS = ("key", "index_key")
+_OPTIONAL_KEYS = ("key", "index_key", "host")
 SEGMENT_FIELDS = frozenset(f.name for f in fields(ArchivedSegment))
 SEGMENT_REQUIRED = frozenset(f.name for f in fields(ArchivedSegment)
                              if f.default is MISSING and f.default_factory is MISSING)

@@ -9,7 +9,8 @@
                                    record skipped on a manifest's word). Unknown top-level keys
                                    are kept out of the way, not refused (a newer format's);
                                    `jobs` (a list of job ids) and `spark_schema` (a str) are
-                                   optional, an entry's `key`/`index_key` a relative key.
+                                   optional, an entry's `key`/`index_key` a relative key, its
+                                   `host` a host name (optional too).
 
 Holes between segments are allowed: a compaction may drop a segment before it was archived
 (reads say so). An entry whose offsets or sizes disagree with its objects is found by the reader
@@ -92,6 +93,13 @@ def relative_key(value: object) -> bool:
         and not any(c == "\\" or ord(c) < 32 or ord(c) == 127 for c in value)
 
 
+def host_name(value: object) -> bool:
+    """Whether `value` names a host: a non-empty str of at most MAX_NAME characters, no
+    whitespace, '/', '\\' or control character."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_NAME \
+        and not any(c.isspace() or c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in value)
+
+
 def _segment(entry: object, where: str, bad, fields: frozenset[str], required: frozenset[str]) -> dict:
     if not isinstance(entry, dict):
         raise bad(where, f"a JSON {type(entry).__name__}, not an object")
@@ -109,6 +117,9 @@ def _segment(entry: object, where: str, bad, fields: frozenset[str], required: f
     for name in ("key", "index_key"):
         if entry.get(name) is not None and not relative_key(entry[name]):
             raise bad(f"{where}.{name}", f"{_shown(entry[name])} is not a key below the log's folder")
+    host = entry.get("host")
+    if host is not None and not host_name(host):
+        raise bad(f"{where}.host", f"{_shown(host)} is not a host name")
     if _field(entry, "last_timestamp_ms", bad, where) is not None:     # a record's time may be negative
         _int(entry, "last_timestamp_ms", bad, where, low=-MAX_INT - 1)
     base, end = entry["base_offset"], entry["end_offset"]

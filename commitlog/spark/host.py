@@ -8,6 +8,7 @@ path on its own disk, and the driver would commit records it cannot see.
 
 from __future__ import annotations
 
+import os
 import socket
 
 from .staging_errors import WrongHostError
@@ -16,6 +17,12 @@ from .staging_errors import WrongHostError
 def this_host() -> str:
     """The name of the host this process runs on."""
     return socket.gethostname()
+
+
+def executor_host() -> str:
+    """This host as Spark names it (SPARK_LOCAL_HOSTNAME when set, else the host name): what a
+    partition's preferred locations must say for Spark to run its task here."""
+    return os.environ.get("SPARK_LOCAL_HOSTNAME") or socket.gethostname()
 
 
 def check_host(planned_on: str, path: str, what: str) -> None:

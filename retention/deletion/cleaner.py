@@ -31,6 +31,7 @@ from policies import (NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig, S
 
 from commitlog.damage import read_damage
 
+from ..archiving.cluster_cache import CopyEviction, is_cache
 from ..audit import AuditTrail
 from .clockguard import ClockGuard
 from .owner import OwnedElsewhere
@@ -63,6 +64,7 @@ class Cleaner:
         self._stop = threading.Event()
         self._pacing = Pacing(self._stop)
         self._removal = AuditedRemoval(self.audit, clock, self._pacing)
+        self._copies = CopyEviction(self.audit, clock)
         self.last_result: PassResult | None = None
 
     # ------------------------------------------------------------------ triggers
@@ -101,6 +103,7 @@ class Cleaner:
         disks: dict[int, object] = {}
         rolled: set[str] = set()              # logs whose last segment this pass sealed (roll_after)
         not_created: set[str] = set()         # logs no writer has created yet
+        caches: set[str] = set()              # cluster logs' caches (retention.archiving.cluster_cache)
         locked: dict[str, str] = {}           # logs nothing can be deleted from: why
         denied: dict[str, str] = {}           # logs this process's user may not read or write: why
         with self._manual_lock:
@@ -108,7 +111,8 @@ class Cleaner:
         for w in watched:
             try:
                 if not w.exists():
-                    not_created.add(w.name)   # a writer creates it: nothing to do, nothing wrong
+                    # A cache is governed by run_pass's CopyEviction; else a writer creates it.
+                    (caches if is_cache(w.path) else not_created).add(w.name)
                     continue
                 if claim:
                     w.claim()
@@ -154,6 +158,7 @@ class Cleaner:
                                          start_offset=w.start_seen if w.name in snapshots else None,
                                          owned_elsewhere=w.name in owned, owner_pid=owned.get(w.name),
                                          rolled=w.name in rolled, not_created=w.name in not_created,
+                                         cache={} if w.name in caches else None,
                                          not_writable=locked.get(w.name), permission_denied=denied.get(w.name)))
             if lp is not None:
                 # One line per decision, built only when TRACE is on (lazy).
@@ -219,9 +224,13 @@ class Cleaner:
         with self._pass_lock:
             started = time.monotonic()
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
+            copies = self._evict_copies(at, names, forcing)   # before any log: a cache goes first
             self._removal.settle_intents(self.logs, names)
             results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True,
                                            forcing=forcing, claim=True, trusted=self._trusted(now))
+            for r in results:
+                if r.cache is not None:
+                    r.cache = copies.get(r.name, {})
             self._consume_manual(the_plan)
             self._pacing.begin_pass()
             interrupted = self._execute(results, wait)
@@ -231,6 +240,15 @@ class Cleaner:
                                 interrupted=interrupted)
             self.last_result = result
             return result
+
+    def _evict_copies(self, at: datetime, names: Iterable[str] | None, forcing: bool) -> dict[str, dict]:
+        """Each watched cache's eviction run (retention.archiving.cluster_cache), by log name."""
+        with self._manual_lock:
+            manual = dict(self.manual)
+        return {w.name: self._copies.run(w.name, w.path, self.config.policy_for(w.name), at, forcing=forcing,
+                                         manual=manual.get(w.config.policy, NO_MANUAL_TRIGGER))
+                for w in (self.logs[n] for n in (names if names is not None else self.logs))
+                if not w.exists() and is_cache(w.path)}
 
     def _consume_manual(self, the_plan: Plan) -> None:
         used = {lp.policy for lp in the_plan.logs}

@@ -42,6 +42,7 @@ class LogPassResult:
     permission_denied: str | None = None                      # its user may not read or write it: why
     paced_seconds: float = 0.0                                # waited to hold disk.delete_rate
     unpaced: str | None = None                                # why its delete_rate was not applied
+    cache: dict | None = None                                 # a cluster log's cache: its run (cluster_cache)
 
     @property
     def deleted(self) -> int:
@@ -55,6 +56,10 @@ class LogPassResult:
                 del out["error"]
                 out["not_created"] = True
                 out["note"] = f"{self.path} is not a commit log yet (no {META_FILE}): a writer creates it; nothing to do"
+            if self.cache is not None:
+                del out["error"]
+                out["cache"] = self.cache
+                out["note"] = f"{self.path} is a cluster log's cache of its tier: its copies are evicted"
             if self.owned_elsewhere:
                 out["owned_by"] = {"pid": self.owner_pid}
             if self.permission_denied:

@@ -200,7 +200,7 @@ class PassLedger:
                     self._missing.discard(r.name)
                 elif r.name in self._existed:
                     self._missing.add(r.name)
-                elif r.name not in self._told_absent:
+                elif r.cache is None and r.name not in self._told_absent:
                     self._told_absent.add(r.name)
                     logger.warning("log {}: directory {} does not exist yet; nothing to clean until a "
                                    "writer creates it", r.name, watched[r.name].path)

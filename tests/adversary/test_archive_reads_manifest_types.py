@@ -96,3 +96,17 @@ def test_a_segment_of_records_timed_before_1970_is_archived_and_read(tmp_path):
     reader = ArchivedLog(archive_reader(tier, None, "old"))
     assert reader.archive.manifest().segments[0].last_timestamp_ms < 0
     assert [tuple(r) for r in reader.scan()] == written[:reader.end_offset]
+
+
+def test_an_entry_s_host_is_optional_and_checked(good):
+    """A cluster log's entry names the host that staged it; older manifests have no `host`."""
+    body = json.loads(good)
+    assert "host" not in body["segments"][1]
+    body["segments"][1]["host"] = "127.0.0.2"
+    parsed = Manifest.from_json(json.dumps(body).encode(), "file:///t", "ours/manifest.json")
+    assert parsed.segments[1].host == "127.0.0.2" and parsed.segments[0].host is None
+    assert json.loads(parsed.to_json())["segments"][1]["host"] == "127.0.0.2"
+    assert "host" not in json.loads(parsed.to_json())["segments"][0]
+    for value in (-1, 2 ** 64, True, 1.5, [], {}, "", "x" * 10_000, "a b", "a/b", "x\n"):
+        body["segments"][1]["host"] = value
+        _refused(json.dumps(body).encode(), "segments[1].host")

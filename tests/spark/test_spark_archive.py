@@ -223,3 +223,27 @@ def test_a_stream_over_a_cluster_log_is_refused_naming_it(spark, tmp_path):
     with pytest.raises(Exception, match="is a cluster log on .*: streams do not read a cluster log yet"):
         read_stream(spark, str(tmp_path / "events"), archive=url).writeStream.format("noop").start() \
             .processAllAvailable()
+
+
+def test_a_cluster_log_s_segments_are_read_from_this_host_s_copies(spark, tmp_path):
+    # The write kept each staged segment on this host (docs/spark-cluster.md, "Local copies"): with
+    # every data object gone from the tier, both readers still read each row from the copies, and
+    # without the copies too the read fails naming an object.
+    from commitlog.archive import versions
+    from commitlog.spark.reading.reader import cluster_partitions
+    url, path = f"file://{tmp_path}/tier", str(tmp_path / "local" / "copies")
+    commitlog.spark.write(spark.range(0, 20_000, numPartitions=2).selectExpr("id", "cast(id as string) as s"),
+                          path, archive=url, segmentSize="64KiB")
+    manifest = versions.newest(open_tier(url), "copies")[1]
+    assert len(manifest.segments) > 2 and all(s.host for s in manifest.segments)
+    for s in manifest.segments:
+        os.remove(tmp_path / "tier" / "copies" / s.key)
+    df = spark.read.format("commitlog").option("path", path).option("archive", url).load()
+    assert ids(df) == list(range(20_000))                          # the JVM reader
+    options = Options.parse({"path": path, "archive": url})
+    rows = [i for p in cluster_partitions(options) for b in read_partition(options, arrow_schema(df.schema), p)
+            for i in b.column("id").to_pylist()]
+    assert sorted(rows) == list(range(20_000))                      # the Python reader
+    os.remove(os.path.join(path, "cache", manifest.segments[0].key))
+    with pytest.raises(Exception, match=re.escape(manifest.segments[0].key)):
+        spark.read.format("commitlog").option("path", path).option("archive", url).load().collect()

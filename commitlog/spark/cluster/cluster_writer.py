@@ -5,8 +5,9 @@ executors on any host (docs/spark-cluster.md).
 (`cluster.json`; refused when the name holds a single host's archive), checks the DataFrame's
 schema against the newest manifest version's, and names the job. Each task stages its records
 (`staging`); the driver's `commit` makes the job's staged segments visible in one new manifest
-version (`commit`), `abort` drops them. No local log directory is used on the driver; a task's
-private log lives in a temporary directory of its host and is removed.
+version (`commit`), `abort` drops them. No local log directory is used on the driver; on each
+task's host, the log's path is a cache of the tier holding what the host staged
+(commitlog.archive.local_copies, staging).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from commitlog import DEFAULT_SEGMENT_SIZE
-from commitlog.archive import Tier, versions
+from commitlog.archive import Tier, local_copies, versions
 from commitlog.archive.manifest import MANIFEST_KEY
 
 from ..schema import arrow_schema, conform, encode_bounded, merge_for_append, record_key, schema_from_json
@@ -123,7 +124,10 @@ class ClusterBatchWriter(DataSourceArrowWriter):
                 rows += n
                 yield memoryview(blob), key
 
-        staged = stage(t.tier(), t.name, t.job_id, attempt_id, t.segment_size, records())
+        o = t.options
+        cache = o.path if local_copies.mark(o.path, o.archive, o.archive_endpoint, o.archive_region, t.name) \
+            else None
+        staged = stage(t.tier(), t.name, t.job_id, attempt_id, t.segment_size, records(), cache)
         return StagedMessage(attempt_id, tuple(staged), rows)
 
     def commit(self, messages) -> None:

@@ -30,11 +30,12 @@ log = logging.getLogger("commitlog.spark")
 
 def plan_json(options: Options, partitions: list[LogPartition]) -> dict:
     """What the JVM reader reads: the log, how data loss is handled, the partitions' runs and
-    hosts (None: any host, the archive holds them all); with `archive`, where the tier's objects
+    hosts (None: any host, the archive holds them all) and preferred hosts (keeping copies); with `archive`, where the tier's objects
     lie and, per partition, the manifest entries its runs touch (archive_plan)."""
     plan = {"path": options.path, "failOnDataLoss": options.fail_on_data_loss,
             "group": options.group,
-            "partitions": [{"host": p.host, "runs": [list(r) for r in p.runs]} for p in partitions]}
+            "partitions": [{"host": p.host, "runs": [list(r) for r in p.runs], "prefer": list(p.prefer)}
+                           for p in partitions]}
     found = manifest_of(options)
     if found is not None:
         archive, manifest = found

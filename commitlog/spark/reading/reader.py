@@ -26,7 +26,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from commitlog import ATTR_CONTROL, ATTR_DEAD, CommitLog, OffsetOutOfRangeError
-from commitlog.archive import ArchivedLog, open_archive, open_tier
+from commitlog.archive import ArchivedLog, local_copies, open_archive, open_tier
+from commitlog.archive.tiered import archive_reader
+from commitlog.errors import CorruptLogError
 
 from ..staging_errors import DataLossError, StagingError
 from ..host import check_host, this_host
@@ -50,6 +52,7 @@ class LogPartition(InputPartition):
     rows: int
     bytes: int
     host: str | None
+    prefer: tuple[str, ...] = ()     # hosts keeping copies of its data (a cluster log's), most first
 
 
 def open_log(options: Options) -> CommitLog:
@@ -67,6 +70,19 @@ def _open_archived(options: Options) -> ArchivedLog:
     """The log's archived part alone, from any host (its folder is named after the directory)."""
     return open_archive(options.archive, os.path.basename(options.path), endpoint=options.archive_endpoint,
                         region=options.archive_region)
+
+
+def _open_cached(options: Options) -> ArchivedLog:
+    """The log's archived part, read from this host's copies where they are valid (its local
+    directory is a cache of this tier: commitlog.archive.local_copies), else from the tier."""
+    name = os.path.basename(options.path)
+    try:
+        marker = local_copies.read_marker(options.path)
+    except CorruptLogError:
+        marker = None
+    if marker is None or (marker.url, marker.log) != (options.archive, name):
+        return _open_archived(options)
+    return ArchivedLog(archive_reader(local_copies.CachedTier(_tier(options), options.path, name), None, name))
 
 
 def partition_target(total_bytes: int, explicit: int | None) -> int:
@@ -118,7 +134,7 @@ def read_partition(options: Options, schema: pa.Schema, partition: LogPartition,
     """Yield the partition's batches, conformed to `schema`. A run removed by retention meanwhile
     fails (DataLossError naming the lost range) or, with failOnDataLoss=false, is skipped."""
     if partition.host is None:
-        clog = _open_archived(options)      # the archive holds every run: any host reads it
+        clog = _open_cached(options)        # the archive holds every run: any host reads it
     else:
         check_host(partition.host, options.path, "read")
         clog = open_log(options)
@@ -177,7 +193,8 @@ def _offset_at(clog: CommitLog, timestamp_ms: int) -> int:
 def cluster_partitions(opts: Options) -> list[LogPartition]:
     """A cluster log's partitions, planned from its newest manifest version alone (every record
     it lists is committed; tasks skip control and dead records): whole segments, clipped to
-    [startOffset, endOffset), grouped into about `maxPartitionBytes` each, readable on any host."""
+    [startOffset, endOffset), grouped into about `maxPartitionBytes` each, readable on any host,
+    preferring the hosts that keep copies of its segments (their entries' `host`)."""
     with _open_archived(opts) as clog:
         manifest = clog.archive.manifest()
         start = clog.start_offset if opts.start_offset is None else opts.start_offset
@@ -186,24 +203,31 @@ def cluster_partitions(opts: Options) -> list[LogPartition]:
             start = _offset_at(clog, opts.starting_timestamp)
         if opts.ending_timestamp is not None:
             end = min(end, _offset_at(clog, opts.ending_timestamp))
-    pieces = [(max(s.base_offset, start), min(s.end_offset, end), s.bytes) for s in manifest.segments
+    pieces = [(max(s.base_offset, start), min(s.end_offset, end), s.bytes, s.host) for s in manifest.segments
               if s.base_offset < end and start < s.end_offset]
     target = partition_target(sum(p[2] for p in pieces), opts.max_partition_bytes)
     parts: list[LogPartition] = []
     runs: list[tuple[int, int]] = []
+    held: dict[str, int] = {}
     size = 0
-    for first, stop, nbytes in pieces:
+    for first, stop, nbytes, host in pieces:
         if runs and size + nbytes / 2 > target:
-            parts.append(LogPartition(tuple(runs), 0, size, None))
-            runs, size = [], 0
+            parts.append(LogPartition(tuple(runs), 0, size, None, _most_first(held)))
+            runs, size, held = [], 0, {}
         if runs and runs[-1][1] == first:
             runs[-1] = (runs[-1][0], stop)
         else:
             runs.append((first, stop))
         size += nbytes
+        if host is not None:
+            held[host] = held.get(host, 0) + nbytes
     if runs:
-        parts.append(LogPartition(tuple(runs), 0, size, None))
+        parts.append(LogPartition(tuple(runs), 0, size, None, _most_first(held)))
     return parts
+
+
+def _most_first(held: dict[str, int]) -> tuple[str, ...]:
+    return tuple(sorted(held, key=lambda h: (-held[h], h)))
 
 
 class CommitLogBatchReader(DataSourceReader):

@@ -7,6 +7,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -18,6 +19,8 @@ import java.util.Map;
 import java.util.TreeMap;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A log's {@code file://} archive tier as a task reads it (commitlog/archive, docs/archive.md):
@@ -29,10 +32,15 @@ import com.fasterxml.jackson.databind.JsonNode;
  * again (a cluster log's newest version under {@code manifests/}, else {@code manifest.json},
  * as commitlog.archive.versions says): an entry it no longer lists (retention or a compaction replaced it since the plan) is
  * planned again from it, one it still lists fails with the Python reader's ArchiveCorruptError
- * message. Not thread-safe: one per task.
+ * message. A host keeping copies of a cluster log's objects (its log directory a cache of the tier,
+ * {@code cluster-cache.json}, commitlog.archive.local_copies) serves an entry from
+ * {@code cache/<key>} when that copy passes the same whole check; a copy missing or differing is
+ * never an error: a differing one is removed, and the tier's object is read. Not thread-safe: one
+ * per task.
  */
 final class ArchiveTier {
     private static final int CHUNK = 1 << 20;
+    private static final Logger LOG = LoggerFactory.getLogger(ArchiveTier.class);
 
     /** Where the tier keeps the log's objects; {@code url} names it in errors. Immutable. */
     static final class Location implements Serializable {
@@ -109,12 +117,15 @@ final class ArchiveTier {
     }
 
     private final Location location;
+    private final Path copies;                 // this host's cache/ of the log; null: none
     private final TreeMap<Long, Segment> segments = new TreeMap<>();
     private long start;
     private long end;
 
-    ArchiveTier(Location location, Listing planned) {
+    ArchiveTier(Location location, Listing planned, Path logDir) {
         this.location = location;
+        this.copies = logDir != null && Files.isRegularFile(logDir.resolve("cluster-cache.json"),
+                LinkOption.NOFOLLOW_LINKS) ? logDir.resolve("cache") : null;
         this.start = planned.start;
         this.end = planned.end;
         for (Segment s : planned.segments) {
@@ -152,6 +163,10 @@ final class ArchiveTier {
      */
     ByteBuffer load(Segment segment) {
         String key = key(segment);
+        byte[] copy = fromCopy(segment);
+        if (copy != null) {
+            return ByteBuffer.wrap(copy).order(ByteOrder.LITTLE_ENDIAN);
+        }
         try {
             return checked(key, segment);
         } catch (IllegalStateException problem) {
@@ -174,16 +189,10 @@ final class ArchiveTier {
                 throw corrupt(key, size + " bytes: more than the JVM reader holds in memory");
             }
             byte[] data = new byte[(int) size];
-            MessageDigest sha = sha256();
-            for (int at = 0; at < data.length; ) {
-                int n = channel.read(ByteBuffer.wrap(data, at, Math.min(CHUNK, data.length - at)), at);
-                if (n < 0) {
-                    throw corrupt(key, at + " bytes at its end, the manifest's `bytes` says " + segment.bytes);
-                }
-                sha.update(data, at, n);
-                at += n;
+            String found = readHashing(channel, data);
+            if (found == null) {
+                throw corrupt(key, "fewer bytes at its end, the manifest's `bytes` says " + segment.bytes);
             }
-            String found = HexFormat.of().formatHex(sha.digest());
             if (!found.equals(segment.sha256)) {
                 throw corrupt(key, "SHA-256 " + found + ", the manifest's `sha256` says " + segment.sha256
                         + ": another object than archived");
@@ -195,6 +204,46 @@ final class ArchiveTier {
             throw new UncheckedIOException("ArchiveError: archive " + location.url + " object " + key + ": "
                     + e.getMessage(), e);
         }
+    }
+
+    /** {@code data.length} bytes of {@code channel} read into {@code data}; their SHA-256 (hex),
+     * null when the file ends first. */
+    private static String readHashing(FileChannel channel, byte[] data) throws IOException {
+        MessageDigest sha = sha256();
+        for (int at = 0; at < data.length; ) {
+            int n = channel.read(ByteBuffer.wrap(data, at, Math.min(CHUNK, data.length - at)), at);
+            if (n < 0) {
+                return null;
+            }
+            sha.update(data, at, n);
+            at += n;
+        }
+        return HexFormat.of().formatHex(sha.digest());
+    }
+
+    /** This host's copy of {@code segment}'s object when it is whole and matches its entry; null
+     * otherwise (no cache, no copy, or a copy that differs: removed). Never fails. */
+    private byte[] fromCopy(Segment segment) {
+        if (copies == null || !below(segment.file) || segment.bytes > Integer.MAX_VALUE - 8) {
+            return null;
+        }
+        Path file = copies.resolve(segment.file);
+        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
+            if (channel.size() == segment.bytes) {
+                byte[] data = new byte[(int) segment.bytes];
+                if (segment.sha256.equals(readHashing(channel, data))) {
+                    return data;
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            return null;                              // missing, a link, unreadable: the tier has it
+        }
+        try {
+            Files.deleteIfExists(file);               // a copy unlike its entry: never served
+        } catch (IOException | RuntimeException e) {
+            LOG.debug("copy {} not removed: {}", file, e.toString());
+        }
+        return null;
     }
 
     /** The Python reader's message for an object unlike its manifest entry (ArchiveCorruptError). */

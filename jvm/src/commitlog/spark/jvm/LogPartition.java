@@ -6,7 +6,8 @@ import org.apache.spark.sql.connector.read.InputPartition;
  * Runs [start, end) of consecutive visible offsets of one log, read in order by one task, on the
  * host whose driver planned them (the log lives on that host's disk), or on any host ({@code host}
  * null) when the log's archive tier holds them all. With the archive, {@code archived} lists the
- * manifest entries the runs touch. Planned in Python (commitlog.spark.reading.reader.plan_partitions,
+ * manifest entries the runs touch, and {@code prefer} the hosts keeping copies of them (a cluster
+ * log's, commitlog.archive.local_copies), where Spark runs the task when it can. Planned in Python (commitlog.spark.reading.reader.plan_partitions,
  * commitlog.spark.jvm.archive_plan). Immutable.
  */
 public final class LogPartition implements InputPartition {
@@ -15,21 +16,24 @@ public final class LogPartition implements InputPartition {
     final long[] ends;
     final String host;
     final ArchiveTier.Listing archived;
+    final String[] prefer;
 
     public LogPartition(long[] starts, long[] ends, String host) {
-        this(starts, ends, host, null);
+        this(starts, ends, host, null, new String[0]);
     }
 
-    LogPartition(long[] starts, long[] ends, String host, ArchiveTier.Listing archived) {
+    LogPartition(long[] starts, long[] ends, String host, ArchiveTier.Listing archived, String[] prefer) {
         this.starts = starts;
         this.ends = ends;
         this.host = host;
         this.archived = archived;
+        this.prefer = prefer;
     }
 
-    /** The log's host, where its segments are; none for a partition the archive holds. */
+    /** The log's host, where its segments are; for a partition the archive holds, the hosts
+     * keeping copies of its segments (none: any host). */
     @Override
     public String[] preferredLocations() {
-        return host == null ? new String[0] : new String[] {host};
+        return host == null ? prefer.clone() : new String[] {host};
     }
 }

@@ -58,7 +58,7 @@ final class LogPartitionReader implements PartitionReader<ColumnarBatch> {
         }
         this.local = reads && partition.host != null ? new SegmentCursor(Paths.get(options.path)) : null;
         this.archive = reads && options.archive != null && partition.archived != null
-                ? new ArchiveTier(options.archive, partition.archived) : null;
+                ? new ArchiveTier(options.archive, partition.archived, Paths.get(options.path)) : null;
         this.allocator = ROOT.newChildAllocator("commitlog " + options.path, 0, Long.MAX_VALUE);
     }
 

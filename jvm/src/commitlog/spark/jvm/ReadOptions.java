@@ -10,7 +10,7 @@ import com.fasterxml.jackson.databind.JsonNode;
  * What a read needs in the tasks: the log's path, failOnDataLoss, the consumer group (named in
  * errors), its archive tier's location (null without one), and the partitions Python planned:
  * option {@code plan}, JSON {@code {"path": p, "failOnDataLoss": b, "group": g, "archive": {"url",
- * "root", "name"}, "partitions": [{"host": h or null, "runs": [[s, e], ...], "archived": {"start",
+ * "root", "name"}, "partitions": [{"host": h or null, "runs": [[s, e], ...], "prefer": [h, ...], "archived": {"start",
  * "end", "segments": [[base, end, bytes, sha256], ...]}}]}} (commitlog.spark.jvm.read_planner.plan_json
  * writes it). Immutable.
  */
@@ -55,8 +55,13 @@ final class ReadOptions implements Serializable {
                 ends[i] = runs.get(i).get(1).asLong();
             }
             JsonNode host = part.get("host");
+            JsonNode preferred = part.path("prefer");
+            String[] prefer = new String[preferred.size()];
+            for (int i = 0; i < prefer.length; i++) {
+                prefer[i] = preferred.get(i).asText();
+            }
             parts.add(new LogPartition(starts, ends, host == null || host.isNull() ? null : host.asText(),
-                    ArchiveTier.Listing.of(part.get("archived"))));
+                    ArchiveTier.Listing.of(part.get("archived")), prefer));
         }
         if (parts.isEmpty()) {        // one empty partition, as Spark gives a Python source that plans none
             parts.add(new LogPartition(new long[0], new long[0], ""));

@@ -31,7 +31,7 @@ from loguru import logger
 from commitlog.archive import local_copies, open_tier, versions
 from commitlog.errors import ArchiveError, CommitLogError
 from commitlog.layout import CLUSTER_CACHE_DIR, TMP_SUFFIX, cluster_cache_file, meta_path
-from commitlog.spark.cluster.commit import DEFAULT_COMMIT_TIMEOUT
+from commitlog.archive.job_claims import DEFAULT_COMMIT_TIMEOUT
 from policies import NO_MANUAL_TRIGGER, ManualTrigger, PolicyConfig, active_triggers
 from policies.cache_eviction import CachedCopy, evict_copies
 

@@ -17,13 +17,14 @@ again (it waits longer, never less). Not thread-safe: one run at a time per log.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from loguru import logger
 
 from commitlog.archive import Manifest, Tier, versions
+from commitlog.archive.job_claims import ABORTED as ABORTED_MARKER
+from commitlog.archive.job_claims import COMMITTING, JOBS, STAGED, claim_body, claim_deadline, job_key
 from commitlog.errors import ArchiveError
 from policies import JOB_DONE, UNCLAIMED, CollectorLimits, JobState, dead_reason, markers_left_over, prunable_versions
 
@@ -32,7 +33,6 @@ from .expiry import ARCHIVE_DELETE
 
 __all__ = ["Collected", "StagedCollector"]
 
-STAGED, JOBS = "staged", "jobs"
 FENCE_BY = "retention collector"
 
 
@@ -131,25 +131,17 @@ class StagedCollector:
             if len(parts) == 3 and parts[2].endswith(".json"):
                 found.setdefault(parts[1], {})[parts[2][:-5]] = key[cut:]
         for job, markers in found.items():
-            if "committing" in markers:
-                markers["deadline"] = self._deadline(markers["committing"])
+            if COMMITTING in markers:
+                markers["deadline"] = claim_deadline(self.tier.read(f"{self.name}/{markers[COMMITTING]}"))
         return found
-
-    def _deadline(self, key: str):
-        data = self.tier.read(f"{self.name}/{key}")
-        try:
-            return json.loads(data)["deadline_ms"] / 1000
-        except (TypeError, ValueError, KeyError):
-            return None                         # unreadable: claimed, never expired
 
     # ------------------------------------------------------------------ changing the tier
     def _fence(self, job: str, jobs: dict) -> bool:
         """Claim an unclaimed job with a deadline already past; False when a driver claimed it first."""
-        body = json.dumps({"job": job, "deadline_ms": 0, "fenced_by": FENCE_BY}).encode()
-        key = f"{JOBS}/{job}/committing.json"
-        if self.tier.create(f"{self.name}/{key}", body) is None:
+        key = job_key(self.name, job, COMMITTING)
+        if self.tier.create(key, claim_body(job, 0, fenced_by=FENCE_BY)) is None:
             return False
-        jobs.setdefault(job, {}).update(committing=key, deadline=0.0)
+        jobs.setdefault(job, {}).update({COMMITTING: key[len(self.name) + 1:], "deadline": 0.0})
         return True
 
     def _delete(self, key: str, why: str) -> int:
@@ -178,7 +170,7 @@ class StagedCollector:
             state = _state(markers, job in newest.jobs)
             if not markers_left_over(state, staged=job in staged_jobs, now=now, limits=limits):
                 continue
-            for what in ("aborted", "committing"):
+            for what in (ABORTED_MARKER, COMMITTING):
                 if what in markers and owned():
                     self._delete(markers[what], JOB_DONE)
                     deleted += 1
@@ -218,5 +210,5 @@ def _job_of(key: str) -> str:
 
 
 def _state(markers: dict, committed: bool) -> JobState:
-    return JobState(committed=committed, aborted="aborted" in markers, claimed="committing" in markers,
+    return JobState(committed=committed, aborted=ABORTED_MARKER in markers, claimed=COMMITTING in markers,
                     deadline=markers.get("deadline"))

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from commitlog.archive import Manifest, Tier, versions
+from commitlog.archive.job_claims import (ABORTED, COMMITTING, DEFAULT_COMMIT_TIMEOUT, claim_body,
+                                          claim_deadline, job_key)
 from commitlog.errors import ArchiveError
 
 from ..staging_errors import ClusterCommitError
@@ -32,12 +34,7 @@ from .staging import StagedSegment, unstage
 
 log = logging.getLogger("commitlog.spark")
 
-DEFAULT_COMMIT_TIMEOUT = 600.0        # seconds a driver may take to commit, from its claim
 MAX_TRIES = 50                        # manifest versions lost to other drivers before giving up
-
-
-def job_key(name: str, job_id: str, what: str) -> str:
-    return f"{name}/jobs/{job_id}/{what}.json"
 
 
 @dataclass(frozen=True)
@@ -53,17 +50,14 @@ class Committed:
 def claim(tier: Tier, name: str, job_id: str, timeout: float, now: Callable[[], float]) -> float:
     """Create the job's claim with its deadline (seconds since the epoch); the existing claim's
     deadline when this job's commit is being retried."""
-    key = job_key(name, job_id, "committing")
+    key = job_key(name, job_id, COMMITTING)
     deadline = now() + timeout
-    body = json.dumps({"job": job_id, "deadline_ms": int(deadline * 1000)}).encode()
-    if tier.create(key, body) is not None:
+    if tier.create(key, claim_body(job_id, int(deadline * 1000))) is not None:
         return deadline
-    found = tier.read(key)
-    try:
-        return json.loads(found)["deadline_ms"] / 1000
-    except (TypeError, ValueError, KeyError) as exc:
-        raise ClusterCommitError(f"job {job_id}: its claim {key} on {tier.url} is unreadable "
-                                 f"({exc}): not committed") from None
+    found = claim_deadline(tier.read(key))
+    if found is None:
+        raise ClusterCommitError(f"job {job_id}: its claim {key} on {tier.url} is unreadable: not committed")
+    return found
 
 
 def check_staged(tier: Tier, name: str, job_id: str, staged: list[StagedSegment]) -> None:
@@ -125,7 +119,7 @@ def _publish(tier: Tier, name: str, version: int, manifest: Manifest) -> None:
 def abort(tier: Tier, name: str, job_id: str, staged: list[StagedSegment]) -> None:
     """Mark the job aborted and delete its staged objects; a failure leaves them for the collector."""
     try:
-        tier.create(job_key(name, job_id, "aborted"), json.dumps({"job": job_id}).encode())
+        tier.create(job_key(name, job_id, ABORTED), json.dumps({"job": job_id}).encode())
         unstage(tier, name, staged)
     except ArchiveError as exc:
         log.warning("job %s aborted; its staged objects on %s stay for the collector (%s)",

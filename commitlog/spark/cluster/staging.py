@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from commitlog import CommitLog
 from commitlog.archive import ArchivedSegment, Tier, local_copies
+from commitlog.archive.job_claims import staged_prefix
 from commitlog.archive.log_archive import staged_index
 from commitlog.errors import CorruptLogError, UnsafeLogFileError
 from commitlog.layout import INDEX_SUFFIX, SEGMENT_SUFFIX, index_path
@@ -36,13 +37,6 @@ from commitlog.timeroll import roll_idle
 from ..host import executor_host
 
 log = logging.getLogger("commitlog.spark")
-
-STAGED = "staged"
-
-
-def staged_prefix(name: str, job_id: str, attempt_id: str) -> str:
-    return f"{name}/{STAGED}/{job_id}/{attempt_id}/"
-
 
 @dataclass(frozen=True)
 class StagedSegment:

@@ -22,6 +22,8 @@ that commits later are never skipped; records of dead writers inside a range are
   fails the query with a DataLossError naming the lost range; false skips it with a warning.
 - `startingOffset` for a new query (no checkpoint yet): `group` (default: the group's committed
   offset, or the log's start when the group has none), `earliest`, `latest`, or an offset.
+
+A cluster log (on its archive tier alone) is streamed by `reading.cluster_stream` instead.
 """
 
 from __future__ import annotations

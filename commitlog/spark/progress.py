@@ -4,8 +4,9 @@ Spark calls a source's `commit(end)` only when it plans the *next* micro-batch, 
 a run (`availableNow`, `once`, a stopped query) would never be committed. But Spark posts a
 `QueryProgressEvent` after a batch is in the query's commit log (`runBatch` ends with
 `markMicroBatchEnd`, then `finishTrigger` posts the event), and the event carries each source's end
-offset, which for this source names its log and group (see `reading.stream.position`). `ProgressListener`
-commits exactly that offset: what the sink has committed, never more. A driver killed between the
+offset, which for this source names its log and group (see `reading.stream.position`), and for a
+cluster log its tier, where the group's commits go (`commitlog.archive.groups`: the same from every
+host). `ProgressListener` commits exactly that offset: what the sink has committed, never more. A driver killed between the
 sink's commit and the listener's leaves the group behind (retention keeps more, never less); the
 restarted query catches it up (its source commits the start of the first batch it plans, see
 `reading.stream`), even with nothing new to read.
@@ -26,6 +27,8 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from commitlog import CommitLog
 
+from . import tier_log
+
 log = logging.getLogger("commitlog.spark")
 
 _ATTR = "_commitlog_progress_listener"
@@ -35,9 +38,10 @@ _terminated: set[str] = set()                   # run ids whose termination even
 _terminated_changed = threading.Condition()
 
 
-def group_offsets(progress_json: str) -> list[tuple[str, str, int]]:
-    """(log path, group, offset) for every source of a progress event (its JSON) that is a
-    commitlog stream with a group; other sources, and offsets without a group, are ignored."""
+def group_offsets(progress_json: str) -> list[tuple[str, str, int, dict]]:
+    """(log path, group, offset, tier fields) for every source of a progress event (its JSON)
+    that is a commitlog stream with a group; the tier fields (`tier_log.tier_fields`) are empty
+    but for a cluster log. Other sources, and offsets without a group, are ignored."""
     found = []
     for source in json.loads(progress_json).get("sources") or ():
         end = source.get("endOffset")
@@ -47,12 +51,17 @@ def group_offsets(progress_json: str) -> list[tuple[str, str, int]]:
             except ValueError:
                 continue
         if isinstance(end, dict) and "commitlog" in end and end.get("group"):
-            found.append((str(end["commitlog"]), str(end["group"]), int(end["offset"])))
+            found.append((str(end["commitlog"]), str(end["group"]), int(end["offset"]),
+                          {k: v for k, v in end.items() if k in tier_log.TIER_KEYS}))
     return found
 
 
-def commit_group(path: str, group: str, offset: int) -> None:
-    """Record `offset` as `group`'s committed offset in the log at `path`."""
+def commit_group(path: str, group: str, offset: int, tier: dict | None = None) -> None:
+    """Record `offset` as `group`'s committed offset in the log at `path`, or on its tier when
+    `tier` names one (a cluster log)."""
+    if tier:
+        tier_log.commit_group(tier_log.tier_options(path, tier), group, offset)
+        return
     with CommitLog.open(path, readonly=True) as clog:
         clog.commit(group, offset)
 
@@ -84,11 +93,11 @@ class ProgressListener(StreamingQueryListener):
 
     def handle(self, progress_json: str) -> None:
         """Commit the groups of one progress event (its JSON); log, never raise, on failure."""
-        for path, group, offset in group_offsets(progress_json):
+        for path, group, offset, tier in group_offsets(progress_json):
             if self._done.get((path, group)) == offset:
                 continue     # idle triggers repeat the same end offset
             try:
-                commit_group(path, group, offset)
+                commit_group(path, group, offset, tier)
             except Exception:   # noqa: BLE001 - logged; the next event or restart catches up
                 log.warning("commitlog progress listener: could not commit offset %d for "
                             "consumer group %r of %s", offset, group, path, exc_info=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from .staging_errors import OptionError, OverwriteNotSupportedError
@@ -12,10 +12,11 @@ from .source_options import Options
 from .reading.reader import CommitLogBatchReader
 from .schema import arrow_schema, check_readable, log_schema, required_schema, stored_schema
 from .writing.sink import CommitLogStreamWriter
-from .reading.stream import CommitLogStreamReader
+from .reading.cluster_stream import stream_reader
 from .writing.target import prepare_write
 from .writing.batch_writer import CommitLogBatchWriter
 from .cluster.cluster_writer import ClusterBatchWriter, prepare as prepare_cluster
+from .cluster.cluster_sink import ClusterStreamWriter
 
 
 class CommitLogDataSource(DataSource):
@@ -45,8 +46,9 @@ class CommitLogDataSource(DataSource):
     def reader(self, schema: StructType) -> CommitLogBatchReader:
         return CommitLogBatchReader(self.parsed, self._read_schema(schema))
 
-    def streamReader(self, schema: StructType) -> CommitLogStreamReader:
-        return CommitLogStreamReader(self.parsed, self._read_schema(schema))
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """A cluster log's stream reads its tier (reading.cluster_stream), on any host."""
+        return stream_reader(self.parsed, self._read_schema(schema))
 
     # ------------------------------------------------------------------ writing
     def writer(self, schema: StructType, overwrite: bool) -> CommitLogBatchWriter | ClusterBatchWriter:
@@ -56,18 +58,17 @@ class CommitLogDataSource(DataSource):
             return ClusterBatchWriter(prepare_cluster(self.parsed, schema))
         return CommitLogBatchWriter(prepare_write(self.parsed, schema, "batch"))
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> CommitLogStreamWriter:
+    def streamWriter(self, schema: StructType, overwrite: bool) -> CommitLogStreamWriter | ClusterStreamWriter:
+        """With `archive`, each micro-batch is a cluster job through the tier (cluster.cluster_sink)."""
         self._refuse_overwrite(overwrite)
-        if self.parsed.archive is not None:
-            raise OptionError(
-                f"the streaming sink into commit log {self.parsed.path} does not write through an "
-                f"archive tier yet (option archive): batch writes do (docs/spark-cluster.md)")
         sink_id = self.parsed.sink_id
         if sink_id is None:
             raise OptionError(
                 f"the streaming sink into commit log {self.parsed.path} needs option "
                 f"checkpointLocation (or sinkId) to stage each micro-batch exactly once across "
                 f"restarts")
+        if self.parsed.archive is not None:
+            return ClusterStreamWriter(prepare_cluster(self.parsed, schema), sink_id)
         return CommitLogStreamWriter(prepare_write(self.parsed, schema, "stream", sink_id), sink_id)
 
     def _refuse_overwrite(self, overwrite: bool) -> None:

@@ -23,7 +23,7 @@ from commitlog.spark import progress  # noqa: E402
 
 
 def main(source: str, checkpoint: str, marker: str) -> None:
-    def blocked_commit(path: str, group: str, offset: int) -> None:
+    def blocked_commit(path: str, group: str, offset: int, tier: dict | None = None) -> None:
         with open(marker, "w") as f:
             f.write(f"{path} {group} {offset}\n")
         while True:

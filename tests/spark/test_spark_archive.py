@@ -19,7 +19,7 @@ from pyspark.sql.functions import spark_partition_id
 
 import commitlog.spark
 from commitlog import CommitLog
-from commitlog.archive import LogArchive, open_tier, upload_sealed
+from commitlog.archive import LogArchive, groups, open_tier, upload_sealed, versions
 from commitlog.spark.jvm.read_planner import plan_json
 from commitlog.spark.reading.reader import CommitLogBatchReader, LogPartition, read_partition
 from commitlog.spark.schema import arrow_schema
@@ -213,16 +213,19 @@ def test_the_jvm_reader_reads_archived_partitions_without_the_local_directory(sp
 
 
 @pytest.mark.usefixtures("both_readers")
-def test_a_stream_over_a_cluster_log_is_refused_naming_it(spark, tmp_path):
-    # A cluster log (written from any host through the tier, docs/spark-cluster.md) is read by batch
-    # reads; a stream over one would plan from a local directory that is not there.
-    url = f"file://{tmp_path}/tier"
-    commitlog.spark.write(spark.range(10).toDF("id"), str(tmp_path / "events"), archive=url)
-    assert sorted(r.id for r in commitlog.spark.read(spark, str(tmp_path / "events"), archive=url).collect()) \
-        == list(range(10))
-    with pytest.raises(Exception, match="is a cluster log on .*: streams do not read a cluster log yet"):
-        read_stream(spark, str(tmp_path / "events"), archive=url).writeStream.format("noop").start() \
-            .processAllAvailable()
+def test_a_stream_over_a_cluster_log_reads_its_tier_and_commits_the_group_there(spark, tmp_path):
+    # A cluster log (written through the tier, docs/spark-cluster.md) has no local directory: its
+    # stream plans from the tier's newest manifest and commits the group on the tier.
+    url, path = f"file://{tmp_path}/tier", str(tmp_path / "events")
+    commitlog.spark.write(spark.range(10).toDF("id"), path, archive=url)
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    query = (read_stream(spark, path, archive=url, group="etl").writeStream.format("parquet")
+             .option("path", out).option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    commitlog.spark.await_termination(query, 120)
+    assert query.exception() is None
+    assert sorted(r.id for r in spark.read.parquet(out).collect()) == list(range(10))
+    end = versions.newest(open_tier(url), "events")[1].end_offset
+    assert end > 0 and groups.committed(open_tier(url), "events")["etl"].offset == end
 
 
 def test_a_cluster_log_s_segments_are_read_from_this_host_s_copies(spark, tmp_path):

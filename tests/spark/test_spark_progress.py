@@ -247,8 +247,8 @@ def test_group_offsets_read_only_commitlog_sources_with_a_group():
         {"endOffset": "not json"},
         {"endOffset": None},
     ]}
-    assert progress.group_offsets(json.dumps(event)) == [("/logs/a", "etl", 7),
-                                                        ("/logs/b", "g2", 3)]
+    assert progress.group_offsets(json.dumps(event)) == [("/logs/a", "etl", 7, {}),
+                                                        ("/logs/b", "g2", 3, {})]
     assert progress.group_offsets(json.dumps({"sources": []})) == []
 
 

@@ -5,4 +5,5 @@ version (commitlog.archive.versions).
     staging   the task side: records into a private local log, its sealed segments uploaded
     commit    the driver side: the claim with its deadline, the check, the manifest CAS, abort
     cluster_writer  the Spark batch writer and its driver-side preparation
+    cluster_sink    the streaming sink: each micro-batch a cluster job keyed by sink and batch
 """

@@ -104,6 +104,49 @@ def _cut(group: list[pa.RecordBatch], record_bytes: int, max_record_bytes: int):
         yield from encode_bounded(batch.slice(start, step) if pieces > 1 else batch, max_record_bytes)
 
 
+def stage_rows(t: ClusterTarget, job_id: str, iterator: Iterator[pa.RecordBatch]) -> StagedMessage:
+    """A task attempt of job `job_id`: its rows staged on the tier (`staging`)."""
+    attempt_id = uuid.uuid4().hex
+    key = record_key(attempt_id)
+    record_bytes = min(t.options.record_bytes, t.segment_size // 8)
+    rows = 0
+
+    def records() -> Iterator[tuple[pa.Buffer, bytes]]:
+        nonlocal rows
+        for blob, n in encoded(iterator, pa.ipc.read_schema(pa.py_buffer(t.arrow_schema_ipc)),
+                               record_bytes, t.segment_size - _RECORD_OVERHEAD):
+            rows += n
+            yield memoryview(blob), key
+
+    o = t.options
+    cache = o.path if local_copies.mark(o.path, o.archive, o.archive_endpoint, o.archive_region, t.name) \
+        else None
+    staged = stage(t.tier(), t.name, job_id, attempt_id, t.segment_size, records(), cache)
+    return StagedMessage(attempt_id, tuple(staged), rows)
+
+
+def commit_staged(t: ClusterTarget, job_id: str, messages) -> committing.Committed:
+    """The driver's commit of job `job_id` from its tasks' messages (`commit`); a job the
+    manifest lists already is not appended again (`already`)."""
+    mine = [m for m in messages if isinstance(m, StagedMessage)]
+
+    def merge(stored: str | None) -> str:       # a concurrent job may have widened it
+        return merge_for_append(schema_from_json(stored) if stored else None,
+                                schema_from_json(t.spark_schema), t.options.path).json()
+
+    done = committing.commit(t.tier(), t.name, job_id, [s for m in mine for s in m.segments], merge)
+    log.info("job %s committed %d record(s), %d row(s) to %s on %s at offsets [%d, %d)%s", job_id,
+             done.end - done.first, sum(m.rows for m in mine), t.name, t.options.archive, done.first,
+             done.end, " (committed before)" if done.already else "")
+    return done
+
+
+def abort_staged(t: ClusterTarget, job_id: str, messages) -> None:
+    staged = [s for m in messages if isinstance(m, StagedMessage) for s in m.segments]
+    committing.abort(t.tier(), t.name, job_id, staged)
+    log.warning("job %s aborted: nothing of it is visible in %s on %s", job_id, t.name, t.options.archive)
+
+
 class ClusterBatchWriter(DataSourceArrowWriter):
     """The writer of one cluster batch job (pickled to every task)."""
 
@@ -111,41 +154,10 @@ class ClusterBatchWriter(DataSourceArrowWriter):
         self.target = target
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedMessage:
-        t = self.target
-        attempt_id = uuid.uuid4().hex
-        key = record_key(attempt_id)
-        record_bytes = min(t.options.record_bytes, t.segment_size // 8)
-        rows = 0
-
-        def records() -> Iterator[tuple[pa.Buffer, bytes]]:
-            nonlocal rows
-            for blob, n in encoded(iterator, pa.ipc.read_schema(pa.py_buffer(t.arrow_schema_ipc)),
-                                   record_bytes, t.segment_size - _RECORD_OVERHEAD):
-                rows += n
-                yield memoryview(blob), key
-
-        o = t.options
-        cache = o.path if local_copies.mark(o.path, o.archive, o.archive_endpoint, o.archive_region, t.name) \
-            else None
-        staged = stage(t.tier(), t.name, t.job_id, attempt_id, t.segment_size, records(), cache)
-        return StagedMessage(attempt_id, tuple(staged), rows)
+        return stage_rows(self.target, self.target.job_id, iterator)
 
     def commit(self, messages) -> None:
-        t = self.target
-        mine = [m for m in messages if isinstance(m, StagedMessage)]
-
-        def merge(stored: str | None) -> str:       # a concurrent job may have widened it
-            return merge_for_append(schema_from_json(stored) if stored else None,
-                                    schema_from_json(t.spark_schema), t.options.path).json()
-
-        done = committing.commit(t.tier(), t.name, t.job_id, [s for m in mine for s in m.segments], merge)
-        log.info("job %s committed %d record(s), %d row(s) to %s on %s at offsets [%d, %d)%s", t.job_id,
-                 done.end - done.first, sum(m.rows for m in mine), t.name, t.options.archive, done.first,
-                 done.end, " (committed before)" if done.already else "")
+        commit_staged(self.target, self.target.job_id, messages)
 
     def abort(self, messages) -> None:
-        t = self.target
-        staged = [s for m in messages if isinstance(m, StagedMessage) for s in m.segments]
-        committing.abort(t.tier(), t.name, t.job_id, staged)
-        log.warning("job %s aborted: nothing of it is visible in %s on %s", t.job_id, t.name,
-                    t.options.archive)
+        abort_staged(self.target, self.target.job_id, messages)

@@ -2,7 +2,7 @@
 
 The JVM data source (jvm/src, `commitlog.spark.jvm.CommitLogProvider`) reads records; every
 decision about *which* records stays here, in the code the Python data source runs: batch plans
-are `reading.reader.CommitLogBatchReader.partitions`, streams are `reading.stream.CommitLogStreamReader`
+are `reading.reader.CommitLogBatchReader.partitions`, streams are `reading.cluster_stream.stream_reader`
 objects kept under an id for the stream's life (frontier, pending writers, group commits, data loss).
 Which reader reads is decided here too (`reader`: across an S3 tier, the Python data source), and
 what a plan tells the JVM of a `file://` archive tier (archive_plan).
@@ -17,13 +17,14 @@ import json
 import logging
 import threading
 
+from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from ..reading.reader import CommitLogBatchReader, LogPartition
 from .archive_plan import archive_json, jvm_reads, listing_json, manifest_of
 from ..schema import arrow_schema, check_readable, log_schema, required_schema, schema_from_json
 from ..source_options import Options
-from ..reading.stream import CommitLogStreamReader
+from ..reading.cluster_stream import stream_reader
 
 log = logging.getLogger("commitlog.spark")
 
@@ -52,7 +53,7 @@ class Planner:
         implements = ["commitlog.spark.jvm.Planner"]
 
     def __init__(self) -> None:
-        self._streams: dict[str, tuple[CommitLogStreamReader, threading.Lock]] = {}
+        self._streams: dict[str, tuple[DataSourceStreamReader, threading.Lock]] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -90,20 +91,20 @@ class Planner:
 
     def _open(self, request: dict) -> dict:
         options = self._options(request)
-        reader = CommitLogStreamReader(options, arrow_schema(schema_from_json(request["schema"])))
+        reader = stream_reader(options, arrow_schema(schema_from_json(request["schema"])))
         with self._lock:
             stream = str(next(self._ids))
             self._streams[stream] = (reader, threading.Lock())
         return {"stream": stream, **plan_json(options, [])}
 
-    def _stream(self, stream: str) -> tuple[CommitLogStreamReader, threading.Lock]:
+    def _stream(self, stream: str) -> tuple[DataSourceStreamReader, threading.Lock]:
         with self._lock:
             found = self._streams.get(stream)
         if found is None:
             raise KeyError(f"no open commitlog stream {stream} (was it stopped?)")
         return found
 
-    def _stream_answer(self, op: str, request: dict, reader: CommitLogStreamReader) -> dict:
+    def _stream_answer(self, op: str, request: dict, reader: DataSourceStreamReader) -> dict:
         if op == "initialOffset":
             return {"offset": reader.initialOffset()}
         if op == "defaultReadLimit":

@@ -22,6 +22,8 @@ that commits later are never skipped; records of dead writers inside a range are
   fails the query with a DataLossError naming the lost range; false skips it with a warning.
 - `startingOffset` for a new query (no checkpoint yet): `group` (default: the group's committed
   offset, or the log's start when the group has none), `earliest`, `latest`, or an offset.
+
+A cluster log (on its archive tier alone) is streamed by `reading.cluster_stream` instead.
 """
 
 from __future__ import annotations
@@ -39,8 +41,6 @@ from commitlog import CommitLog
 from ..ledger.ledger_view import LedgerView
 from ..ledger.marking import mark_dead_records
 from ..source_options import Options
-from ..staging_errors import OptionError
-from ..tier_log import is_cluster_log
 from .reader import LogPartition, check_lost, open_log, plan_partitions, read_partition
 
 log = logging.getLogger("commitlog.spark")
@@ -50,11 +50,14 @@ def _offset(value: dict) -> int:
     return int(value["offset"])
 
 
-def position(offset: int, path: str, group: str | None) -> dict:
-    """The stream offset of log offset `offset`: it names the log and the group for `progress`."""
+def position(offset: int, path: str, group: str | None, tier: dict | None = None) -> dict:
+    """The stream offset of log offset `offset`: it names the log and the group for `progress`,
+    and a cluster log's tier (`tier_log.tier_fields`)."""
     value = {"offset": offset, "commitlog": path}
     if group:
         value["group"] = group
+    if tier:
+        value.update(tier)
     return value
 
 
@@ -62,9 +65,6 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     """Lives in Spark's long-running source process on the driver; `read` runs in tasks."""
 
     def __init__(self, options: Options, schema: pa.Schema) -> None:
-        if is_cluster_log(options):
-            raise OptionError(f"commit log {options.path} is a cluster log on {options.archive}: streams do "
-                              f"not read a cluster log yet; batch reads do (docs/spark-cluster.md)")
         self.options = options
         self.schema_ipc = schema.serialize().to_pybytes()
         self._clog: CommitLog | None = None

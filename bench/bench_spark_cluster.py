@@ -166,7 +166,19 @@ def steps(spark, rig: ClusterRig, df, n: int) -> dict:
             "boto3_get": lambda: each_attempt(bare_get(rig.s3_endpoint, rig.bucket)),
             "_check": lambda: check(spark, parquet, [commitlog.spark.read(spark, file_log, archive=rig.shared_url),
                                                      commitlog.spark.read(spark, s3_log, **s3)]),
-            "_staged": staged}
+            "_staged": staged, "_check_cost": lambda: check_cost(rig.shared_url, f"file{n}")}
+
+
+def check_cost(url: str, name: str) -> str:
+    """What the commit's check of the staged objects costs on the driver (commit.check_staged:
+    a directory tier's head reads and hashes each object)."""
+    from commitlog.archive import open_tier
+    tier = open_tier(url)
+    keys = list(tier.keys(f"{name}/staged/"))
+    t0 = time.perf_counter()
+    for key in keys:
+        tier.head(key)
+    return f"{len(keys)} objects checked in {time.perf_counter() - t0:.2f} s"
 
 
 def check(spark, parquet: str, frames) -> None:
@@ -200,6 +212,7 @@ def run_rounds(spark, rig: ClusterRig, df, hosts: TaskHosts) -> dict[str, list[f
             run["_check"]()
             count = sum(len(g) for g in run["_staged"].values())
             size = sum(s for g in run["_staged"].values() for _, s in g)
+            print(f"the commit's check of the file write's staged objects, again: {run['_check_cost']()}")
             print(f"reads checked against Parquet; the S3 write staged {count} objects of "
                   f"{size / 2**20:.0f} MiB by {len(run['_staged'])} attempts", flush=True)
         else:

@@ -108,7 +108,8 @@ def report(result: dict, tiers) -> None:
         ratio = statistics.median(m / s for m, s in zip(memory, staged))
         best = max(m / s for m, s in zip(memory, staged))
         print(f"FIGURE cluster_staging_{label.replace(' ', '_')} staged {size / ws / 1e6:.0f} MB/s "
-              f"({ws:.2f} s, {count} objects, {size / 2**20:.0f} MiB) baseline=memory_put:{size / wm / 1e6:.0f} MB/s "
+              f"({ws:.2f} s, {count} objects, {size / 2**20:.0f} MiB) "
+              f"baseline=memory_put:{size / wm / 1e6:.0f} MB/s "
               f"({wm:.2f} s) ratio={ratio:.2f} best={best:.2f} local_log_cost={ws - wm:.2f} s per task")
 
 

@@ -16,7 +16,8 @@ first. Per round, interleaved:
   the objects an attempt staged whole: the baselines of the S3 tier.
 
 Reads go through every row and column to the `noop` sink. A warm-up round (not counted) prints
-the hosts each step's tasks ran on and checks the reads return what Parquet does. Each figure:
+the hosts each step's tasks ran on and checks the reads return what Parquet does; every round
+says whether each step's tasks ran on every host (an executor lost under load, say, breaks that). Each figure:
 rows/s of the median round, the median of the rounds' ratios to the baseline, the best beside.
 
 Environment: BENCH_ROWS (default 5000000), BENCH_ROUNDS (3), BENCH_DIR (scratch directory).
@@ -201,13 +202,17 @@ def clean(rig: ClusterRig) -> None:
 def run_rounds(spark, rig: ClusterRig, df, hosts: TaskHosts) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {step: [] for step in STEPS}
     for n in range(ROUNDS + 1):                  # round 0 warms up, checks, and shows the hosts
-        run = steps(spark, rig, df, n)
+        run, one_host = steps(spark, rig, df, n), []
         for step in STEPS:
+            hosts.since()
             t0 = time.perf_counter()
             run[step]()
             took = time.perf_counter() - t0
+            ran = hosts.since()
+            if len(ran) < len(rig.hosts):
+                one_host.append(f"{step} {ran}")
             if n == 0:
-                print(f"warm-up {step}: {took:.2f} s, tasks per host {hosts.since()}", flush=True)
+                print(f"warm-up {step}: {took:.2f} s, tasks per host {ran}", flush=True)
             else:
                 samples[step].append(took)
         if n == 0:
@@ -219,6 +224,7 @@ def run_rounds(spark, rig: ClusterRig, df, hosts: TaskHosts) -> dict[str, list[f
                   f"{size / 2**20:.0f} MiB by {len(run['_staged'])} attempts", flush=True)
         else:
             print(f"round {n}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in samples.items()), flush=True)
+        print(f"  tasks of every step on every host: {'yes' if not one_host else 'NO: ' + '; '.join(one_host)}")
         clean(rig)
     return samples
 

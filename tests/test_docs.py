@@ -92,7 +92,26 @@ def site(tmp_path_factory) -> Path:
 
 
 def page(site: Path, name: str) -> str:
-    return (site / name / "index.html").read_text()
+    return (site / f"{name}.html").read_text()
+
+
+def test_the_built_site_works_from_the_file_system(site):
+    """Opened as file://build/site/index.html: every link of every page names a file that exists (no
+    directory listing), search needs no server, and nothing is fetched from a font host."""
+    pages = sorted(set(site.glob("*.html")) - {site / "404.html"})   # a server's page, absolute links
+    nav = set(re.findall(r'class="md-nav__link[^"]*"[^>]*href="([^"#]*)"|href="([^"#]*)"[^>]*class="md-nav__link',
+                         (site / "index.html").read_text()))
+    nav = {a or b for a, b in nav} - {""}
+    assert len(nav) >= 15 and all(link.endswith(".html") for link in nav), nav
+    for html in pages:
+        text = html.read_text()
+        assert "fonts.googleapis.com" not in text and "fonts.gstatic.com" not in text, html.name
+        for link in re.findall(r'(?:href|src)="([^"#?]*)', text):
+            if not link or re.match(r"[a-z]+:", link):
+                continue
+            target = (html.parent / link).resolve()
+            assert target.is_file(), f"{html.name} links {link!r}, not a file of the site"
+    assert (site / "search" / "search_index.js").is_file()     # the offline plugin: search under file://
 
 
 def _field_paths(model, prefix: str) -> list[str]:

@@ -84,7 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "not with --url")
     clean = _command(sub, "clean", "run one cleanup pass now",
                      "Run one cleanup pass now, as a manual trigger (expired segments go at any hour), and "
-                     "print what it did. A log a running sidecar owns is left to it: use --url.", remote=True, posts=True)
+                     "print what it did; nothing stays open after it. A log a running sidecar owns is left to "
+                     "it: use --url, and that sidecar opens a manual trigger for its policies' manual_passes "
+                     "passes (the first runs now, the rest at its next intervals) and prints the first.",
+                     remote=True, posts=True)
     clean.add_argument("--force", action="store_true",
                        help="also delete segments younger than reserve (never unconsumed ones)")
     compact = _command(sub, "compact", "run one compaction pass now",
@@ -311,7 +314,7 @@ def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: dateti
     def work():
         if args.command == "plan":
             return cleaner.plan(at)
-        cleaner.trigger_manual(force=args.force)
+        cleaner.trigger_manual(force=args.force, passes=1)   # one pass, this one: nothing left open
         return cleaner.run_pass()
     return _run(args, work, cleaner.close, _render_pass, source)
 

@@ -241,6 +241,19 @@ def test_the_readme_examples_run(tmp_path, shell_env):
             run_line(line, tmp_path, shell_env)
 
 
+@pytest.mark.spark
+def test_the_readme_spark_block_runs_as_pasted(tmp_path):
+    """The Spark block in a fresh interpreter: it starts its own session and sets PYSPARK_PYTHON."""
+    found = blocks((ROOT / "README.md").read_text())
+    body = next(body for lang, _, body in found if lang == "python" and "commitlog.spark" in body)
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    done = subprocess.run([sys.executable, "-c", body], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip().splitlines()[-1] == "1000"
+    assert (tmp_path / "data" / "events" / "meta.json").is_file()
+
+
 def test_make_run_serves_the_demo():
     with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", 9464)) == 0:

@@ -12,12 +12,14 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 
 from .segments import reading
 from . import record as rec
 from .cleanup import removal
 from .segments import gapcheck, seginfo, timelookup
-from .arguments import check_commit, check_offset, check_record, check_scan_range, check_timestamp
+from .arguments import (check_commit, check_offset, check_record, check_scan_range, check_timestamp,
+                        timestamp_ms_of)
 from .errors import (InvalidArgumentError, LogClosedError, LogNotWritableError, OffsetOutOfRangeError,
                      ReadOnlyLogError)
 from .append.guard import DiskGuard, Flusher
@@ -58,7 +60,7 @@ class CommitLog(TieredReads, DeadRecords):
              block_timeout: float = DEFAULT_BLOCK_TIMEOUT, roll_after: float | None = None,
              archive=None, create: bool = False) -> "CommitLog":
         """Open (and, unless `readonly`, create) the log in directory `path`; the settings are
-        documented, with their units and defaults, in commitlog.options.LogOptions.
+        documented, with their units and defaults, in commitlog.LogOptions.
 
         archive: the log's archive tier, a URL (`s3://bucket/prefix`, `file:///dir`) or an open
         tier (`commitlog.archive.open_tier`, for an endpoint or region): reads below the local
@@ -258,12 +260,13 @@ class CommitLog(TieredReads, DeadRecords):
 
         return reading.scan(segs, offset, end, zero_copy)
 
-    def offset_for_time(self, timestamp_ms: int) -> int | None:
-        """The first offset whose record's timestamp (ms since the epoch) is at or after
-        `timestamp_ms`, among the records kept and live; None when none is that late (yet).
-        Exact while timestamps never decrease along the log, as the store's own stamps do (see
-        commitlog.segments.timelookup); costs O(log segments) index reads and a short scan."""
+    def offset_for_time(self, timestamp_ms: int | datetime) -> int | None:
+        """The first offset whose record's timestamp is at or after `timestamp_ms` (ms since the
+        epoch, or a timezone-aware datetime; a naive one is InvalidArgumentError), among the records
+        kept and live; None when none is that late (yet). Exact while timestamps never decrease
+        along the log (commitlog.segments.timelookup); O(log segments) index reads and a short scan."""
         self._check_open()
+        timestamp_ms = timestamp_ms_of("timestamp_ms", timestamp_ms)
         if self._archive is not None:
             return self._tiered_offset_for_time(timestamp_ms)
         return self._local_offset_for_time(timestamp_ms)

@@ -185,6 +185,9 @@ def test_the_python_api_page_renders_the_docstrings(site):
     first_line = CommitLog.open.__doc__.strip().splitlines()[0]
     assert re.split(r"`", first_line)[0].strip() in html    # its first words, up to the first code span
     assert "offset_for_time" in html and "RetentionScheduler" in html
+    for inherited in ("mark_dead", "dead_bytes"):        # DeadRecords' members, shown on CommitLog
+        assert f'id="commitlog.CommitLog.{inherited}"' in html, inherited
+    assert 'id="commitlog.LogOptions"' in html           # what open()'s docstring points at
 
 
 def test_the_status_page_screenshot_is_in_the_documentation(site):

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from ..errors import CommitLogError, InvalidArgumentError, OffsetOutOfRangeError, OffsetRemovedError
 from ..record import Record
 from ..segments import reading
-from ..arguments import check_offset, check_scan_range, check_timestamp
+from ..arguments import check_offset, check_scan_range, check_timestamp, timestamp_ms_of
 from .log_archive import LogArchive
 from .remote import DEFAULT_CACHE_BYTES, ArchiveReader
 from .tier_url import open_tier
@@ -166,8 +166,9 @@ class ArchivedLog(TieredReads):
     def scan(self, start: int | None = None, end: int | None = None, *, zero_copy: bool = False) -> reading.Scan:
         return self._tiered_scan(start, end, zero_copy)
 
-    def offset_for_time(self, timestamp_ms: int) -> int | None:
-        return self._tiered_offset_for_time(timestamp_ms)
+    def offset_for_time(self, timestamp_ms) -> int | None:
+        """As `CommitLog.offset_for_time`: ms since the epoch or a timezone-aware datetime."""
+        return self._tiered_offset_for_time(timestamp_ms_of("timestamp_ms", timestamp_ms))
 
     def _local_start(self) -> int:
         return self._archive.end_offset          # nothing is local: the archive is the whole log

@@ -6,7 +6,21 @@ STAMP := $(VENV)/.installed
 JAR := commitlog/spark/jars/commitlog-spark.jar
 JAVA_SOURCES := $(wildcard jvm/src/commitlog/spark/jvm/*.java)
 
-.PHONY: run test bench docs clean jar
+.PHONY: help prereqs run test test-only bench docs docs-serve clean jar
+.DEFAULT_GOAL := help
+
+help:
+	@echo 'make run         the sidecar and its demo log on http://127.0.0.1:9464/ (installs .venv first)'
+	@echo 'make test        checks the host (make prereqs), installs, builds the JVM reader, runs every test'
+	@echo 'make prereqs     names what make test needs and this host lacks, in one line'
+	@echo 'make docs        the documentation site, build/site/index.html (opens from the file system)'
+	@echo 'make docs-serve  the documentation site on http://127.0.0.1:8000/'
+	@echo 'make jar         the JVM reader of commitlog.spark (needs a JDK)'
+	@echo 'make bench       the benchmarks of docs/performance.md'
+	@echo 'make clean       removes .venv, data, build and the jar'
+
+prereqs:
+	@PYTHON=$(PYTHON) sh scripts/check_prereqs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,11 +38,18 @@ jar: $(JAR)
 run: $(STAMP)
 	$(VENV)/bin/retention serve --demo
 
-test: $(STAMP) $(JAR)
+# The host is checked before anything is installed: a missing JDK is one line, not a traceback later.
+test: prereqs
+	@$(MAKE) --no-print-directory test-only
+
+test-only: $(STAMP) $(JAR)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 bench: $(STAMP) $(JAR)
 	$(PY) bench/run_all.py

@@ -36,15 +36,23 @@ from .cleanup.removal import RemovalResult, shrink_doomed, unlink_doomed
 from .timeroll import NOT_DUE, ROLLED, WRITER_OPEN, roll_idle
 from .segments.segment import SegmentInfo
 
+# The public face: what `dir(commitlog)` shows and the Python API page documents. The other names
+# imported above (record attribute bits, roll outcomes, removal and compaction helpers, layout
+# names) are for the layers above (`retention`, `commitlog.spark`) and stay importable, unlisted.
 __all__ = [
-    "ATTR_CONTROL", "ATTR_DEAD", "ATTR_GAP", "DEFAULT_BLOCK_TIMEOUT", "DEFAULT_FLUSH", "DEFAULT_FLUSH_INTERVAL",
-    "DEFAULT_ON_FULL", "DEFAULT_REFUSE_WRITES_RATIO", "DEFAULT_RESUME_RATIO",
-    "DEFAULT_SEGMENT_SIZE", "DELETED_SUFFIX", "FLUSH_MODES", "MAX_SEGMENT_SIZE", "META_FILE", "MIN_SEGMENT_SIZE",
-    "ON_FULL_MODES",
-    "ArchiveCorruptError", "ArchiveError", "ArchiveMissingError", "CommitLog", "CommitLogError", "CompactionOutput", "MarksSnapshot", "CorruptLogError", "DiskUsage", "InvalidArgumentError",
-    "InvalidCommitError", "LogClosedError", "LogLockedError", "LogNotReadableError", "LogNotWritableError", "LogOptions", "NotALogError",
-    "OffsetOutOfRangeError", "OffsetRemovedError", "ReadOnlyLogError", "Record", "RecordTooLargeError",
-    "RemovalResult", "SegmentFile", "SegmentInfo", "SegmentListing", "SegmentSizeMismatchError",
-    "StoreFullError", "UnsafeLogFileError", "disk_usage", "is_log_directory", "list_segments", "parse_segment_name",
-    "segment_name", "roll_idle", "ROLLED", "NOT_DUE", "WRITER_OPEN", "shrink_doomed", "unlink_doomed",
+    "CommitLog", "LogOptions", "Record", "SegmentInfo", "SegmentFile", "SegmentListing", "DiskUsage",
+    "disk_usage", "is_log_directory", "list_segments", "roll_idle",
+    "DEFAULT_BLOCK_TIMEOUT", "DEFAULT_FLUSH", "DEFAULT_FLUSH_INTERVAL", "DEFAULT_ON_FULL",
+    "DEFAULT_REFUSE_WRITES_RATIO", "DEFAULT_RESUME_RATIO", "DEFAULT_SEGMENT_SIZE", "FLUSH_MODES",
+    "MAX_SEGMENT_SIZE", "MIN_SEGMENT_SIZE", "ON_FULL_MODES",
+    "CommitLogError", "ArchiveCorruptError", "ArchiveError", "ArchiveMissingError", "CorruptLogError",
+    "InvalidArgumentError", "InvalidCommitError", "LogClosedError", "LogLockedError", "LogNotReadableError",
+    "LogNotWritableError", "NotALogError", "OffsetOutOfRangeError", "OffsetRemovedError", "ReadOnlyLogError",
+    "RecordTooLargeError", "SegmentSizeMismatchError", "StoreFullError", "UnsafeLogFileError",
 ]
+
+
+def __dir__() -> list[str]:
+    """The public face (`__all__`) and the module's own dunders, not the submodules and internals
+    the package also holds."""
+    return sorted([*__all__, *(name for name in globals() if name.startswith("__"))])

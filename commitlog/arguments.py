@@ -6,8 +6,12 @@ The append paths do not call these per record: they let a wrong type fail where 
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 from .record import ATTR_RESERVED
 from .errors import InvalidArgumentError, InvalidCommitError
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 _I64 = 1 << 63
@@ -54,6 +58,17 @@ def check_offset(name: str, offset: object, segs=None) -> None:
         if segs is not None:
             raise segs.out_of_range(offset)  # an OffsetOutOfRangeError saying it is negative
         raise InvalidArgumentError(f"{name} must be zero or positive, got {offset}")
+
+
+def timestamp_ms_of(name: str, when: object) -> object:
+    """`when` in milliseconds since the epoch when it is a timezone-aware datetime (exact, floored);
+    a naive one is refused (whose clock it reads is unknown); anything else is returned as given."""
+    if isinstance(when, datetime):
+        if when.utcoffset() is None:
+            raise InvalidArgumentError(f"{name}: a naive datetime {when.isoformat()} names no timezone: give an "
+                                       f"aware one (datetime.now(timezone.utc)) or milliseconds since the epoch")
+        return (when - _EPOCH) // timedelta(milliseconds=1)
+    return when
 
 
 def check_timestamp(name: str, timestamp_ms: object) -> None:

@@ -219,6 +219,23 @@ def is_log_directory(path: str | os.PathLike) -> bool:
     return os.path.isfile(meta_path(os.fspath(path)))
 
 
+# What the store, retention or Spark may create in a log directory before its meta.json: the locks
+# taken before the first open writes it, and the meta.json it was writing when a crash came.
+_BEFORE_META = frozenset({LOCK_FILE, REMOVE_LOCK_FILE, COMPACT_LOCK_FILE, RETENTION_LOCK_FILE, HUNG_FILE,
+                          HUNG_FILE + TMP_SUFFIX, META_FILE + TMP_SUFFIX, SPARK_TURN_FILE, SPARK_LEDGER_FILE,
+                          SPARK_LEDGER_FILE + "-wal", SPARK_LEDGER_FILE + "-shm"})
+
+
+def foreign_names(directory: str) -> list[str]:
+    """The names in `directory` that no log writes before its meta.json (a user's files), sorted;
+    empty for a directory that is missing, empty, or holds only such leftovers."""
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(name for name in names if name not in _BEFORE_META)
+
+
 def _deleted_leftover(name: str) -> bool:
     """`<base>.log.deleted` or `<base>.index.deleted`."""
     if not name.endswith(DELETED_SUFFIX):

@@ -12,12 +12,14 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 
 from .segments import reading
 from . import record as rec
 from .cleanup import removal
 from .segments import gapcheck, seginfo, timelookup
-from .arguments import check_commit, check_offset, check_record, check_scan_range, check_timestamp
+from .arguments import (check_commit, check_offset, check_record, check_scan_range, check_timestamp,
+                        timestamp_ms_of)
 from .errors import (InvalidArgumentError, LogClosedError, LogNotWritableError, OffsetOutOfRangeError,
                      ReadOnlyLogError)
 from .append.guard import DiskGuard, Flusher
@@ -31,7 +33,7 @@ from .cleanup.removal import RemovalResult
 from .segments.segment import SegmentInfo
 from .opening import LogParts, open_directory
 from .archive.remote import ArchiveReader
-from .archive.tiered import TieredReads, archive_reader
+from .archive.tiered import TieredReads, archive_reader, warn_if_empty
 from .access import on_readonly_filesystem, unwritable
 
 __all__ = ["DEFAULT_SEGMENT_SIZE", "CommitLog", "RemovalResult"]
@@ -56,9 +58,9 @@ class CommitLog(TieredReads, DeadRecords):
              refuse_writes_ratio: float | None = DEFAULT_REFUSE_WRITES_RATIO,
              resume_ratio: float = DEFAULT_RESUME_RATIO, on_full: str = DEFAULT_ON_FULL,
              block_timeout: float = DEFAULT_BLOCK_TIMEOUT, roll_after: float | None = None,
-             archive=None) -> "CommitLog":
+             archive=None, create: bool = False) -> "CommitLog":
         """Open (and, unless `readonly`, create) the log in directory `path`; the settings are
-        documented, with their units and defaults, in commitlog.options.LogOptions.
+        documented, with their units and defaults, in commitlog.LogOptions.
 
         archive: the log's archive tier, a URL (`s3://bucket/prefix`, `file:///dir`) or an open
         tier (`commitlog.archive.open_tier`, for an endpoint or region): reads below the local
@@ -66,7 +68,10 @@ class CommitLog(TieredReads, DeadRecords):
 
         readonly: read, commit consumer offsets and remove head segments, but never append;
         several read-only opens may coexist with one writer in another process. NotALogError when
-        `path` is a plain file, or (read-only) a directory that holds no log."""
+        `path` is a plain file, or (read-only) a directory that holds no log.
+
+        create: a writer makes a new log in a missing or empty directory, in one holding other
+        files (a mistyped path?) only with `create=True`: else NotALogError naming them."""
         options = LogOptions(segment_size, readonly, flush, flush_interval, refuse_writes_ratio,
                              resume_ratio, on_full, block_timeout, roll_after)
         if not isinstance(path, (str, os.PathLike)):
@@ -74,10 +79,12 @@ class CommitLog(TieredReads, DeadRecords):
         reader = None if archive is None else archive_reader(archive, os.path.abspath(os.fspath(path)))
         self = object.__new__(cls)
         self._archive = reader
-        self._init(os.fspath(path), options)
+        self._init(os.fspath(path), options, create)
+        if reader is not None:
+            warn_if_empty(reader)
         return self
 
-    def _init(self, path: str, options: LogOptions) -> None:
+    def _init(self, path: str, options: LogOptions, create: bool = False) -> None:
         self.path = os.path.abspath(path)
         self.options = options
         self.readonly = options.readonly
@@ -90,7 +97,7 @@ class CommitLog(TieredReads, DeadRecords):
         self._lock = threading.Lock()
         self._guard = DiskGuard(self.path, options.refuse_writes_ratio, options.resume_ratio,
                                 options.on_full, options.block_timeout, self._release_prepared)
-        self._parts = parts = open_directory(self.path, options, self._guard)
+        self._parts = parts = open_directory(self.path, options, self._guard, create=create)
         self.segment_size = parts.segment_size
         self._state, self._segs, self._writer = parts.state, parts.segs, parts.writer
         self._media_readonly = parts.media_readonly
@@ -253,12 +260,13 @@ class CommitLog(TieredReads, DeadRecords):
 
         return reading.scan(segs, offset, end, zero_copy)
 
-    def offset_for_time(self, timestamp_ms: int) -> int | None:
-        """The first offset whose record's timestamp (ms since the epoch) is at or after
-        `timestamp_ms`, among the records kept and live; None when none is that late (yet).
-        Exact while timestamps never decrease along the log, as the store's own stamps do (see
-        commitlog.segments.timelookup); costs O(log segments) index reads and a short scan."""
+    def offset_for_time(self, timestamp_ms: int | datetime) -> int | None:
+        """The first offset whose record's timestamp is at or after `timestamp_ms` (ms since the
+        epoch, or a timezone-aware datetime; a naive one is InvalidArgumentError), among the records
+        kept and live; None when none is that late (yet). Exact while timestamps never decrease
+        along the log (commitlog.segments.timelookup); O(log segments) index reads and a short scan."""
         self._check_open()
+        timestamp_ms = timestamp_ms_of("timestamp_ms", timestamp_ms)
         if self._archive is not None:
             return self._tiered_offset_for_time(timestamp_ms)
         return self._local_offset_for_time(timestamp_ms)

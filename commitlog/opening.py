@@ -24,7 +24,7 @@ from .append.writer import Writer
 from .cleanup import removal, swap
 from .access import on_readonly_filesystem, process_user, unreadable, unwritable
 from .errors import LogNotReadableError, LogNotWritableError, NotALogError
-from .layout import META_FILE, compact_lock_path, is_log_directory, state_path
+from .layout import META_FILE, compact_lock_path, foreign_names, is_log_directory, state_path
 from .locks import WriterLock
 from .options import LogOptions
 from .segments.prealloc import SegmentPreallocator
@@ -68,13 +68,15 @@ class LogParts:
             self.writer_lock.release()
 
 
-def open_directory(path: str, options: LogOptions, guard: DiskGuard, *, lock_note: str = "") -> LogParts:
-    """Open the log at absolute `path` (creating it unless read-only); on failure, everything
-    taken so far is let go before the error propagates. `lock_note`: why the writer lock is taken
+def open_directory(path: str, options: LogOptions, guard: DiskGuard, *, lock_note: str = "",
+                   create: bool = False) -> LogParts:
+    """Open the log at absolute `path` (creating it unless read-only, in a missing or empty
+    directory, or with `create` in one holding other files); on failure, everything taken so far
+    is let go before the error propagates. `lock_note`: why the writer lock is taken
     (commitlog.locks.ROLLING: only to roll an idle log, so nothing is prepared ahead)."""
     parts = LogParts()
     try:
-        _open(path, options, guard, parts, lock_note)
+        _open(path, options, guard, parts, lock_note, create)
     except PermissionError as exc:
         parts.close(flush=False)
         if isinstance(exc, LogNotReadableError) or not options.readonly:
@@ -105,7 +107,8 @@ def _skip_committed(path: str, parts: LogParts, found: list[dict]) -> None:
     damage.record_damage(path, found)
 
 
-def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, lock_note: str) -> None:
+def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, lock_note: str,
+          create: bool) -> None:
     readonly = options.readonly
     denied = unreadable(path)     # never taken for a log not created yet, nor for a corrupt one
     if denied is not None:
@@ -119,6 +122,10 @@ def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, loc
             raise NotALogError(path, "no such directory" if not os.path.exists(path) else f"no {META_FILE}")
     else:
         refuse_orphaned(path)  # before anything is created in it
+        if not create and not is_log_directory(path) and (foreign := foreign_names(path)):
+            raise NotALogError(path, f"the directory holds {', '.join(foreign[:3])}"
+                                     f"{', ...' if len(foreign) > 3 else ''} and no {META_FILE}; to make a "
+                                     f"new log beside those files, open it with create=True")
         os.makedirs(path, exist_ok=True)
         parts.writer_lock = WriterLock(path, note=lock_note)
     parts.segment_size = segment_size = load_meta(path, options.segment_size, create=not readonly)

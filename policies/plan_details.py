@@ -69,8 +69,10 @@ def clean_detail(used_ratio: float, clean_ratio: float) -> str:
 
 
 def manual_detail(remaining: int, forcing: bool) -> str:
-    return f"an operator's request, {remaining} pass{'es' if remaining != 1 else ''} of it left" + \
-        (", forcing" if forcing else "")
+    """`remaining` counts the pass that reads this: 1 is the request's last (or only) pass."""
+    after = remaining - 1
+    left = f"{after} more pass{'es' if after != 1 else ''} of it after this one" if after else "its last pass"
+    return f"an operator's request, {left}" + (", forcing" if forcing else "")
 
 
 def archived_detail(archived_at: float, url: str) -> str:

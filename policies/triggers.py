@@ -66,8 +66,9 @@ TRIGGER_DOCS = MappingProxyType({
     REFUSE_WRITES: "the used ratio is above `disk.refuse_writes_ratio`: writers are refused and expired "
     "segments go at any hour; it forces nothing itself (with `disk.force: false` nothing unexpired or "
     "unconsumed goes)",
-    MANUAL: "an operator asked for a pass (`retention clean`, `POST /clean`) and passes of it remain "
-    "(`manual_passes`): expired segments go at any hour; with force, unexpired ones too",
+    MANUAL: "an operator asked for a pass: `retention clean --config` runs exactly one, `POST /clean` "
+    "(`retention clean --url`) opens `manual_passes` of them, the first at once: expired segments go at any "
+    "hour; with force, unexpired ones too",
     SIZE_CAP: "the log's segment files take more than `retention_bytes`: its oldest segments go, whatever "
     "their age, down to the cap (never unconsumed ones)",
 })

@@ -36,6 +36,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"retention: error: {message}\n")
 
 
+def _seconds(text: str) -> float:
+    """A non-negative number of seconds, for argparse (its error is one line, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, not {text!r}")
+    return value
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
     try:
@@ -84,7 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "not with --url")
     clean = _command(sub, "clean", "run one cleanup pass now",
                      "Run one cleanup pass now, as a manual trigger (expired segments go at any hour), and "
-                     "print what it did. A log a running sidecar owns is left to it: use --url.", remote=True, posts=True)
+                     "print what it did; nothing stays open after it. A log a running sidecar owns is left to "
+                     "it: use --url, and that sidecar opens a manual trigger for its policies' manual_passes "
+                     "passes (the first runs now, the rest at its next intervals) and prints the first.",
+                     remote=True, posts=True)
     clean.add_argument("--force", action="store_true",
                        help="also delete segments younger than reserve (never unconsumed ones)")
     compact = _command(sub, "compact", "run one compaction pass now",
@@ -123,11 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
              "exist, a warning.",
              as_json="print each log with its overrides and the policy in force for it, and what the look "
              "at the paths found")
-    _command(sub, "status", "ask a running sidecar how it is",
+    status = _command(sub, "status", "ask a running sidecar how it is",
              "Print a running sidecar's status: health, policies, filesystems, and per log its segments, "
              "offsets, last pass, consumer groups, hung and pinned files.", source=False, remote=True,
              as_json="print the sidecar's GET /status JSON (or {url, error, reachable} when it cannot "
              "be reached)")
+    status.add_argument("--wait", type=_seconds, default=0.0, metavar="SECONDS",
+                        help="ask again until the sidecar answers and is ready (its first passes done), for up "
+                        "to SECONDS (one just started); nothing answering by then exits 3")
     return parser
 
 
@@ -165,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "status":
             from .service.client import print_status
-            return print_status(normalize_url(args.url or DEFAULT_URL), as_json=args.json)
+            return print_status(normalize_url(args.url or DEFAULT_URL), as_json=args.json, wait=args.wait)
         if getattr(args, "url", None):
             return _remote(args)
         config = load(args.config)
@@ -299,7 +316,8 @@ def _print(args: argparse.Namespace, data: dict, render) -> int:
         json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(f"configuration: {data['config']}\n" + render(data))
+        text = render(data)
+        sys.stdout.write(f"configuration: {data['config']}\n" + text + ("" if text.endswith("\n") else "\n"))
     return EXIT_FAILED if _failed(data) else EXIT_OK
 
 
@@ -311,7 +329,7 @@ def _plan_or_clean(args: argparse.Namespace, config: RetentionConfig, at: dateti
     def work():
         if args.command == "plan":
             return cleaner.plan(at)
-        cleaner.trigger_manual(force=args.force)
+        cleaner.trigger_manual(force=args.force, passes=1)   # one pass, this one: nothing left open
         return cleaner.run_pass()
     return _run(args, work, cleaner.close, _render_pass, source)
 

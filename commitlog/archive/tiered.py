@@ -14,18 +14,24 @@ Thread-safe as `CommitLog` is; the archive reader's cache is shared by the handl
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterator
 
-from ..errors import InvalidArgumentError, OffsetOutOfRangeError, OffsetRemovedError
+from ..errors import CommitLogError, InvalidArgumentError, OffsetOutOfRangeError, OffsetRemovedError
 from ..record import Record
 from ..segments import reading
-from ..arguments import check_offset, check_scan_range, check_timestamp
+from ..arguments import check_offset, check_scan_range, check_timestamp, timestamp_ms_of
 from .log_archive import LogArchive
 from .remote import DEFAULT_CACHE_BYTES, ArchiveReader
 from .tier_url import open_tier
 from .tiers import Tier
 
-__all__ = ["ArchivedLog", "TieredReads", "archive_reader", "open_archive"]
+__all__ = ["ArchivedLog", "TieredReads", "archive_reader", "open_archive", "warn_if_empty"]
+
+log = logging.getLogger("commitlog")
+_warned: set[tuple[str, str]] = set()      # (tier URL, log name): said once per process
+_warned_lock = threading.Lock()
 
 
 def archive_reader(archive: str | Tier, log_dir: str | None, name: str | None = None, *,
@@ -35,6 +41,27 @@ def archive_reader(archive: str | Tier, log_dir: str | None, name: str | None = 
     if not hasattr(tier, "read_range"):
         raise InvalidArgumentError(f"archive must be a URL or a tier (open_tier), got {archive!r}")
     return ArchiveReader(LogArchive(tier, log_dir, name), cache_bytes=cache_bytes)
+
+
+def warn_if_empty(reader: ArchiveReader) -> None:
+    """A WARNING, once per process for a tier and log, when the tier holds nothing for the log (no
+    manifest): a mistyped URL would otherwise read as "nothing archived"."""
+    archive = reader.archive
+    try:
+        manifest = reader.manifest()
+    except (OSError, CommitLogError) as exc:     # the reads that need it will say so again
+        log.warning("%s: cannot read the archive %s for log %s now: %s", archive.log_dir, archive.tier.url,
+                    archive.name, exc)
+        return
+    if manifest.segments or manifest.start_offset:
+        return
+    with _warned_lock:
+        if (archive.tier.url, archive.name) in _warned:
+            return
+        _warned.add((archive.tier.url, archive.name))
+    log.warning("%s: the archive %s holds nothing for log %s (no %s/ manifest): reads see the local disk "
+                "only; check the URL unless nothing was archived yet", archive.log_dir, archive.tier.url,
+                archive.name, archive.name)
 
 
 class TieredReads:
@@ -139,8 +166,9 @@ class ArchivedLog(TieredReads):
     def scan(self, start: int | None = None, end: int | None = None, *, zero_copy: bool = False) -> reading.Scan:
         return self._tiered_scan(start, end, zero_copy)
 
-    def offset_for_time(self, timestamp_ms: int) -> int | None:
-        return self._tiered_offset_for_time(timestamp_ms)
+    def offset_for_time(self, timestamp_ms) -> int | None:
+        """As `CommitLog.offset_for_time`: ms since the epoch or a timezone-aware datetime."""
+        return self._tiered_offset_for_time(timestamp_ms_of("timestamp_ms", timestamp_ms))
 
     def _local_start(self) -> int:
         return self._archive.end_offset          # nothing is local: the archive is the whole log

@@ -68,11 +68,13 @@ class Cleaner:
         self.last_result: PassResult | None = None
 
     # ------------------------------------------------------------------ triggers
-    def trigger_manual(self, *, force: bool = False, policies: Iterable[str] | None = None) -> None:
-        """Open `manual_passes` passes that ignore the hour window (and the age, with `force`)."""
+    def trigger_manual(self, *, force: bool = False, policies: Iterable[str] | None = None,
+                       passes: int | None = None) -> None:
+        """Open `passes` passes (default: each policy's `manual_passes`) that ignore the hour window
+        (and the age, with `force`)."""
         with self._manual_lock:
             for name in policies if policies is not None else self.config.policies:
-                self.manual[name] = ManualTrigger.open(self.config.policies[name].manual_passes, force)
+                self.manual[name] = ManualTrigger.open(passes or self.config.policies[name].manual_passes, force)
 
     def stop(self) -> None:
         """Cut the running pass short before its next file, and refuse to start new ones."""

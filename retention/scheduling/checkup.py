@@ -21,7 +21,8 @@ from .metrics import OK, RetentionMetrics
 from ..archiving import Archiver
 from ..archiving.cluster_keeper import ClusterKeeper
 from .problems import (ARCHIVE_LAGGING, ARCHIVE_MISSING, AUDIT_UNWRITABLE, CLOCK_STEPPED, CLUSTER_LEASE_FAILING,
-                       DISK_CHECK_STALLED, RELOAD_FAILED, SCHEDULER_STOPPED, HealthProblems, Problem)
+                       DISK_CHECK_STALLED, RELOAD_FAILED, SCHEDULER_STOPPED, STOPPING_ON_REQUEST, HealthProblems,
+                       Problem)
 from .scheduler_state import SchedulerState
 from .statusview import iso
 
@@ -69,7 +70,7 @@ class HealthCheck:
     def liveness_problem(self) -> Problem | None:
         stopping = self._state.stopping.is_set()
         if self._jobs.state != STATE_RUNNING or stopping:
-            return Problem(SCHEDULER_STOPPED, "", "the scheduler is not running" + (" (stopping)" if stopping else ""))
+            return Problem(SCHEDULER_STOPPED, "", STOPPING_ON_REQUEST if stopping else "the scheduler is not running")
         allowed = max(3 * disk_check_every(self._state.config), 5.0)
         since = self._heartbeat if self._heartbeat is not None else self.started_mono
         late = time.monotonic() - since if since is not None else None

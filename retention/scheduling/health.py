@@ -202,7 +202,8 @@ class PassLedger:
                     self._missing.add(r.name)
                 elif r.cache is None and r.name not in self._told_absent:
                     self._told_absent.add(r.name)
-                    logger.warning("log {}: directory {} does not exist yet; nothing to clean until a "
+                    # Normal before the first write (problems.py): said once, not a WARNING.
+                    logger.info("log {}: directory {} does not exist yet; nothing to clean until a "
                                    "writer creates it", r.name, watched[r.name].path)
             if success:
                 self.metrics.set_last_success(r.name, end_wall)

@@ -5,7 +5,8 @@ The health contract (docs/operations.md, "Health"): `/healthz` is 503 while any 
 active, except a warning (`WARNINGS`: listed, 200); `/livez` is 503 only for the problems a restart
 can fix (`RESTART_HELPS`). Each problem is a kind and a subject (a log name, or "" for the process):
 
-- `scheduler-stopped`: the scheduler is not running (stopped, or stopping).
+- `scheduler-stopped`: the scheduler is not running (stopped, or stopping). Stopping on request
+  (SIGTERM, SIGINT) is listed too, but is no fault: its start is an INFO line, not a WARNING.
 - `disk-check-stalled`: the disk check has not run for max(3 x disk_check_interval, 5 s).
 - `passes-failing`: a log's last `service.failed_passes_unhealthy` passes failed or could not
   read it (a corrupt log, a read-only mount, a pass that raised).
@@ -77,6 +78,8 @@ cleans (with its older configuration), and a restart would fail on the same file
 RESTART_HELPS = frozenset({SCHEDULER_STOPPED, DISK_CHECK_STALLED})
 """The problems a restart can fix, so `/livez` (the liveness probe, systemd's watchdog) fails on them
 and on nothing else: every other kind would come back after a restart, or clears by itself."""
+STOPPING_ON_REQUEST = "the scheduler is stopping on request"
+"""The message of `scheduler-stopped` while the process stops because it was asked to."""
 CRITICAL, WARNING = "critical", "warning"       # a problem's severity, as `/healthz` and `/status` say it
 
 
@@ -124,7 +127,9 @@ class HealthProblems:
                     logger.info("health: problem cleared: {}", problem.describe())
             for key, problem in wanted.items():
                 if key not in self._active:
-                    logger.warning("health: problem started: {}", problem.describe())
+                    # A stop that was asked for is listed (the sidecar no longer cleans) but is no fault.
+                    log = logger.info if problem.message == STOPPING_ON_REQUEST else logger.warning
+                    log("health: problem started: {}", problem.describe())
                     self._since[key] = time.time()
                 self._active[key] = problem       # the newest message (figures change)
             counts = {kind: 0 for kind in kinds}

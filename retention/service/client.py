@@ -45,7 +45,10 @@ def normalize_url(url: str) -> str:
     text = url.strip()
     if "://" not in text:
         text = "http://" + text
-    parts = urllib.parse.urlsplit(text)
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError as exc:        # an unclosed IPv6 bracket: http://[::1
+        raise ValueError(f"--url {url!r}: {exc} (expected HOST:PORT or http://HOST:PORT)") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"--url {url!r}: expected HOST:PORT or http://HOST:PORT")
     try:
@@ -95,11 +98,11 @@ def call_sidecar(url: str, path: str, *, method: str = "GET", token: str | None 
         raise SidecarUnreachable(f"cannot reach the sidecar at {url}: {getattr(exc, 'reason', exc)}") from None
 
 
-def print_status(url: str, *, as_json: bool = False) -> int:
+def print_status(url: str, *, as_json: bool = False, wait: float = 0.0) -> int:
     """Print the status of the sidecar at `url` (as `normalize_url` gives it); 0 healthy, 1 unhealthy
-    or an error answer, 3 unreachable."""
+    or an error answer, 3 unreachable (after `wait` seconds of asking again, when given)."""
     try:
-        status = call_sidecar(url, "/status", timeout=10.0)
+        status = _ask_status(url, wait)
     except (SidecarUnreachable, SidecarRefused) as exc:
         if as_json:
             print(json.dumps({"url": url, "error": str(exc), "reachable": isinstance(exc, SidecarRefused)}))
@@ -111,6 +114,24 @@ def print_status(url: str, *, as_json: bool = False) -> int:
     else:
         sys.stdout.write(render_status(status, url))
     return EXIT_OK if status.get("healthy") else EXIT_FAILED
+
+
+def _ask_status(url: str, wait: float) -> dict:
+    """GET /status. With `wait`, asked again every 0.2 s for up to `wait` seconds while nothing
+    answers or the sidecar is not ready (its first passes not done): then its last answer, or the
+    last SidecarUnreachable, saying how long it waited."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            status = call_sidecar(url, "/status", timeout=10.0)
+            if status.get("ready") or time.monotonic() + 0.2 > deadline:
+                return status
+        except SidecarUnreachable as exc:
+            if time.monotonic() + 0.2 > deadline:
+                if wait > 0:
+                    raise SidecarUnreachable(f"{exc} (asked for {wait:g}s)") from None
+                raise
+        time.sleep(0.2)
 
 
 def _ago(iso: str | None) -> str:
@@ -200,9 +221,26 @@ def render_status(s: dict, url: str = "") -> str:
         for p in log.get("pinned", []):
             lines.append(f"  pinned: pid {p['pid']} ({p['command']}) still {p['how']} {p['path']}, "
                          f"{_size(p['bytes'])}")
+        archive = s.get("archive", {}).get(log["name"])
+        if archive:
+            lines.append(_archive_line(archive))
         if log.get("error") and log.get("exists"):
             lines.append(f"  error: {log['error']}")
-    if s.get("logs"):
+    if any(log.get("consumer_groups") for log in s.get("logs", [])):
         lines.append("")
         lines.append(f"({s.get('lag_note', '')})")
     return "\n".join(lines) + "\n"
+
+
+def _archive_line(a: dict) -> str:
+    """A log's archive tier (the `archive` object of /status): what it holds, the upload lag, trouble."""
+    line = (f"  archive {a['url']}: {a['archived_segments']} segments, {_size(a['archived_bytes'])}; upload lag "
+            f"{_duration(a['lag_seconds'] or 0)}, {_size(a['lag_bytes'])}; last upload "
+            f"{_ago(a.get('last_success_at'))}")
+    if a.get("missing"):
+        line += "; MISSING: the tier lost what its manifest lists"
+    if a.get("owned_elsewhere"):
+        line += "; another host uploads this log"
+    if a.get("last_error"):
+        line += f"; {a['failures']} failures, last: {a['last_error']}"
+    return line

@@ -1,5 +1,5 @@
 """`retention serve --demo`: a slow stream of records into a demo log, so a newcomer sees segments
-roll, expire and get deleted within two minutes (see `conf/demo.yaml`: 1 MiB segments, a
+roll, expire and get deleted within two minutes (see `retention/conf/demo.yaml`: 1 MiB segments, a
 one-minute reserve, every hour a delete hour, a pass every 10 s).
 
 The writer appends about `bytes_per_second` (default 64 KiB/s: a segment every ~16 s) and a demo
@@ -22,7 +22,7 @@ from .embedded import default_config_text, demo_config_text, parse
 
 DEMO_LOG = "demo"
 DEMO_GROUP = "demo-consumer"
-DEMO_CONFIG_SOURCE = "<embedded conf/retention.yaml + conf/demo.yaml>"
+DEMO_CONFIG_SOURCE = "<embedded retention/conf/retention.yaml + retention/conf/demo.yaml>"
 
 
 def load_demo_config() -> RetentionConfig:

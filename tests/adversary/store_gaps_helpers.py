@@ -98,12 +98,12 @@ def live_offsets(path: str) -> list[int]:
 
 def java_walk(path: str, start: int = 0, end: int = 1 << 62) -> subprocess.CompletedProcess:
     """The JVM reader's walk of [start, end) (DumpRecords: "start S", one line a record, "stop
-    WHY AT"); skips the test when the jar is not built (`make` builds it)."""
+    WHY AT"); skips the test when the jar is not built (`make jar` builds it)."""
     import pyspark
     import pytest
     from commitlog.spark import jvm
     if not jvm.available() or shutil.which("java") is None:
-        pytest.skip(f"{jvm.JAR} is not built (`make` builds it) or no java")
+        pytest.skip(f"{jvm.JAR} is not built (`make jar` builds it) or no java")
     classpath = f"{jvm.JAR}:{os.path.join(os.path.dirname(pyspark.__file__), 'jars', '*')}"
     return subprocess.run(["java", "-cp", classpath, "commitlog.spark.jvm.DumpRecords", path,
                            str(start), str(end)], capture_output=True, text=True, timeout=120)

@@ -212,3 +212,25 @@ def test_readers_in_threads_sharing_one_archive_reader_check_each_object_and_rea
     assert results == [written[s:end] for s in (0, 0, end // 3, end // 2, 0, end - 1)]
     assert all(log.archive.checked.chain(log.archive.archive.key(segment_name(s.base_offset)), s)
                for s in log.archive.manifest().segments)
+
+
+def test_an_archive_with_nothing_for_the_log_opens_with_a_warning_once(tmp_path, caplog):
+    """A mistyped archive URL reads as "nothing archived": the open says so, once per process."""
+    path = str(tmp_path / "events")
+    _written(path, 100, max_len=3000)               # more than one segment: one sealed to archive
+    typo = f"file://{tmp_path}/archvie"
+    os.mkdir(tmp_path / "archvie")
+    with caplog.at_level("WARNING", logger="commitlog"):
+        for _ in range(2):
+            with CommitLog.open(path, readonly=True, archive=typo) as log:
+                assert log.start_offset == 0
+    said = [r.getMessage() for r in caplog.records if "holds nothing for log events" in r.getMessage()]
+    assert len(said) == 1 and typo in said[0], caplog.text
+    archive = f"file://{tmp_path}/archive"
+    os.mkdir(tmp_path / "archive")
+    _archive_and_evict(path, open_tier(archive), archive=1, evict=0)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="commitlog"):
+        with CommitLog.open(path, readonly=True, archive=archive):
+            pass
+    assert "holds nothing" not in caplog.text

@@ -142,6 +142,30 @@ def test_readonly_open_of_a_directory_that_is_not_a_log(tmp_path):
     assert os.listdir(empty) == [] and not (tmp_path / "missing").exists()
 
 
+def test_a_writer_refuses_a_directory_of_other_files_unless_asked_to_create(tmp_path):
+    """A mistyped path (a home directory, a project) is not turned into a log: the error names the
+    path, what is there and the way out; nothing is written beside the files. `create=True` makes
+    the log there; a missing or empty directory, or a log's own locks alone, still just open."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    with pytest.raises(NotALogError) as err:
+        CommitLog.open(home, segment_size=SEG)
+    assert str(home) in str(err.value) and "notes.txt" in str(err.value) and "create=True" in str(err.value)
+    assert sorted(os.listdir(home)) == ["notes.txt"]
+    with CommitLog.open(home, segment_size=SEG, create=True) as log:
+        log.append(b"x")
+    with CommitLog.open(home) as log:                      # a log now: no keyword needed again
+        assert log.end_offset == 1 and (home / "notes.txt").read_text() == "mine"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / ".lock").write_text("")         # a first open that crashed before meta.json
+    for fresh in (tmp_path / "missing" / "log", empty, tmp_path / "locked"):
+        with CommitLog.open(fresh, segment_size=SEG) as log:
+            assert log.append(b"y") == 0
+
+
 def test_a_refused_record_leaves_the_listing_as_it_was(tmp_log_dir):
     with CommitLog.open(tmp_log_dir, segment_size=4096, flush="none") as log:
         for _ in range(3):

@@ -130,3 +130,19 @@ def test_a_writer_whose_head_another_handle_removed_answers_from_the_new_start(t
             start = sidecar.start_offset
         assert writer.offset_for_time(ts_of(0)) == start
         assert writer.offset_for_time(ts_of(start + 40)) == brute_force(writer, ts_of(start + 40))
+
+
+def test_a_timezone_aware_datetime_is_the_same_instant_in_ms_and_a_naive_one_is_refused(tmp_path):
+    from datetime import datetime, timedelta, timezone
+    with CommitLog.open(tmp_path / "log", segment_size=SEG) as log:
+        write(log, 300)
+        for i in (0, 1, 150, 299):
+            ms = ts_of(i) + 1
+            utc = datetime.fromtimestamp(ms / 1000, timezone.utc)
+            berlin = utc.astimezone(timezone(timedelta(hours=1)))
+            assert log.offset_for_time(utc) == log.offset_for_time(berlin) == log.offset_for_time(ms), i
+        with pytest.raises(InvalidArgumentError, match="naive datetime .* names no timezone") as err:
+            log.offset_for_time(datetime(2026, 11, 24, 12, 0))
+        assert len(str(err.value).splitlines()) == 1
+        with pytest.raises(InvalidArgumentError, match="must be an int"):
+            log.offset_for_time("2026-11-24")

@@ -515,7 +515,10 @@ def test_every_deletion_says_why_with_its_figures():
     manual = plan([log([100, 1], used_ratio=0.1)], policies(), NOW,
                   {"default": ManualTrigger.open(3)}).logs[0].decisions[0]
     assert manual.because == ("expired", "manual")
-    assert manual.details["manual"] == "an operator's request, 3 passes of it left"
+    assert manual.details["manual"] == "an operator's request, 2 more passes of it after this one"
+    last = plan([log([100, 1], used_ratio=0.1)], policies(), NOW,
+                {"default": ManualTrigger.open(1, force=True)}).logs[0].decisions[0]
+    assert last.details["manual"] == "an operator's request, its last pass, forcing"
     forced = plan_one(log([100, 1], used_ratio=0.95, segment_bytes=BIG)).decisions[0]
     assert forced.because == ("expired", "disk-force") and "deleting down to 75%" in forced.details["disk-force"]
     for decision in (window, capped, manual, forced):

@@ -107,6 +107,21 @@ def test_clean_force_deletes_young_segments_and_reports_json(tmp_path):
     assert segment_bases(tmp_path / "staging") == bases[3:]
 
 
+def test_a_one_shot_clean_is_one_pass_and_says_so(tmp_path):
+    """`retention clean --config` runs exactly the one pass its help promises: it deletes what has
+    expired outside delete_at_hours, and its reasons name that pass as the request's last, never
+    "N passes of it left" (there is no later pass in a process that exits)."""
+    bases = make_log(tmp_path / "staging", 3)
+    set_age(tmp_path / "staging", bases[:2], 3 * 3600)
+    config_path, _ = write_config(tmp_path, CONFIG.replace("delete_at_hours: [4]", "delete_at_hours: []"))
+    text = run("clean", "--config", str(config_path), cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert "its last pass" in text.stdout and "of it left" not in text.stdout and "after this one" not in text.stdout
+    assert segment_bases(tmp_path / "staging") == bases[2:]
+    help_text = run("clean", "--help", cwd=tmp_path).stdout
+    assert "one cleanup pass" in help_text and "manual_passes" in help_text   # and what --url opens
+
+
 def test_never_deletes_anything_that_is_not_a_segment_of_the_log(tmp_path):
     log_dir = tmp_path / "staging"
     bases = make_log(log_dir, 4)

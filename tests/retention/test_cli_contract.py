@@ -127,6 +127,10 @@ def test_clean_and_compact_through_the_sidecar_need_its_token(sidecar):
     assert answer["logs"][0]["deleted"] == 2      # files_per_pass of the four expired
     text = retention("clean", "--url", sidecar.url, "--token", TOKEN, cwd=sidecar.tmp)
     assert text.returncode == 0 and text.stdout.startswith("configuration: ") and "None" not in text.stdout
+    # The sidecar's manual trigger stays open for manual_passes (20) passes, as the help says: the
+    # first ran now, 19 are left for its next intervals.
+    _, status = sidecar.get_json("/status")
+    assert status["logs"][0]["manual_passes_left"] == 19
 
 
 def test_offsets_through_the_sidecar(sidecar):

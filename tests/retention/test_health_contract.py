@@ -153,11 +153,18 @@ def test_a_stopped_scheduler_and_a_stalled_disk_check_are_named_and_fail_livez(t
         assert status == 503 and [d["problem"] for d in body["details"]] == ["scheduler-stopped"]
         assert _get(server.url + "/healthz")[0] == 503
         scheduler._scheduler.resume()
+        assert "scheduler-stopped" not in [p.kind for p in scheduler.health_problems()]   # cleared
     finally:
+        from loguru import logger
+        said: list[str] = []
+        sink = logger.add(lambda m: said.append(f"{m.record['level'].name} {m.record['message']}"), level="INFO")
         scheduler.stop()
         try:
             # Stopping on request: /healthz names it, /livez does not fail (the process is exiting).
             assert [p.kind for p in scheduler.health_problems()] == ["scheduler-stopped"]
+            logger.remove(sink)
+            started = [line for line in said if "problem started: scheduler-stopped" in line]
+            assert started and all(line.startswith("INFO ") for line in started), said   # no fault: no WARNING
             assert scheduler.not_ready_reasons() == ["the scheduler is stopping"]
             assert _get(server.url + LIVENESS)[0] == 200 and _get(server.url + "/healthz")[0] == 503
         finally:

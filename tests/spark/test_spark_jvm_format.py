@@ -29,7 +29,7 @@ FIXTURE = Path(__file__).parents[1] / "commitlog" / "fixtures" / "format1" / "lo
 
 def java_walk(path: str, start: int = 0, end: int = 1 << 62) -> tuple[list[tuple], str, int]:
     """(records, why it stopped, offset it stopped at) as the JVM reader walks [start, end)."""
-    assert jvm.available(), f"{jvm.JAR} is not built: `make` builds it"
+    assert jvm.available(), f"{jvm.JAR} is not built: `make jar` builds it"
     classpath = f"{jvm.JAR}:{os.path.join(os.path.dirname(pyspark.__file__), 'jars', '*')}"
     out = subprocess.run(["java", "-cp", classpath, "commitlog.spark.jvm.DumpRecords", path,
                           str(start), str(end)], check=True, capture_output=True, text=True).stdout

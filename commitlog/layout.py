@@ -86,7 +86,7 @@ ARCHIVE_MANIFEST_FILE = "archive-manifest.json"
 DAMAGE_FILE = "damage.json"
 DAMAGED_SUFFIX = ".damaged"
 ARCHIVE_STATE_FILE = "archive-state.json"
-CLUSTER_CACHE_FILE = "cluster-cache.json"
+CLUSTER_CACHE_MARKER = "cluster-cache.json"     # a cluster log's cache directory, not a log (second table)
 CLUSTER_CACHE_DIR = "cache"
 _NAME_DIGITS = 20
 
@@ -161,7 +161,7 @@ def archive_state_path(directory: str) -> str:
 
 
 def cluster_cache_file(directory: str) -> str:
-    return os.path.join(directory, CLUSTER_CACHE_FILE)
+    return os.path.join(directory, CLUSTER_CACHE_MARKER)
 
 
 def cached_object_path(directory: str, key: str) -> str:

@@ -9,6 +9,9 @@ task appends (`cluster_writer.encoded`, 4 MiB each). Then, in interleaved rounds
 - `staged`: `stage(tier, ...)` end to end: the records appended to a private log in a temporary
   directory (TMPDIR, the machine's disk here), sealed, each segment and index uploaded and
   verified by the tier, the log removed;
+- `kept`: the same, but as a cluster write runs it: the private log in the log's local directory
+  (on the same disk), each uploaded segment renamed to its cache copy instead of removed (the
+  copies are removed after the timed section);
 - `memory`: the alternative's lower bound: the very objects `staged` produced (read back once
   beforehand) put by the same tier's `put` from a BytesIO, nothing else: building the segment
   frames in memory, which the alternative would also need, is not counted.
@@ -42,7 +45,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", 5))
 TASKS = 4
 SEGMENT = 64 << 20
 
-from commitlog.archive import open_tier  # noqa: E402
+from commitlog.archive import local_copies, open_tier  # noqa: E402
 from commitlog.spark.cluster.cluster_writer import encoded  # noqa: E402
 from commitlog.spark.cluster.staging import stage  # noqa: E402
 from commitlog.spark.schema import record_key  # noqa: E402
@@ -76,6 +79,18 @@ def staged_objects(tier, name: str, records) -> list[tuple[str, bytes]]:
     return objects
 
 
+def kept(tier, name: str, n: int, records) -> float:
+    """Seconds of one `stage` that keeps its segments as copies in a local directory (removed after)."""
+    directory = tempfile.mkdtemp(prefix="bench-staging-copies-", dir=os.environ.get("BENCH_DIR"))
+    try:
+        local_copies.mark(directory, tier.url, getattr(tier, "endpoint", None), None, name)
+        t0 = time.perf_counter()
+        stage(tier, name, f"kept{n}", "staged", SEGMENT, records, directory)
+        return time.perf_counter() - t0
+    finally:
+        shutil.rmtree(directory)
+
+
 def rounds(tiers: dict, records) -> dict[str, list[float]]:
     name = "staging"
     objects = {label: staged_objects(tier, name, records) for label, tier in tiers.items()}
@@ -85,6 +100,7 @@ def rounds(tiers: dict, records) -> dict[str, list[float]]:
             t0 = time.perf_counter()
             stage(tier, name, f"job{n}", "staged", SEGMENT, records)
             staged = time.perf_counter() - t0
+            copies = kept(tier, name, n, records)
             t0 = time.perf_counter()
             for key, body in objects[label]:
                 tier.put(f"{name}/mem{n}/{key}", io.BytesIO(body), len(body))
@@ -92,6 +108,7 @@ def rounds(tiers: dict, records) -> dict[str, list[float]]:
             empty(tier, name)
             if n:
                 samples.setdefault(f"{label} staged", []).append(staged)
+                samples.setdefault(f"{label} kept", []).append(copies)
                 samples.setdefault(f"{label} memory", []).append(memory)
         if n:
             print(f"round {n}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in samples.items()), flush=True)
@@ -111,6 +128,11 @@ def report(result: dict, tiers) -> None:
               f"({ws:.2f} s, {count} objects, {size / 2**20:.0f} MiB) "
               f"baseline=memory_put:{size / wm / 1e6:.0f} MB/s "
               f"({wm:.2f} s) ratio={ratio:.2f} best={best:.2f} local_log_cost={ws - wm:.2f} s per task")
+        wk = statistics.median(samples[f"{label} kept"])
+        print(f"FIGURE cluster_staging_{label.replace(' ', '_')}_kept staged_keeping_copies "
+              f"{size / wk / 1e6:.0f} MB/s ({wk:.2f} s) baseline=memory_put:{size / wm / 1e6:.0f} MB/s "
+              f"ratio={statistics.median(m / k for m, k in zip(memory, samples[f'{label} kept'])):.2f} "
+              f"local_log_cost={wk - wm:.2f} s per task")
 
 
 def profile(tier, records) -> None:

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from ..errors import ArchiveCorruptError, ArchiveError
 from ..layout import fsync_directory
-from .tiers import ObjectInfo, copy_hashing, sha256_hex
+from .tiers import CHUNK, ObjectInfo, copy_hashing
 
 __all__ = ["DirectoryTier"]
 
@@ -92,8 +92,18 @@ class DirectoryTier:
             raise self._fail(key, exc) from exc
 
     def head(self, key: str) -> ObjectInfo | None:
-        data = self.read(key)    # a directory stores no checksum: the object is hashed
-        return None if data is None else ObjectInfo(key, len(data), sha256_hex(data))
+        """A directory stores no checksum: the object is hashed, read a chunk at a time."""
+        digest, size = hashlib.sha256(), 0
+        try:
+            with open(self._path(key), "rb") as f:
+                while chunk := f.read(CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._fail(key, exc) from exc
+        return ObjectInfo(key, size, digest.hexdigest())
 
     def size(self, key: str) -> int | None:
         try:

@@ -4,9 +4,12 @@ an outage would.
 
     python cluster_app.py SPEC_JSON
 
-SPEC_JSON: {"master", "conf" (the session's settings), "reads": [{"path", "options"}, ...]}.
-Prints one JSON line per read: {"rows", "ids_sum", "distinct", "hosts"} (the hosts whose tasks
-read the rows); exits 1 with the error on stderr when a read fails.
+SPEC_JSON: {"master", "conf" (the session's settings), "writes": [{"path", "options", "rows",
+"partitions", "marker"}, ...] (optional), "reads": [{"path", "options"}, ...]}. A write appends ids
+[0, rows); its partition 0's first attempt stalls once it has given all its rows (a straggler, for
+Spark's speculation to copy), and an attempt after it creates `marker` + its attempt number. Prints
+one JSON line per read: {"rows", "ids_sum", "distinct", "hosts"} (the hosts whose tasks read the
+rows); exits 1 with the error on stderr when a write or a read fails.
 """
 
 from __future__ import annotations
@@ -26,6 +29,22 @@ def with_reader_host(batches):
         yield pa.RecordBatch.from_arrays([batch.column("id"), host], names=["id", "reader"])
 
 
+def straggling_first_attempt(marker: str):
+    """Partition 0's first attempt stalls after its rows; a later attempt leaves a marker."""
+    def transform(batches):
+        import time
+
+        from pyspark import TaskContext
+        yield from batches
+        context = TaskContext.get()
+        if context.partitionId() == 0 and context.attemptNumber() == 0:
+            time.sleep(120)
+        elif context.partitionId() == 0:
+            with open(f"{marker}{context.attemptNumber()}", "w") as f:
+                f.write(socket.gethostname())
+    return transform
+
+
 def main(spec: dict) -> None:
     from pyspark.sql import SparkSession, functions
 
@@ -38,6 +57,10 @@ def main(spec: dict) -> None:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     commitlog.spark.register(spark)
+    for write in spec.get("writes", ()):
+        df = spark.range(0, write["rows"], numPartitions=write["partitions"]).selectExpr("id")
+        df = df.mapInArrow(straggling_first_attempt(write["marker"]), "id long")
+        commitlog.spark.write(df, write["path"], **write["options"])
     for read in spec["reads"]:
         rows = commitlog.spark.read(spark, read["path"], **read["options"]).select("id")
         seen = rows.mapInArrow(with_reader_host, "id long, reader string")

@@ -123,17 +123,46 @@ def test_a_new_application_reads_every_committed_row_after_a_host_is_lost(spark_
     spark_sessions.stop()                           # the writing application is over
     spark_cluster.kill_host("host-b")               # its processes and its local disk are gone
     try:
-        spec = {"master": spark_cluster.master_url, "reads": reads,
-                "conf": {**COMMON_CONF, **cluster_conf(spark_cluster), "spark.cores.max": "1"}}
-        app = subprocess.run([*DIE_WITH_PARENT, sys.executable, os.path.join(os.path.dirname(__file__),
-                              "cluster_app.py"), json.dumps(spec)], capture_output=True, text=True,
-                             timeout=300, env={**os.environ, "PYTHONPATH": PYTHONPATH})
-        assert app.returncode == 0, app.stderr[-3000:]
         every = {"rows": ROWS, "ids_sum": ROWS * (ROWS - 1) // 2, "distinct": ROWS, "hosts": ["host-a"]}
-        assert [json.loads(line) for line in app.stdout.splitlines()] == [every, every]
+        conf = {**COMMON_CONF, **cluster_conf(spark_cluster), "spark.cores.max": "1"}
+        assert _new_application(spark_cluster, {"conf": conf, "reads": reads}) == [every, every]
     finally:
         spark_cluster.revive_host("host-b")
         spark_sessions.cluster(spark_cluster)
+
+
+def _new_application(rig, spec: dict) -> list[dict]:
+    """Run cluster_app.py (an application of its own on the rig) and return what it printed."""
+    app = subprocess.run([*DIE_WITH_PARENT, sys.executable, os.path.join(os.path.dirname(__file__),
+                          "cluster_app.py"), json.dumps({"master": rig.master_url, **spec})],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": PYTHONPATH})
+    assert app.returncode == 0, app.stderr[-3000:]
+    return [json.loads(line) for line in app.stdout.splitlines()]
+
+
+SPECULATION = {"spark.speculation": "true", "spark.speculation.interval": "100ms",
+               "spark.speculation.quantile": "0.5", "spark.speculation.multiplier": "1.5",
+               "spark.speculation.minTaskRuntime": "1s"}
+
+
+def test_a_speculative_copy_of_a_task_commits_its_rows_once(spark_cluster, spark_sessions):
+    path = os.path.join(spark_cluster.local_root, "speculative")
+    marker = os.path.join(spark_cluster.shared_dir, "speculative-attempt-")
+    options = _tier_options(spark_cluster, "file")
+    spark_sessions.stop()                           # the application below takes every core
+    try:
+        conf = {**COMMON_CONF, **cluster_conf(spark_cluster), **SPECULATION}
+        (read,) = _new_application(spark_cluster, {
+            "conf": conf, "writes": [{"path": path, "options": options, "rows": 10_000, "partitions": 2,
+                                      "marker": marker}],
+            "reads": [{"path": path, "options": options}]})
+    finally:
+        spark_sessions.cluster(spark_cluster)
+    with open(f"{marker}1") as f:                   # Spark copied the straggler: attempt 1 ran
+        assert f.read() in ("host-a", "host-b")
+    assert (read["rows"], read["distinct"], read["ids_sum"]) == (10_000, 10_000, 10_000 * 9_999 // 2)
+    manifest = versions.newest(_tier(options), "speculative")[1]
+    assert len({entry.key.split("/")[2] for entry in manifest.segments}) == 2     # one attempt a partition
 
 
 class _FailedTaskWatch(threading.Thread):

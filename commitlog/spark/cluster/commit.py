@@ -22,6 +22,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from commitlog.archive import Manifest, Tier, versions
@@ -34,6 +35,7 @@ from .staging import StagedSegment, unstage
 
 log = logging.getLogger("commitlog.spark")
 
+CHECKERS = 4                          # staged objects checked at once by a commit
 MAX_TRIES = 50                        # manifest versions lost to other drivers before giving up
 
 
@@ -61,13 +63,16 @@ def claim(tier: Tier, name: str, job_id: str, timeout: float, now: Callable[[], 
 
 
 def check_staged(tier: Tier, name: str, job_id: str, staged: list[StagedSegment]) -> None:
-    """ClusterCommitError naming the first staged object that is missing or differs."""
-    for s in staged:
-        for key, size, sha in ((s.key, s.bytes, s.sha256), (s.index_key, s.index_bytes, s.index_sha256)):
-            found = tier.head(f"{name}/{key}")
-            why = "missing" if found is None else f"{found.size} bytes, staged {size}" \
-                if found.size != size else None if found.sha256 == sha else \
-                f"SHA-256 {found.sha256}, staged {sha}"
+    """ClusterCommitError naming a staged object that is missing or differs. The objects are
+    asked CHECKERS at a time (a directory tier hashes each one whole)."""
+    expected = [(k, size, sha) for s in staged
+                for k, size, sha in ((s.key, s.bytes, s.sha256), (s.index_key, s.index_bytes, s.index_sha256))]
+    with ThreadPoolExecutor(CHECKERS, thread_name_prefix="commitlog-check") as pool:
+        found = pool.map(lambda e: tier.head(f"{name}/{e[0]}"), expected)
+        for (key, size, sha), info in zip(expected, found):
+            why = "missing" if info is None else f"{info.size} bytes, staged {size}" \
+                if info.size != size else None if info.sha256 == sha else \
+                f"SHA-256 {info.sha256}, staged {sha}"
             if why is not None:
                 raise ClusterCommitError(f"job {job_id}: staged object {name}/{key} on {tier.url}: "
                                          f"{why}: not committed")

@@ -45,7 +45,8 @@ def damage_and_recover(log_dir: Path) -> None:
 def _append_to_active(log_dir: Path) -> tuple[str, list[int]]:
     """Records appended until the active segment holds three; its path and their positions."""
     while True:
-        with CommitLog.open(log_dir, segment_size=SEGMENT, flush="none") as log:
+        # create=True: a link planted in an empty directory is a name no log writes before meta.json
+        with CommitLog.open(log_dir, segment_size=SEGMENT, flush="none", create=True) as log:
             log.append_batch([RECORD] * 3)
             segment = log.segments()[-1].path
         positions = _record_positions(segment)

@@ -17,9 +17,22 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 
 import pyarrow as pa
+
+
+def run_application(rig, spec: dict) -> list[dict]:
+    """Run this module as an application of its own on `rig` (spec without "master") and return
+    what it printed, a dict per read."""
+    from archive_helpers import DIE_WITH_PARENT
+    from cluster_rig import PYTHONPATH
+    app = subprocess.run([*DIE_WITH_PARENT, sys.executable, os.path.abspath(__file__),
+                          json.dumps({"master": rig.master_url, **spec})],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": PYTHONPATH})
+    assert app.returncode == 0, app.stderr[-3000:]
+    return [json.loads(line) for line in app.stdout.splitlines()]
 
 
 def with_reader_host(batches):

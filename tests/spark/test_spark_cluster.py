@@ -26,6 +26,7 @@ from commitlog.archive import open_tier, versions
 import cluster_faults
 from archive_helpers import CREDENTIALS, DIE_WITH_PARENT, TcpProxy
 from cluster_rig import PYTHONPATH
+from cluster_app import run_application
 from sessions import COMMON_CONF, cluster_conf
 
 pytestmark = pytest.mark.spark
@@ -125,19 +126,10 @@ def test_a_new_application_reads_every_committed_row_after_a_host_is_lost(spark_
     try:
         every = {"rows": ROWS, "ids_sum": ROWS * (ROWS - 1) // 2, "distinct": ROWS, "hosts": ["host-a"]}
         conf = {**COMMON_CONF, **cluster_conf(spark_cluster), "spark.cores.max": "1"}
-        assert _new_application(spark_cluster, {"conf": conf, "reads": reads}) == [every, every]
+        assert run_application(spark_cluster, {"conf": conf, "reads": reads}) == [every, every]
     finally:
         spark_cluster.revive_host("host-b")
         spark_sessions.cluster(spark_cluster)
-
-
-def _new_application(rig, spec: dict) -> list[dict]:
-    """Run cluster_app.py (an application of its own on the rig) and return what it printed."""
-    app = subprocess.run([*DIE_WITH_PARENT, sys.executable, os.path.join(os.path.dirname(__file__),
-                          "cluster_app.py"), json.dumps({"master": rig.master_url, **spec})],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": PYTHONPATH})
-    assert app.returncode == 0, app.stderr[-3000:]
-    return [json.loads(line) for line in app.stdout.splitlines()]
 
 
 SPECULATION = {"spark.speculation": "true", "spark.speculation.interval": "100ms",
@@ -152,7 +144,7 @@ def test_a_speculative_copy_of_a_task_commits_its_rows_once(spark_cluster, spark
     spark_sessions.stop()                           # the application below takes every core
     try:
         conf = {**COMMON_CONF, **cluster_conf(spark_cluster), **SPECULATION}
-        (read,) = _new_application(spark_cluster, {
+        (read,) = run_application(spark_cluster, {
             "conf": conf, "writes": [{"path": path, "options": options, "rows": 10_000, "partitions": 2,
                                       "marker": marker}],
             "reads": [{"path": path, "options": options}]})

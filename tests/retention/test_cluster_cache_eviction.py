@@ -136,3 +136,49 @@ def test_under_disk_pressure_copies_go_before_a_local_log_s_data(tmp_path, small
     order = {k: i for i, job in enumerate(jobs) for s in job for k in (s.key, s.index_key)}
     evicted = [order[e["segment"]] for e in lines]
     assert evicted == sorted(evicted) and evicted[0] == 0      # the oldest job's copies first
+
+
+def _victim(tmp_path) -> Path:
+    victim = tmp_path / "victim"
+    (victim / "sub.tmp").mkdir(parents=True)
+    for name in ("precious.db", "sub.tmp/x"):
+        (victim / name).write_text("the victim's")
+        os.utime(victim / name, (time.time() - 7200, time.time() - 7200))   # as old as an unlisted copy
+    return victim
+
+
+def test_a_link_planted_at_the_cache_folder_is_never_walked_nor_emptied(tmp_path):
+    from datetime import datetime, timezone
+
+    from policies import PolicyConfig
+    from retention.archiving.cluster_cache import CopyEviction
+    from retention.audit import AuditTrail
+    _, cache, _ = _cache(tmp_path)
+    victim = _victim(tmp_path)
+    os.rmdir(os.path.join(cache, "cache"))
+    os.symlink(victim, os.path.join(cache, "cache"))
+    done = CopyEviction(AuditTrail(str(tmp_path / "audit.jsonl")), time.time, unlisted_after=0).run(
+        "staging", cache, PolicyConfig(), datetime.now(timezone.utc))
+    assert done["evicted"] == 0 and "unsafe log file" in done["error"]
+    assert sorted(str(p.relative_to(victim)) for p in victim.rglob("*")) == ["precious.db", "sub.tmp", "sub.tmp/x"]
+
+
+def test_a_folder_swapped_for_a_link_after_the_listing_stops_the_removal(tmp_path):
+    from retention.archiving.cluster_cache import _remove_below
+    victim = _victim(tmp_path)
+    root = tmp_path / "cache"
+    (root / "staged").mkdir(parents=True)
+    os.symlink(victim, root / "staged" / "job")          # was a folder of copies when listed
+    for key, tree in (("staged/job/precious.db", False), ("staged/job/sub.tmp", True)):
+        with pytest.raises(OSError):
+            _remove_below(str(root), key, tree)
+    assert (victim / "precious.db").exists() and (victim / "sub.tmp" / "x").exists()
+
+
+def test_a_marker_that_is_a_link_is_no_cache(tmp_path):
+    from retention.archiving.cluster_cache import is_cache
+    _, cache, _ = _cache(tmp_path)
+    real = tmp_path / "elsewhere.json"
+    os.replace(os.path.join(cache, "cluster-cache.json"), real)
+    os.symlink(real, os.path.join(cache, "cluster-cache.json"))
+    assert not is_cache(cache)

@@ -6,13 +6,17 @@ from when the lease owner first saw it unlisted by the newest version (a reader 
 version still reads it), and then it is dead when:
 
 - total retention dropped it from the manifest (its reason, ``total-reserve`` or ``total-size``);
-- its job is aborted (``job-aborted``: `jobs/<job>/aborted.json`);
 - its job is committed, in the newest version's `jobs`, and this object is not listed
   (``attempt-unlisted``: an attempt that died after staging, or a retry's duplicate);
-- its job's claim is past its deadline by ``claim_grace`` (``claim-expired``: the driver died
-  before or during its commit; no driver commits after its deadline);
-- its job has no claim and the owner has seen the object for ``staged_max_age``
-  (``unclaimed``: a driver that died before its claim; a running job stages long before it claims).
+- its job's claim is past its deadline by ``claim_grace`` (``claim-expired``, or ``job-aborted``
+  when the job is also aborted: no driver commits after its deadline); a claim not past it keeps
+  the object, aborted or not (a streaming sink's batch run again after an abort commits under the
+  same job id);
+- its job has no claim and is aborted (``job-aborted``: `jobs/<job>/aborted.json`), or has no
+  claim and the owner has seen the object for ``staged_max_age`` (``unclaimed``: a driver that
+  died before its claim; a running job stages long before it claims). Either way the collector
+  first fences the job (creates its claim with a deadline already past), so no driver can commit
+  it afterwards; a driver that claimed first keeps it under the claim's rules.
 
 A superseded version (older than the newest) that lists an object the newest does not is deleted
 once the owner has seen a newer version for ``grace``. A job's markers (its claim, its abort) go
@@ -65,14 +69,14 @@ def dead_reason(*, listed: bool, unlisted_since: float, dropped: str | None, job
         return None
     if dropped is not None:
         return dropped
-    if job.aborted:
-        return JOB_ABORTED
     if job.committed:
         return ATTEMPT_UNLISTED
     if job.claimed:
         if job.deadline is not None and now > job.deadline + limits.claim_grace:
-            return CLAIM_EXPIRED
+            return JOB_ABORTED if job.aborted else CLAIM_EXPIRED
         return None
+    if job.aborted:
+        return JOB_ABORTED
     if now - unlisted_since >= limits.staged_max_age:
         return UNCLAIMED
     return None

@@ -26,7 +26,7 @@ from commitlog.archive import Manifest, Tier, versions
 from commitlog.archive.job_claims import ABORTED as ABORTED_MARKER
 from commitlog.archive.job_claims import COMMITTING, JOBS, STAGED, claim_body, claim_deadline, job_key
 from commitlog.errors import ArchiveError
-from policies import JOB_DONE, UNCLAIMED, CollectorLimits, JobState, dead_reason, markers_left_over, prunable_versions
+from policies import JOB_ABORTED, JOB_DONE, UNCLAIMED, CollectorLimits, JobState, dead_reason, markers_left_over, prunable_versions
 
 from ..audit import ABORTED, DELETED, AuditTrail, aborted_entry, audit_time
 from .expiry import ARCHIVE_DELETE
@@ -90,8 +90,10 @@ class StagedCollector:
             dead = [(key, why) for key, why in dead if why is not None]
             if not dead or not owned():
                 continue
-            if any(why == UNCLAIMED for _, why in dead) and not self._fence(job, jobs):
-                dead = [(key, why) for key, why in dead if why != UNCLAIMED]
+            # An unclaimed job's objects go only once no driver can commit it (see dead_reason).
+            fence = not state.claimed and any(why in (UNCLAIMED, JOB_ABORTED) for _, why in dead)
+            if fence and not self._fence(job, jobs):
+                continue
             for key, why in dead:
                 done.bytes += self._delete(key, why)
                 done.objects += 1

@@ -12,6 +12,7 @@ import pytest
 from commitlog.archive import groups, open_tier, versions
 from commitlog.spark.cluster import commit as cluster_commit
 from commitlog.spark.cluster.staging import stage
+from commitlog.spark.staging_errors import ClusterCommitError
 from policies import CollectorLimits, PolicyConfig
 from retention.audit import AuditTrail, read_events
 from retention.archiving.cluster_retention import drop_expired
@@ -117,7 +118,7 @@ def test_the_collector_deletes_dead_staged_objects_and_nothing_listed_or_running
         {k for s in versions.newest(tier, NAME)[1].segments for k in (s.data_file, s.index_file)}
     assert any(k.startswith("staged/killed-driver/") for k in left)           # its deadline is not long past
     assert any(k.startswith("staged/running/") for k in left)
-    assert done.objects == 4 and done.markers == 1
+    assert done.objects == 4 and done.markers == 2       # the aborted job's marker and its fence
     done = collector.run(LIMITS, now=1000.0 + 600 + 3601, owned=owned)        # the claim's deadline long past
     left = _keys(tier)
     assert not any(k.startswith(("staged/killed-driver/", "jobs/killed-driver/")) for k in left)
@@ -171,3 +172,39 @@ def test_a_collector_that_lost_the_lease_deletes_nothing(tier, tmp_path):
     collector.run(LIMITS, now=0.0, owned=lambda: False)
     collector.run(LIMITS, now=DAY, owned=lambda: False)
     assert _keys(tier) == before
+
+
+def test_an_aborted_jobs_run_again_committing_while_the_collector_runs_is_never_deleted(tier, tmp_path):
+    # A streaming sink's batch aborted once (its marker stays) and run again under the same job id:
+    # its new objects are unlisted for the grace, and its commit lands while the collector runs,
+    # between its reading the tier and its deleting (the collector asks owned() right there).
+    job = "sink-0123456789abcdef0123456789abcdef-7"
+    versions.mark_cluster(tier, NAME, 0)
+    cluster_commit.abort(tier, NAME, job, [])
+    staged = _stage(tier, job, "b2")
+    collector, _ = _collector(tier, tmp_path)
+    collector.run(LIMITS, now=1000.0, owned=lambda: True)           # first sees them unlisted
+    committed = []
+
+    def owned() -> bool:
+        if not committed:
+            committed.append(cluster_commit.commit(tier, NAME, job, staged, lambda s: "schema"))
+        return True
+
+    collector.run(LIMITS, now=1000.0 + LIMITS.grace + 1, owned=owned)
+    assert committed and not committed[0].already
+    manifest = versions.newest(tier, NAME)[1]
+    assert {s.key for s in manifest.segments} <= _keys(tier)      # every listed object still there
+
+
+def test_an_aborted_unclaimed_job_is_fenced_before_its_objects_go(tier, tmp_path):
+    versions.mark_cluster(tier, NAME, 0)
+    cluster_commit.abort(tier, NAME, "gone", [])
+    staged = _stage(tier, "gone", "a0")
+    collector, _ = _collector(tier, tmp_path)
+    collector.run(LIMITS, now=1000.0, owned=lambda: True)
+    collector.run(LIMITS, now=1000.0 + LIMITS.grace + 1, owned=lambda: True)
+    assert not any(k.startswith("staged/gone/") for k in _keys(tier))
+    with pytest.raises(ClusterCommitError):                          # a late driver cannot commit it
+        cluster_commit.commit(tier, NAME, "gone", staged, lambda s: "schema")
+    assert versions.newest(tier, NAME) is None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from ..arguments import check_commit
 from ..errors import ArchiveCorruptError, ArchiveError
 from .tiers import Tier
+from .validation import epoch_ms, stored_int
 
 __all__ = ["GROUPS", "KEEP", "GroupCommit", "commit", "committed", "group_key"]
 
@@ -71,12 +72,12 @@ def _parse(data: bytes, tier: Tier, key: str, number: int) -> GroupCommit:
     try:
         body = json.loads(data)
         commit = GroupCommit(body["group"], body["offset"], body["committed_at_ms"], body["host"], number)
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:
         raise ArchiveCorruptError(tier.url, key, f"not a group commit ({str(exc)[:80]})") from None
-    if not (isinstance(commit.group, str) and isinstance(commit.host, str)
-            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                    for v in (commit.offset, commit.committed_at_ms))):
-        raise ArchiveCorruptError(tier.url, key, "not a group commit (a field of the wrong type)")
+    if not (isinstance(commit.group, str) and isinstance(commit.host, str) and stored_int(commit.offset)
+            and epoch_ms(commit.committed_at_ms)):
+        raise ArchiveCorruptError(tier.url, key, "not a group commit (a field of the wrong type or out of "
+                                                 "range)")
     return commit
 
 

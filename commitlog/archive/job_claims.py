@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 
+from .validation import epoch_ms
+
 __all__ = ["ABORTED", "COMMITTING", "DEFAULT_COMMIT_TIMEOUT", "JOBS", "STAGED", "claim_body",
            "claim_deadline", "job_key", "staged_prefix"]
 
@@ -42,6 +44,6 @@ def claim_deadline(data: bytes | None) -> float | None:
     """A claim's deadline in seconds since the epoch; None when it is missing or unreadable."""
     try:
         deadline = json.loads(data)["deadline_ms"]
-    except (TypeError, ValueError, KeyError):
+    except (TypeError, ValueError, KeyError, RecursionError):
         return None
-    return deadline / 1000 if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) else None
+    return deadline / 1000 if epoch_ms(deadline) else None

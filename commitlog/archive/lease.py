@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 from ..errors import ArchiveCorruptError, ArchiveError
 from .tiers import Tier
+from .validation import epoch_ms, stored_int
 
 __all__ = ["KEEP", "LEASE", "LeaseTerm", "create_term", "lease_key", "newest_term", "prune"]
 
@@ -63,12 +64,12 @@ def _parse(data: bytes, tier: Tier, key: str, term: int) -> LeaseTerm:
         body = json.loads(data)
         made = LeaseTerm(term, body["owner"], body["host"], body["pid"], body["granted_at_ms"],
                          body["expires_at_ms"])
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:
         raise ArchiveCorruptError(tier.url, key, f"not a lease term ({str(exc)[:80]})") from None
     if not (isinstance(made.owner, str) and isinstance(made.host, str)
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in
-                    (made.pid, made.granted_at_ms, made.expires_at_ms))):
-        raise ArchiveCorruptError(tier.url, key, "not a lease term (a field of the wrong type)")
+            and stored_int(made.pid) and epoch_ms(made.granted_at_ms) and epoch_ms(made.expires_at_ms)):
+        raise ArchiveCorruptError(tier.url, key, "not a lease term (a field of the wrong type or out of "
+                                                 "range: times are ms since the epoch, before the year 10000)")
     return made
 
 

@@ -26,6 +26,7 @@ from ..errors import ArchiveCorruptError, InvalidArgumentError
 
 FORMAT = 1
 MAX_INT = (1 << 63) - 1              # offsets, sizes and times are int64 wherever they are stored
+MAX_EPOCH_MS = 253_402_300_799_999    # 9999-12-31T23:59:59.999Z: a time a datetime can show
 MAX_NAME = 255                       # a file name's limit on every local filesystem we support
 MAX_KEY = 1024                       # an object key's limit on S3
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -83,6 +84,16 @@ def manifest_fields(data: bytes, url: str, key: str, fields: frozenset[str],
     if schema is not None and not isinstance(schema, str):
         raise bad("spark_schema", f"a {type(schema).__name__}, not a str")
     return {"log": name, "start_offset": start, "segments": checked, "jobs": jobs, "spark_schema": schema}
+
+
+def stored_int(value: object, high: int = MAX_INT) -> bool:
+    """Whether `value` is an int (not a bool) in [0, high]: an offset, a size, a pid."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high
+
+
+def epoch_ms(value: object) -> bool:
+    """Whether `value` is a time in milliseconds since the epoch that a datetime can show."""
+    return stored_int(value, MAX_EPOCH_MS)
 
 
 def relative_key(value: object) -> bool:

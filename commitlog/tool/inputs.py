@@ -18,7 +18,9 @@ from ..log import CommitLog
 
 __all__ = ["UsageError", "open_log", "check_log_path", "parse_count", "parse_offset", "parse_time_ms"]
 
-_EPOCH_MS = re.compile(r"\d{1,16}")
+_EPOCH_MS = re.compile(r"[0-9]{1,16}")
+_DIGITS = re.compile(r"[0-9]{1,19}")   # ASCII only: int() would take other scripts' digits too
+MAX_OFFSET = 2**63 - 1                  # offsets and counts are signed 64-bit in the store's files
 
 
 class UsageError(ValueError):
@@ -53,15 +55,25 @@ def open_log(path: str) -> CommitLog:
 
 
 def parse_offset(text: str, what: str) -> int:
-    """A non-negative integer offset; UsageError naming `what` otherwise."""
-    if not re.fullmatch(r"\d{1,19}", text.strip()):
-        raise UsageError(f"{what}: expected an offset (an integer >= 0), got {text[:80]!r}")
-    return int(text)
+    """An integer offset in [0, 2**63 - 1]; UsageError naming `what` otherwise."""
+    value = _integer(text)
+    if value is None:
+        raise UsageError(f"{what}: expected an offset (an integer >= 0 and <= {MAX_OFFSET}), got {text[:80]!r}")
+    return value
 
 
 def parse_count(text: str) -> int:
-    if not re.fullmatch(r"\d{1,19}", text.strip()) or int(text) == 0:
-        raise UsageError(f"--count: expected a number of records >= 1, got {text[:80]!r}")
+    """A number of records in [1, 2**63 - 1]; UsageError otherwise."""
+    value = _integer(text)
+    if not value:
+        raise UsageError(f"--count: expected a number of records >= 1 and <= {MAX_OFFSET}, got {text[:80]!r}")
+    return value
+
+
+def _integer(text: str) -> int | None:
+    text = text.strip()
+    if not _DIGITS.fullmatch(text) or int(text) > MAX_OFFSET:
+        return None
     return int(text)
 
 
@@ -76,7 +88,9 @@ def parse_time_ms(text: str, what: str) -> int:
     except ValueError:
         raise UsageError(f"{what}: expected an ISO 8601 time like 2026-11-21T04:30:00+01:00 or epoch "
                          f"milliseconds like 1795686979895, got {text[:80]!r}") from None
-    if at.tzinfo is None:
-        at = at.astimezone()
-    return round(at.timestamp() * 1000)
+    try:
+        return round(at.astimezone().timestamp() * 1000)   # naive: taken as local time
+    except (ValueError, OverflowError, OSError):   # a local time near year 1 or 9999
+        raise UsageError(f"{what}: {text[:80]!r} is out of range as this machine's local time; give a "
+                         f"UTC offset, like 0001-01-01T00:00:00+00:00") from None
 

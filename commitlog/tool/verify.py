@@ -8,25 +8,31 @@ that do not verify with nothing verifying after them are a torn write (a crash c
 writer's next open cuts it, commitlog.append.mending.torn_write), a note, not a problem; with a
 writer appending, a record caught in flight is read again once. A sealed segment's index that
 is missing or was never sealed is a note too: the store rebuilds it from the data.
+
+Offsets missing between segments (or between the start offset and the first segment) are a
+problem unless a compaction recorded removing them: the readers' rule (commitlog.gaps,
+commitlog.segments.gapcheck). Anything but a regular file at a segment's or an index's name (a
+directory, a FIFO, a symbolic link) is a problem, never opened or followed.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import stat
 import struct
 import time
 from typing import NamedTuple
 
-from .. import damage
+from .. import damage, gaps
 from .. import record as rec
 from ..append.mending import torn_write
-from ..errors import CommitLogError, CorruptLogError
-from ..layout import index_path, list_segments, segment_name
+from ..errors import CommitLogError, CorruptLogError, UnsafeLogFileError
+from ..layout import index_path, list_segments, segment_name, segment_path
 from ..locks import writer_holder
 from ..log import CommitLog
 from ..meta import load_meta
-from ..safeopen import no_follow, open_file
+from ..safeopen import open_file
 from ..segments import index as ix
 
 __all__ = ["render_verify", "verify_log"]
@@ -68,17 +74,24 @@ def verify_log(path: str) -> dict:
     except CommitLogError as exc:
         problems.append(_problem(getattr(exc, "path", path), getattr(exc, "position", None), str(exc)))
         return _result(path, 0, 0, problems, notes)
-    bases = list_segments(path).bases
+    listing = list_segments(path)
+    problems += [_problem(p, None, f"{_kind(p)} at a segment's name, not a regular file (never read)")
+                 for p in listing.foreign]
+    bases = listing.bases
     checked = records = 0
+    ends: dict[int, int | None] = {}   # base -> end offset when read whole, None when not
     for i, base in enumerate(bases):
         if i + 1 < len(bases) and bases[i + 1] <= start:
             continue   # logically removed already, its files not yet unlinked
+        ends[base] = None
         try:
-            records += _check_segment(os.path.join(path, segment_name(base)), base, i + 1 == len(bases),
-                                      writer_held, problems, notes)
+            read, ends[base] = _check_segment(os.path.join(path, segment_name(base)), base,
+                                              i + 1 == len(bases), writer_held, problems, notes)
+            records += read
             checked += 1
         except FileNotFoundError:
             notes.append(f"{segment_name(base)} was removed while verifying")
+    _gap_problems(path, ends, problems)
     notes += [f"{damage.DAMAGE_FILE}: {damage.describe(e)}" for e in damage.read_damage(path)]
     return _result(path, checked, records, problems, notes)
 
@@ -90,10 +103,44 @@ def _open_check(path: str, problems: list[dict]) -> tuple[int, bool]:
         with CommitLog.open(path, readonly=True) as log:
             log.committed()
             start = log.start_offset
+            log.retention_start_offset   # an unrecorded gap before the first segment: CorruptLogError
     except CorruptLogError as exc:
         problems.append(_problem(exc.path, exc.position, exc.reason))
         start = 0
     return start, writer_holder(path) is not None
+
+
+def _gap_problems(path: str, ends: dict[int, int | None], problems: list[dict]) -> None:
+    """Add a problem for each gap between the segments of `ends` (base -> end offset, None for a
+    segment not read whole) that no compaction recorded removing, as a reader would refuse it."""
+    try:
+        ranges = gaps.read(path)
+    except CommitLogError as exc:
+        found = _problem(getattr(exc, "path", path), getattr(exc, "position", None), str(exc))
+        if all(p["file"] != found["file"] for p in problems):
+            problems.append(found)
+        return
+    reach = before = None
+    for base, end in ends.items():
+        missing = ranges.unrecorded(reach, base) if reach is not None else None
+        if missing is not None:
+            problems.append(_problem(segment_path(path, base), None, (
+                f"offsets [{missing[0]}, {missing[1]}) are missing before this segment after "
+                f"{segment_name(before)}: no compaction recorded removing them (a segment file "
+                f"deleted or renamed outside the store?)")))
+        # a compaction's output may reach past its swap's leftovers: the furthest end counts
+        reach = None if end is None else end if reach is None else max(reach, end)
+        before = base
+
+
+def _kind(path: str) -> str:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "something removed since"
+    return ("a directory" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISBLK(mode) or stat.S_ISCHR(mode) else "a special file")
 
 
 def _problem(file: str, byte: int | None, detail: str) -> dict:
@@ -106,15 +153,26 @@ def _result(path: str, checked: int, records: int, problems: list[dict], notes: 
 
 
 def _check_segment(path: str, base: int, last: bool, writer_held: bool, problems: list[dict],
-                   notes: list[str]) -> int:
-    """Check segment `path` and its index; add what is wrong; return the records read."""
+                   notes: list[str]) -> tuple[int, int | None]:
+    """Check segment `path` and its index; add what is wrong; return the records read and the
+    segment's end offset (None when it could not be read to its end)."""
     name = os.path.basename(path)
     ipath = index_path(path)
-    index = _read_index(ipath)
+    foreign_index = False
+    try:
+        index = _read_index(ipath)
+    except _NotRegular:
+        foreign_index = True
+        problems.append(_problem(ipath, None, f"{_kind(ipath)} at an index's name, not a regular file "
+                                              f"(never read)"))
+        index = None
     sealed = index is not None and index.sealed
-    fd = open_file(path, os.O_RDONLY)
+    fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK)   # a FIFO put there since the listing: no wait
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            problems.append(_problem(path, None, f"{_kind(path)} at a segment's name, not a regular file"))
+            return 0, None
         mm = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ) if st.st_size else b""
     finally:
         os.close(fd)
@@ -131,16 +189,16 @@ def _check_segment(path: str, base: int, last: bool, writer_held: bool, problems
             else:
                 problems.append(_problem(path, walk.position, _bad_record(mm, st.st_size, walk.position,
                                                                           base + walk.count)))
-                return walk.records
+                return walk.records, None
     finally:
         if isinstance(mm, mmap.mmap):
             mm.close()
-    found = _index_problem(index, base, walk, st.st_ino, last)
+    found = None if foreign_index else _index_problem(index, base, walk, st.st_ino, last)
     if isinstance(found, str):
         notes.append(f"{os.path.basename(ipath)}: {found}")
     elif found is not None:
         problems.append(_problem(ipath, *found))
-    return walk.records
+    return walk.records, base + walk.count
 
 
 def _bad_record(mm, size: int, pos: int, offset: int) -> str:
@@ -183,12 +241,22 @@ def _walk(mm, size: int, entries: list[tuple[int, int, int]]) -> _Walk:
     return _Walk(pos, r.status, count, records, first_ts, last_ts, problem)
 
 
+class _NotRegular(Exception):
+    """Something other than a regular file at an index's name."""
+
+
 def _read_index(path: str) -> _Index | None:
+    """The index file `path`; None when missing; _NotRegular for a FIFO, directory, device."""
     try:
-        with open(path, "rb", opener=no_follow) as f:
-            raw = f.read()
+        fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
+    except (IsADirectoryError, UnsafeLogFileError):
+        raise _NotRegular from None
+    with open(fd, "rb", closefd=True) as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _NotRegular
+        raw = f.read()
     sealed = len(raw) >= ix.HEADER_SIZE and raw[:4] == ix.MAGIC and \
         bool(struct.unpack_from("<H", raw, 6)[0] & ix.FLAG_SEALED)
     limit = len(raw)

@@ -78,6 +78,16 @@ BAD = [
     (("groups", "{log}", "--reset", "billing", "--to", "-3"), "--to: expected an offset"),
     (("groups", "{log}", "--reset", "billing", "--to", "soon"), "--to: expected an ISO 8601 time"),
     (("inspect", "{log}"), "invalid choice: 'inspect'"),
+    # past what the store's signed 64-bit offsets hold, or not ASCII digits: refused, never waited on
+    (("dump", "{log}", "--from", "9999999999999999999", "--follow"), "--from: expected an offset"),
+    (("dump", "{log}", "--from", "9223372036854775808"), "--from: expected an offset"),
+    (("dump", "{log}", "--from", "\u0661\u0662"), "--from: expected an offset"),
+    (("dump", "{log}", "--count", "9223372036854775808"), "--count: expected a number of records"),
+    (("groups", "{log}", "--reset", "billing", "--to", "9223372036854775808"), "--to: expected an offset"),
+    # a local time no zone can convert (year 0 in UTC): one line, not datetime's traceback
+    (("dump", "{log}", "--since", "0001-01-01", "--count", "1"), "--since: '0001-01-01' is out of range"),
+    (("groups", "{log}", "--reset", "billing", "--to", "0001-01-01"), "--to: '0001-01-01' is out of range"),
+    (("dump", "{log}", "--since", "NaN"), "--since: expected an ISO 8601 time"),
 ]
 
 

@@ -100,3 +100,56 @@ def test_a_torn_write_at_the_active_end_is_a_note_and_damage_before_good_records
     _flip(active.path, 30)                 # now records that verify follow bad bytes: damage
     out = run_tool("verify", path)
     assert out.returncode == 1 and f"{active.path}: byte " in one_line(out.stderr)
+
+
+def _segments(path) -> list:
+    with CommitLog.open(path, readonly=True) as log:
+        return log.segments()
+
+
+def test_a_segment_deleted_outside_the_store_is_a_gap_named_by_the_next_segment(tmp_path):
+    path = tmp_path / "app"
+    make_log(path)
+    segs = _segments(path)
+    first, gone, after = segs[0], segs[1], segs[2]
+    os.unlink(gone.path)
+    before = digest(path)
+    out = run_tool("verify", path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    line = one_line(out.stderr)
+    assert line.startswith(f"commitlog: verify: {after.path}: offsets [{gone.base_offset}, "
+                           f"{after.base_offset}) are missing") and os.path.basename(first.path) in line, line
+    assert digest(path) == before
+    os.unlink(first.path)                  # the head as well: missing from the start offset
+    out = run_tool("verify", path, "--json")
+    data = json.loads(out.stdout)
+    assert out.returncode == 1 and not data["ok"]
+    assert any(p["file"] == os.path.basename(after.path) and f"offsets [0, {after.base_offset})" in p["detail"]
+               for p in data["problems"]), data["problems"]
+
+
+def test_a_gap_a_compaction_recorded_verifies(tmp_path):
+    path = tmp_path / "app"
+    make_log(path)
+    segs = _segments(path)
+    whole = segs[1]
+    with CommitLog.open(path, roll_after=3600) as log:
+        log.mark_dead(range(whole.base_offset, segs[2].base_offset))
+        log.compact([[whole.base_offset]], lambda o, k, t, m: "dead" if m else None, marks=log.marks_snapshot())
+    assert not os.path.exists(whole.path)  # removed whole: a gap between the files, recorded
+    out = run_tool("verify", path)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("name", ["segment", "index"])
+def test_a_fifo_at_a_segments_or_an_index_name_is_named_never_opened(tmp_path, name):
+    path = tmp_path / "app"
+    make_log(path)
+    seg = _segments(path)[1]
+    target = seg.path if name == "segment" else seg.path[:-len(".log")] + ".index"
+    os.unlink(target)
+    os.mkfifo(target)
+    out = run_tool("verify", path, timeout=60)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert one_line(out.stderr) == (f"commitlog: verify: {target}: a FIFO at {'a segment' if name == 'segment' else 'an index'}"
+                                    f"'s name, not a regular file (never read)")

@@ -4,7 +4,9 @@ Whoever can write a log directory could plant `<log>/.lock -> /etc/passwd`; ever
 or the sidecar opens there goes through this module, which refuses such a link with
 UnsafeLogFileError (naming the file) instead of reading, writing or truncating its target.
 
-    open_file(path, flags)      os.open with O_NOFOLLOW | O_CLOEXEC: a link at `path` is refused
+    open_file(path, flags)      os.open with O_NOFOLLOW | O_CLOEXEC: a link at `path` is refused,
+                                and so is anything else that is not a regular file (a FIFO, a
+                                device, a directory: opened with O_NONBLOCK, so a FIFO never blocks)
     no_follow                   the same as an `opener` for open(): open(path, "rb", opener=no_follow)
     temporary(path, flags)      also an opener: a temporary whose name is ours (`*.tmp`, `*.cleaned`):
                                 created with O_EXCL; a regular file left there is truncated (one
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import sqlite3
 import stat
@@ -31,13 +34,30 @@ _SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 
 def open_file(path: str, flags: int, mode: int = 0o644) -> int:
     """`os.open(path, flags | O_NOFOLLOW | O_CLOEXEC, mode)`; UnsafeLogFileError when `path` is a
-    symbolic link, OSError as os.open raises it otherwise."""
+    symbolic link or anything else than a regular file, OSError as os.open raises it otherwise.
+    Opened with O_NONBLOCK (a FIFO planted there would block the open until a writer or reader
+    came), which is cleared again unless `flags` asked for it."""
     try:
-        return os.open(path, flags | _NOFOLLOW, mode)
+        fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, mode)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EEXIST) and os.path.islink(path):
             raise UnsafeLogFileError(path) from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR, errno.ENODEV, errno.EWOULDBLOCK):
+            with contextlib.suppress(OSError):
+                found = os.lstat(path).st_mode
+                if not stat.S_ISREG(found):
+                    raise UnsafeLogFileError(path, _kind(found)) from None
         raise
+    try:
+        found = os.fstat(fd).st_mode
+        if not stat.S_ISREG(found):
+            raise UnsafeLogFileError(path, _kind(found))
+        if not flags & os.O_NONBLOCK:
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def no_follow(path: str, flags: int) -> int:
@@ -106,4 +126,10 @@ def _kind(mode: int) -> str:
         return "a symbolic link"
     if stat.S_ISDIR(mode):
         return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
     return "not a regular file"

@@ -5,7 +5,8 @@ tier (commitlog.layout: `cluster-cache.json`, `cache/<key>`, `cache/<key>.tmp`).
                                       tier at `url` (creating it, its marker written once); False
                                       when it is a log of its own (meta.json) or cannot be made
     read_marker(directory)            the marker (CacheMarker), None without one; CorruptLogError
-                                      naming the file when it is not one
+                                      naming the file when it is not one, UnsafeLogFileError when
+                                      it is no regular file (a link, a FIFO: never opened through)
     workspace(directory, key)         a fresh directory `cache/<key>.tmp` (a task's private log
                                       while it stages: the same filesystem as its copies)
     keep_file(directory, key, path, size)   move a finished file, cut at `size`, to `cache/<key>`
@@ -19,7 +20,9 @@ tier (commitlog.layout: `cluster-cache.json`, `cache/<key>`, `cache/<key>.tmp`).
 No credential is written: the marker names the tier, its endpoint and region only. Every file and
 directory below the log's directory is created without following a symbolic link
 (commitlog.safeopen); the directory's own path may be one. Thread- and process-safe: copies are
-renamed into place whole, and a copy's bytes are checked whole before any is served.
+renamed into place whole, and a copy's bytes are checked whole before any is served; they are
+served from the descriptor that was checked (never the path again), and not when the file changed
+since.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ import json
 import os
 import stat
 import threading
+import weakref
 from dataclasses import asdict, dataclass
 
 from ..errors import CorruptLogError, InvalidArgumentError, UnsafeLogFileError
 from ..layout import CLUSTER_CACHE_DIR, TMP_SUFFIX, cached_object_path, cluster_cache_file, meta_path
-from ..safeopen import no_follow, temporary
+from ..safeopen import no_follow, open_file, temporary
 from .tiers import ObjectInfo, Tier
 from . import versions
 
@@ -134,25 +138,69 @@ def keep_bytes(directory: str, key: str, data: bytes) -> str:
 
 def valid_copy(directory: str, key: str, size: int, sha256: str) -> str | None:
     """See the module docstring; None when there is no copy, or it was removed for differing."""
+    fd = _verified(directory, key, size, sha256)
+    if fd is None:
+        return None
+    os.close(fd)
+    return cached_object_path(directory, key)
+
+
+def _verified(directory: str, key: str, size: int, sha256: str) -> int | None:
+    """A read-only descriptor of the copy `cache/<key>` whose bytes were just checked whole (the
+    size and SHA-256); None when there is none (not a regular file: refused unopened and left), or
+    it differed (removed). Whoever serves the copy reads this descriptor, never the path again:
+    a file renamed over the copy afterwards is not what was checked."""
     try:
         path = cached_object_path(directory, key)
-        with open(path, "rb", opener=no_follow) as f:
-            found = os.fstat(f.fileno())
-            good = stat.S_ISREG(found.st_mode) and found.st_size == size \
-                and hashlib.file_digest(f, "sha256").hexdigest() == sha256
+        fd = open_file(path, os.O_RDONLY)
     except (OSError, InvalidArgumentError, UnsafeLogFileError):
         return None
-    if not good:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-        return None
-    return path
+    try:
+        with os.fdopen(os.dup(fd), "rb") as f:
+            good = os.fstat(fd).st_size == size \
+                and hashlib.file_digest(f, "sha256").hexdigest() == sha256
+    except OSError:
+        good = False
+    if good:
+        return fd
+    os.close(fd)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return None
+
+
+class _Copy:
+    """A checked copy: its descriptor (the bytes checked), their size and SHA-256, and the file's
+    status when checked (a change since, written in place, is not served)."""
+
+    def __init__(self, fd: int, size: int, sha256: str) -> None:
+        self.fd = fd
+        self.size = size
+        self.sha256 = sha256
+        self.status = _status(fd)
+
+
+def _status(fd: int) -> tuple[int, int, int, int]:
+    st = os.fstat(fd)
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _close_all(copies: dict) -> None:
+    for copy in copies.values():
+        if copy is not None:
+            os.close(copy.fd)
+    copies.clear()
 
 
 class CachedTier:
-    """See the module docstring. Thread-safe (a lock over what it learnt)."""
+    """See the module docstring. Thread-safe (a lock over what it learnt). Each copy is checked
+    once and served from the descriptor that was checked; at most KEPT descriptors stay open (the
+    least recently used closed, checked again when next read), all closed by close() or when the
+    object is collected."""
+
+    KEPT = 32
 
     def __init__(self, tier: Tier, directory: str, name: str) -> None:
         self.tier = tier
@@ -162,10 +210,19 @@ class CachedTier:
         self.served: set[str] = set()         # keys read from a copy at least once
         self._lock = threading.Lock()
         self._listed: dict[str, tuple[int, str]] | None = None
-        self._copies: dict[str, str | None] = {}
+        self._copies: dict[str, _Copy | None] = {}
+        self._finalizer = weakref.finalize(self, _close_all, self._copies)
 
     def __getattr__(self, attribute: str):
         return getattr(self.tier, attribute)
+
+    def close(self) -> None:
+        """Close the copies' descriptors (and the tier, when it has a close())."""
+        with self._lock:
+            self._finalizer()
+        closing = getattr(self.tier, "close", None)
+        if closing is not None:
+            closing()
 
     def _listing(self) -> dict[str, tuple[int, str]]:
         with self._lock:
@@ -180,48 +237,78 @@ class CachedTier:
             self._listed = listed
         return listed
 
-    def _copy(self, key: str) -> tuple[str, int, str] | None:
-        """The valid copy of tier object `key`, its size and SHA-256; None: read the tier."""
+    def _copy(self, key: str) -> tuple[int, int, str] | None:
+        """A new descriptor (the caller closes it) of the checked copy of tier object `key`, its
+        size and SHA-256; None: read the tier."""
         if not key.startswith(self.name + "/"):
             return None
         relative = key[len(self.name) + 1:]
         with self._lock:
             known = relative in self._copies
-            path = self._copies.get(relative)
-        if not known:
-            path = None
-            if os.path.lexists(os.path.join(self.directory, CLUSTER_CACHE_DIR, *relative.split("/"))):
-                expected = self._listing().get(relative)
-                path = valid_copy(self.directory, relative, *expected) if expected else None
-            with self._lock:
-                self._copies[relative] = path
-        if path is None:
-            return None
-        size, sha = self._listing()[relative]
-        return path, size, sha
+            if known:
+                copy = self._copies.pop(relative)
+                self._copies[relative] = copy            # the most recently used last
+                if copy is not None:
+                    return os.dup(copy.fd), copy.size, copy.sha256
+                return None
+        copy = None
+        if os.path.lexists(os.path.join(self.directory, CLUSTER_CACHE_DIR, *relative.split("/"))):
+            expected = self._listing().get(relative)
+            fd = _verified(self.directory, relative, *expected) if expected else None
+            copy = _Copy(fd, *expected) if fd is not None else None
+        with self._lock:
+            old = self._copies.pop(relative, None)
+            if old is not None:
+                os.close(old.fd)
+            self._copies[relative] = copy
+            while sum(c is not None for c in self._copies.values()) > self.KEPT:
+                oldest = next(k for k, c in self._copies.items() if c is not None)
+                os.close(self._copies.pop(oldest).fd)   # checked again when next read
+            return (os.dup(copy.fd), copy.size, copy.sha256) if copy is not None else None
+
+    def _forget(self, relative: str) -> None:
+        with self._lock:
+            copy = self._copies.pop(relative, None)
+            if copy is not None:
+                os.close(copy.fd)
 
     def _local(self, key: str, start: int, length: int | None) -> bytes | None:
         found = self._copy(key)
         if found is None:
             return None
+        fd, size, _ = found
+        relative = key[len(self.name) + 1:]
         try:
-            with open(found[0], "rb", opener=no_follow) as f:
-                data = os.pread(f.fileno(), found[1] - start if length is None else length, start)
-        except OSError:                                  # evicted meanwhile: the tier has it
             with self._lock:
-                self._copies[key[len(self.name) + 1:]] = None
+                copy = self._copies.get(relative)
+                status = copy.status if copy is not None else None
+            want = max(0, size - start if length is None else min(length, size - start))
+            data = os.pread(fd, want, start)
+            if status is None or _status(fd) != status or len(data) != want:
+                self._forget(relative)                  # changed since it was checked: the tier
+                return None
+        except OSError:
+            self._forget(relative)
             return None
+        finally:
+            os.close(fd)
         with self._lock:
             self.served.add(key)
         return data
 
     def size(self, key: str) -> int | None:
         found = self._copy(key)
-        return found[1] if found is not None else self.tier.size(key)
+        if found is None:
+            return self.tier.size(key)
+        os.close(found[0])
+        return found[1]
 
     def head(self, key: str) -> ObjectInfo | None:
         found = self._copy(key)
-        return ObjectInfo(key, found[1], found[2]) if found is not None else self.tier.head(key)
+        if found is None:
+            return self.tier.head(key)
+        os.close(found[0])
+        return ObjectInfo(key, found[1], found[2])
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
         data = self._local(key, start, length)

@@ -3,7 +3,10 @@ commitlog.layout.layout_names lists every name of the layout table."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -88,3 +91,72 @@ def test_layout_names_lists_every_file_name_the_layout_declares():
             "00000000000000000000.log.deleted", ".prepared-segment-0.index.stale",
             "00000000000000000000.index.cleaned", "archive-manifest.json.tmp"} <= set(names)
     assert len(names) == len(set(names))
+
+
+# A FIFO planted where a file of the layout is would block an open until someone came to its other
+# end: each call runs in a subprocess with a timeout, so a regression fails instead of hanging.
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__import__("commitlog").__file__)))
+
+
+def _in_subprocess(code: str, *args: str, module: bool = False) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "commitlog.tool", *args] if module else [sys.executable, "-c", code, *args]
+    env = {**os.environ, "PYTHONPATH": _REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run(command, capture_output=True, text=True, timeout=20, env=env)
+
+
+def test_a_fifo_is_refused_unopened_for_reading_writing_and_creating(tmp_path):
+    os.mkfifo(tmp_path / "marks")
+    run = _in_subprocess("""
+import os, sys
+from commitlog import UnsafeLogFileError
+from commitlog.safeopen import no_follow, open_file
+for flags in (os.O_RDONLY, os.O_WRONLY, os.O_RDWR | os.O_CREAT, os.O_WRONLY | os.O_TRUNC):
+    try:
+        open_file(sys.argv[1], flags)
+    except UnsafeLogFileError as exc:
+        assert "FIFO" in str(exc) and exc.path == sys.argv[1], exc
+    else:
+        raise AssertionError(flags)
+try:
+    open(sys.argv[1], "rb", opener=no_follow)
+except UnsafeLogFileError:
+    print("refused")
+""", str(tmp_path / "marks"))
+    assert run.returncode == 0 and run.stdout == "refused\n", run.stderr
+
+
+def test_a_directory_is_refused_and_a_regular_file_is_opened_blocking(tmp_path):
+    with pytest.raises(UnsafeLogFileError, match="a directory"):
+        open_file(str(tmp_path), os.O_RDONLY)
+    fd = open_file(str(tmp_path / "marks"), os.O_RDWR | os.O_CREAT)
+    try:
+        assert not fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK
+        os.write(fd, b"written")
+    finally:
+        os.close(fd)
+    assert (tmp_path / "marks").read_bytes() == b"written"
+
+
+def test_a_fifo_as_a_logs_lock_is_refused_by_the_lock_and_the_tool(tmp_path):
+    from commitlog import CommitLog
+    log = tmp_path / "log"
+    with CommitLog.open(log) as opened:
+        opened.append(b"v")
+        opened.commit("g", 1)
+    os.unlink(log / ".lock")
+    os.mkfifo(log / ".lock")
+    run = _in_subprocess("""
+import sys
+from commitlog import UnsafeLogFileError
+from commitlog.locks import hold_writer_lock, writer_holder
+for call in (hold_writer_lock, writer_holder):
+    try:
+        call(sys.argv[1])
+    except UnsafeLogFileError:
+        print("refused")
+""", str(log))
+    assert run.returncode == 0 and run.stdout == "refused\n" * 2, run.stderr
+    for args in (("groups", log, "--reset", "g", "--to", "0"), ("groups", log, "--delete", "g"), ("verify", log)):
+        run = _in_subprocess("", *map(str, args), module=True)
+        assert run.returncode != 0 and "FIFO" in run.stderr, (args, run.stdout, run.stderr)

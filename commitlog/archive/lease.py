@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from ..errors import ArchiveCorruptError, ArchiveError
 from .tiers import Tier
 from .validation import epoch_ms, stored_int
+from .versions import numbered
 
 __all__ = ["KEEP", "LEASE", "LeaseTerm", "create_term", "lease_key", "newest_term", "prune"]
 
@@ -50,13 +51,7 @@ def lease_key(name: str, term: int) -> str:
 
 
 def _terms(tier: Tier, name: str) -> list[int]:
-    prefix = f"{name}/{LEASE}/"
-    found = []
-    for key in tier.keys(prefix):
-        stem = key[len(prefix):]
-        if stem.endswith(".json") and len(stem) == 25 and stem[:20].isdigit():
-            found.append(int(stem[:20]))
-    return sorted(found)
+    return numbered(tier, f"{name}/{LEASE}/")
 
 
 def _parse(data: bytes, tier: Tier, key: str, term: int) -> LeaseTerm:

@@ -26,7 +26,7 @@ from .manifest import MANIFEST_KEY, Manifest
 from .tiers import Tier
 
 __all__ = ["CLUSTER_KEY", "KEEP_VERSIONS", "MANIFESTS", "create_version", "is_cluster", "mark_cluster",
-           "newest", "prune", "publish", "version_key", "versions"]
+           "newest", "numbered", "prune", "publish", "version_key", "versions"]
 
 CLUSTER_KEY = "cluster.json"
 MANIFESTS = "manifests"
@@ -41,7 +41,12 @@ def version_key(name: str, version: int) -> str:
 
 def versions(tier: Tier, name: str) -> list[int]:
     """The manifest versions on the tier, oldest first (a key that is no version is passed over)."""
-    prefix = f"{name}/{MANIFESTS}/"
+    return numbered(tier, f"{name}/{MANIFESTS}/")
+
+
+def numbered(tier: Tier, prefix: str) -> list[int]:
+    """The numbers of the `<20 digits>.json` objects right under `prefix`, lowest first (shared
+    state kept as numbered objects, each created exclusively: versions, lease terms)."""
     found = []
     for key in tier.keys(prefix):
         stem = key[len(prefix):]

@@ -176,9 +176,20 @@ def _check(path: str | None, config, *, as_json: bool = False) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `retention` command. SIGPIPE takes its default action while a client command runs, so
+    `retention plan | head` ends quietly, and is put back on return: a caller that runs `main` in
+    its own process (a test, an embedding tool) keeps its own disposition."""
     args = build_parser().parse_args(argv)
+    previous = signal.getsignal(signal.SIGPIPE)
     if args.command != "serve":   # a server must outlive a client that hangs up: it keeps SIG_IGN
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `retention plan | head` ends quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        return _dispatch(args)
+    finally:
+        signal.signal(signal.SIGPIPE, previous)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "status":
             from .service.client import print_status

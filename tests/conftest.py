@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -15,6 +16,23 @@ from pathlib import Path
 import pytest
 
 from archive_helpers import CREDENTIALS, S3Server
+
+
+_GUARDED_SIGNALS = (signal.SIGPIPE, signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+@pytest.fixture(autouse=True)
+def signal_dispositions_kept():
+    """Every test leaves the test process's signal dispositions as it found them. A test that ran
+    a CLI in-process once left SIGPIPE at its default action, and a later write to a closed pipe
+    then killed the whole run (`make: *** Broken pipe`)."""
+    before = {number: signal.getsignal(number) for number in _GUARDED_SIGNALS}
+    yield
+    changed = [signal.Signals(number).name for number, handler in before.items()
+               if signal.getsignal(number) != handler]
+    for number, handler in before.items():
+        signal.signal(number, handler)
+    assert not changed, f"the test changed the process's disposition of {', '.join(changed)}"
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ writer appending, a record caught in flight is read again once. A sealed segment
 is missing or was never sealed is a note too: the store rebuilds it from the data.
 
 Offsets missing between segments (or between the start offset and the first segment) are a
-problem unless a compaction recorded removing them: the readers' rule (commitlog.gaps,
+problem unless a compaction recorded removing them, and so is a segment whose name lies inside
+the offsets of a full-size segment before it: the readers' rules (commitlog.gaps,
 commitlog.segments.gapcheck). Anything but a regular file at a segment's or an index's name (a
 directory, a FIFO, a symbolic link) is a problem, never opened or followed.
 """
@@ -70,7 +71,7 @@ def verify_log(path: str) -> dict:
     notes: list[str] = []
     start, writer_held = _open_check(path, problems)
     try:
-        load_meta(path, None, create=False)
+        segment_size = load_meta(path, None, create=False)
     except CommitLogError as exc:
         problems.append(_problem(getattr(exc, "path", path), getattr(exc, "position", None), str(exc)))
         return _result(path, 0, 0, problems, notes)
@@ -80,6 +81,7 @@ def verify_log(path: str) -> dict:
     bases = listing.bases
     checked = records = 0
     ends: dict[int, int | None] = {}   # base -> end offset when read whole, None when not
+    full: set[int] = set()             # bases of full-size segments: never a compaction's output
     for i, base in enumerate(bases):
         if i + 1 < len(bases) and bases[i + 1] <= start:
             continue   # logically removed already, its files not yet unlinked
@@ -89,9 +91,12 @@ def verify_log(path: str) -> dict:
                                               i + 1 == len(bases), writer_held, problems, notes)
             records += read
             checked += 1
+            if os.lstat(os.path.join(path, segment_name(base))).st_size == segment_size:
+                full.add(base)
         except FileNotFoundError:
             notes.append(f"{segment_name(base)} was removed while verifying")
     _gap_problems(path, ends, problems)
+    _overlap_problems(path, ends, full, problems)
     notes += [f"{damage.DAMAGE_FILE}: {damage.describe(e)}" for e in damage.read_damage(path)]
     return _result(path, checked, records, problems, notes)
 
@@ -131,6 +136,21 @@ def _gap_problems(path: str, ends: dict[int, int | None], problems: list[dict]) 
         # a compaction's output may reach past its swap's leftovers: the furthest end counts
         reach = None if end is None else end if reach is None else max(reach, end)
         before = base
+
+
+def _overlap_problems(path: str, ends: dict[int, int | None], full: set[int],
+                      problems: list[dict]) -> None:
+    """Add a problem for each segment whose base lies below the end of a full-size segment before
+    it, as a reader refuses it (commitlog.segments.gapcheck.overlap): only a compaction's shorter
+    output may cover the files after it (its swap's leftovers)."""
+    bases = list(ends)
+    for before, after in zip(bases, bases[1:]):
+        end = ends[before]
+        if before in full and end is not None and end > after:
+            problems.append(_problem(segment_path(path, after), None, (
+                f"its name says offset {after}, but {segment_name(before)} (full size, not a "
+                f"compaction's output) holds offsets up to {end}: a segment file renamed outside "
+                f"the store?")))
 
 
 def _kind(path: str) -> str:

@@ -128,6 +128,24 @@ def test_a_segment_deleted_outside_the_store_is_a_gap_named_by_the_next_segment(
                for p in data["problems"]), data["problems"]
 
 
+def test_a_segment_renamed_into_the_offsets_of_the_one_before_is_an_overlap(tmp_path):
+    path = tmp_path / "app"
+    make_log(path)
+    segs = _segments(path)
+    full, moved = segs[1], segs[2]
+    inside = full.base_offset + 5
+    renamed = os.path.join(path, f"{inside:020d}.log")
+    os.rename(moved.path, renamed)          # its index records its base: taken away with it
+    os.unlink(moved.path[:-len(".log")] + ".index")
+    before = digest(path)
+    out = run_tool("verify", path, "--json")
+    data = json.loads(out.stdout)
+    assert out.returncode == 1 and not data["ok"], out.stdout + out.stderr
+    assert any(p["file"] == os.path.basename(renamed) and f"its name says offset {inside}" in p["detail"]
+               and os.path.basename(full.path) in p["detail"] for p in data["problems"]), data["problems"]
+    assert digest(path) == before
+
+
 def test_a_gap_a_compaction_recorded_verifies(tmp_path):
     path = tmp_path / "app"
     make_log(path)

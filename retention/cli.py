@@ -81,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
                         help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    _add_serve(sub)
+    _add_pass_commands(sub)
+    _add_operator_commands(sub)
+    return parser
+
+
+def _add_serve(sub) -> None:
+    """The long-running sidecar."""
     serve = _command(sub, "serve", "run the long-running sidecar",
                      "Run the sidecar until SIGTERM or SIGINT: a cleanup pass per policy every interval, a disk "
                      "check every second, compaction, HTTP (health, metrics, status page) on service.listen. "
@@ -88,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--demo", action="store_true",
                        help="also append a slow stream of records into a demo log (./data/demo, 1 MiB "
                        "segments, a one-minute reserve) to watch segments roll, expire and go")
+
+
+def _add_pass_commands(sub) -> None:
+    """What a pass would do or does now: plan, clean, compact, offsets."""
     plan = _command(sub, "plan", "what a pass would do now, and why",
                     "Print what a cleanup pass would do now with every segment of every log, and why, with "
                     "the figures behind each reason. Changes nothing.", remote=True)
@@ -112,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the time (ISO 8601; naive: this machine's local time)")
     offsets.add_argument("--log", action="append", default=[], metavar="NAME",
                          help="only this configured log (repeatable; default: every log)")
+
+
+def _add_operator_commands(sub) -> None:
+    """The operator's other commands: archive, clock, check, status."""
     archive = _command(sub, "archive", "the archive tier: status, upload, verify, forget",
                        "Work on the archive tier of every configured log that has one (archive.url): status "
                        "prints what each manifest lists and the upload lag, upload runs one upload now (a log a "
@@ -145,7 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--wait", type=_seconds, default=0.0, metavar="SECONDS",
                         help="ask again until the sidecar answers and is ready (its first passes done), for up "
                         "to SECONDS (one just started); nothing answering by then exits 3")
-    return parser
 
 
 def _check(path: str | None, config, *, as_json: bool = False) -> int:

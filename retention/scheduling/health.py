@@ -149,22 +149,7 @@ class PassLedger:
             state["as_of"] = result.at.isoformat()
             outcome = log_outcome(r, result.interrupted, state["exists"])
             outcomes.append(outcome)
-            if r.rolled:
-                self.metrics.rolled_segments.labels(r.name).inc()
-            if r.paced_seconds:
-                self.metrics.delete_pacing.labels(r.name).inc(r.paced_seconds)
-            if r.plan is not None:
-                for d in r.plan.decisions:
-                    if r.actions.get(d.base_offset) == DELETED:
-                        self.metrics.deleted(r.name, primary_trigger(d, r.plan.triggers), d.bytes)
-            self.metrics.set_log(r.name, segments=state["segments"], bytes=state["bytes"],
-                                 hung=len(state["hung"]), pinned_bytes=state["pinned_bytes"],
-                                 hung_oldest_seconds=max((h["held_seconds"] for h in state["hung"]), default=0.0),
-                                 hung_force_after=config.policy_for(r.name).hung.force_after,
-                                 dead_bytes=state["dead_bytes"],
-                                 retention_bytes=config.policy_for(r.name).retention_bytes)
-            self.metrics.set_lag(r.name, {g["group"]: (g["lag_bytes"], g["lag_records"])
-                                          for g in state["consumer_groups"]})
+            self._count_log(r, state, config)
             success = outcome in (OK, HUNG_OUTCOME)
             with self._lock:
                 previous = self._last_pass.get(r.name, {})
@@ -177,34 +162,12 @@ class PassLedger:
                 }
                 self._state[r.name] = state
                 self._passed.add(r.name)
-                if r.owned_elsewhere:
-                    self._owned_elsewhere[r.name] = r.error or "another process owns it"
-                else:
-                    self._owned_elsewhere.pop(r.name, None)
-                if r.damage:
-                    self._damaged[r.name] = (f"{len(r.damage)} damage entries in "
-                                             f"{os.path.join(r.path, DAMAGE_FILE)}, the last: "
-                                             f"{describe_damage(r.damage[-1])}")[:_MESSAGE_MAX]
-                elif not r.owned_elsewhere:
-                    self._damaged.pop(r.name, None)
-                if r.permission_denied:
-                    self._denied[r.name] = r.permission_denied
-                elif not r.owned_elsewhere:
-                    self._denied.pop(r.name, None)
+                self._note_conditions(r)
                 if outcome == FAILED_OUTCOME:
                     self._count_failure(r.name, self._last_pass[r.name]["error"])
                 elif success:
                     self._failures.pop(r.name, None)
-                if state["exists"]:
-                    self._existed.add(r.name)
-                    self._missing.discard(r.name)
-                elif r.name in self._existed:
-                    self._missing.add(r.name)
-                elif r.cache is None and r.name not in self._told_absent:
-                    self._told_absent.add(r.name)
-                    # Normal before the first write (problems.py): said once, not a WARNING.
-                    logger.info("log {}: directory {} does not exist yet; nothing to clean until a "
-                                   "writer creates it", r.name, watched[r.name].path)
+                self._note_presence(r, state["exists"], watched[r.name].path)
             if success:
                 self.metrics.set_last_success(r.name, end_wall)
         outcome = pass_outcome(outcomes)
@@ -212,6 +175,57 @@ class PassLedger:
         self.history.passed({"at": result.at.isoformat(), "kind": kind, "logs": [r.name for r in result.logs],
                              "outcome": outcome, "deleted": result.deleted, "freed_bytes": result.freed_bytes,
                              "duration_seconds": round(result.duration, 6)})
+
+    def _count_log(self, r: LogPassResult, state: dict, config: RetentionConfig) -> None:
+        """The metrics of log `r` after its pass (`state`: its described state)."""
+        if r.rolled:
+            self.metrics.rolled_segments.labels(r.name).inc()
+        if r.paced_seconds:
+            self.metrics.delete_pacing.labels(r.name).inc(r.paced_seconds)
+        if r.plan is not None:
+            for d in r.plan.decisions:
+                if r.actions.get(d.base_offset) == DELETED:
+                    self.metrics.deleted(r.name, primary_trigger(d, r.plan.triggers), d.bytes)
+        self.metrics.set_log(r.name, segments=state["segments"], bytes=state["bytes"],
+                             hung=len(state["hung"]), pinned_bytes=state["pinned_bytes"],
+                             hung_oldest_seconds=max((h["held_seconds"] for h in state["hung"]), default=0.0),
+                             hung_force_after=config.policy_for(r.name).hung.force_after,
+                             dead_bytes=state["dead_bytes"],
+                             retention_bytes=config.policy_for(r.name).retention_bytes)
+        self.metrics.set_lag(r.name, {g["group"]: (g["lag_bytes"], g["lag_records"])
+                                      for g in state["consumer_groups"]})
+
+    def _note_conditions(self, r: LogPassResult) -> None:
+        """Owned elsewhere, damaged, permission denied: what log `r`'s pass found (under the lock).
+        A log owned elsewhere keeps what its owner's last pass here found."""
+        if r.owned_elsewhere:
+            self._owned_elsewhere[r.name] = r.error or "another process owns it"
+        else:
+            self._owned_elsewhere.pop(r.name, None)
+        if r.damage:
+            self._damaged[r.name] = (f"{len(r.damage)} damage entries in "
+                                     f"{os.path.join(r.path, DAMAGE_FILE)}, the last: "
+                                     f"{describe_damage(r.damage[-1])}")[:_MESSAGE_MAX]
+        elif not r.owned_elsewhere:
+            self._damaged.pop(r.name, None)
+        if r.permission_denied:
+            self._denied[r.name] = r.permission_denied
+        elif not r.owned_elsewhere:
+            self._denied.pop(r.name, None)
+
+    def _note_presence(self, r: LogPassResult, exists: bool, path: str) -> None:
+        """Whether log `r`'s directory exists: gone after it existed is a problem (under the lock)."""
+        if exists:
+            self._existed.add(r.name)
+            self._missing.discard(r.name)
+        elif r.name in self._existed:
+            self._missing.add(r.name)
+        elif r.cache is None and r.name not in self._told_absent:
+            self._told_absent.add(r.name)
+            # Normal before the first write (problems.py): said once, not a WARNING.
+            logger.info("log {}: directory {} does not exist yet; nothing to clean until a "
+                        "writer creates it", r.name, path)
+
 
 def log_outcome(r: LogPassResult, interrupted: bool, exists: bool) -> str:
     if r.owned_elsewhere:

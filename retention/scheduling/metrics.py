@@ -39,6 +39,17 @@ class RetentionMetrics:
         r = self.registry
         if process:
             ProcessCollector(registry=r)   # process_resident_memory_bytes, process_cpu_seconds_total
+        self._add_disk_and_log_metrics(r)
+        self._add_deletion_metrics(r)
+        self._add_pass_metrics(r)
+        self._add_service_metrics(r)
+        self._lock = threading.Lock()
+        self._groups: dict[str, set[str]] = {}
+        self._mounts: set[str] = set()
+        self._policies: set[str] = set()
+
+    def _add_disk_and_log_metrics(self, r: CollectorRegistry) -> None:
+        """Each filesystem's use and thresholds; each log's size after a pass."""
         self.disk_used_ratio = Gauge(
             "retention_disk_used_ratio", "Used ratio of the filesystem holding logs, as df shows it (0-1).",
             ["mountpoint"], registry=r)
@@ -64,6 +75,9 @@ class RetentionMetrics:
         self.log_dead_bytes = Gauge(
             "retention_log_dead_bytes", "Record bytes of the log's sealed segments that are dead (marked, "
             "not yet dropped by a compaction): used minus live bytes, after the last pass.", ["log"], registry=r)
+
+    def _add_deletion_metrics(self, r: CollectorRegistry) -> None:
+        """What passes deleted, paced and found held or pinned."""
         self.deleted_segments = Counter(
             "retention_deleted_segments", "Segments deleted, by the trigger that allowed it.",
             ["log", "trigger"], registry=r)
@@ -88,6 +102,9 @@ class RetentionMetrics:
         self.hung_force_after = Gauge(
             "retention_hung_force_after_seconds", "The log's hung.force_after: a segment held longer is "
             "deleted anyway at its next attempt.", ["log"], registry=r)
+
+    def _add_pass_metrics(self, r: CollectorRegistry) -> None:
+        """Passes, their durations, and consumer groups' lag."""
         self.pass_duration = Histogram(
             "retention_pass_duration_seconds", "Duration of cleanup passes, pauses included.",
             ["kind"], buckets=_DURATION_BUCKETS, registry=r)
@@ -104,6 +121,9 @@ class RetentionMetrics:
             "retention_last_successful_pass_timestamp_seconds",
             "Unix time of the end of the last pass that completed for the log without a failure.",
             ["log"], registry=r)
+
+    def _add_service_metrics(self, r: CollectorRegistry) -> None:
+        """The scheduler, reloads, health, the clock guard, HTTP and compaction."""
         self.job_events = Counter(
             "retention_scheduler_job_events", "Scheduler jobs that raised (error), ran too late to run "
             "at all (missed) or were skipped because the previous run was still going (skipped).",
@@ -139,10 +159,6 @@ class RetentionMetrics:
         self.compaction_duration = Histogram(
             "retention_compaction_duration_seconds", "Duration of compaction passes, throttle waits included.",
             buckets=_DURATION_BUCKETS, registry=r)
-        self._lock = threading.Lock()
-        self._groups: dict[str, set[str]] = {}
-        self._mounts: set[str] = set()
-        self._policies: set[str] = set()
 
     # ------------------------------------------------------------------ updates
     def set_disk(self, mountpoint: str, used_ratio: float, free_bytes: int, level: int) -> None:

@@ -23,6 +23,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 from loguru import logger
 
@@ -105,27 +106,12 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
     """Run the sidecar until SIGTERM/SIGINT; returns the exit status."""
     from prometheus_client import disable_created_metrics
 
-    from .demo import DEMO_CONFIG_SOURCE, DEMO_LOG, DemoWriter, load_demo_config
+    from .demo import DEMO_LOG, DemoWriter
     from ..web.server import RetentionHTTPServer
     from ..scheduling.scheduler import RetentionScheduler
 
     disable_created_metrics()   # no *_created series: this process's registry is ours alone
-    if config_path is not None:
-        source = os.path.abspath(config_path)
-
-        def load() -> RetentionConfig:
-            return load_embedded(config_path)
-    elif demo:
-        source = DEMO_CONFIG_SOURCE
-        load = load_demo_config
-        config = load()
-        configure_logging(config.service.log_level, config.service.log_format)
-    else:
-        source = "<embedded conf/retention.yaml>"
-
-        def load() -> RetentionConfig:
-            return load_embedded(None)
-
+    source, load, config = _configuration(config, config_path, demo)
     signals = _Signals()
     signals.install()
     notifier = SystemdNotifier()
@@ -133,14 +119,7 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
     scheduler = None
     http = None
     try:
-        if config_path is None:
-            logger.info("retention serve: no --config, so the {} runs; data under {}",
-                        "embedded default configuration with the demo log added" if demo
-                        else "embedded default configuration",
-                        os.path.join(os.getcwd(), "data"))
-        logger.info("retention serve: {}", _describe(config, source))
-        if not config.logs:
-            logger.warning("retention serve: {} has no logs: nothing will be cleaned", source)
+        _announce(config, source, config_path, demo)
         if demo:
             if DEMO_LOG not in config.logs:
                 logger.error("--demo needs a log named {!r} in {} (the embedded demo configuration has one)",
@@ -159,22 +138,10 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
         logger.info("retention serve: pid {}, HTTP on {} (/livez /healthz /readyz /metrics /status /plan, "
                     "POST /clean)", os.getpid(), http.url)
         notifier.ready(f"serving on {http.url}")
-        watchdog = notifier.watchdog_interval
-        if watchdog is not None:
-            notifier.watchdog()
-        while signals.stop is None:
-            # Health is evaluated here too, so a problem is logged when it starts even when the
-            # disk check itself has stalled and nobody probes /healthz.
-            signals.wait(min(watchdog, _HEALTH_EVERY) if watchdog is not None else _HEALTH_EVERY)
-            _evaluate_health(scheduler)
-            if signals.reload and signals.stop is None:
-                signals.reload = False
-                config = _reload(load, source, scheduler, http, notifier)
-            if watchdog is not None and signals.stop is None and scheduler.alive():
-                notifier.watchdog()
+        _serve_until_stopped(signals, notifier, scheduler, http, load, source)
         signals.stopping = True
-        name = signal.Signals(signals.stop).name
-        logger.info("received {}: stopping (a running pass ends before its next file)", name)
+        logger.info("received {}: stopping (a running pass ends before its next file)",
+                    signal.Signals(signals.stop).name)
         notifier.stopping()
         started = time.monotonic()
         scheduler.stop()
@@ -194,6 +161,51 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
             writer.stop()
         notifier.close()
         signals.restore()
+
+
+def _configuration(config: RetentionConfig, config_path: str | None,
+                   demo: bool) -> tuple[str, Callable[[], RetentionConfig], RetentionConfig]:
+    """(where the configuration comes from, how a SIGHUP reloads it, the configuration to run):
+    the file at `config_path`, else the embedded default with the demo's log added (`demo`), else
+    the embedded default."""
+    from .demo import DEMO_CONFIG_SOURCE, load_demo_config
+
+    if config_path is not None:
+        return os.path.abspath(config_path), lambda: load_embedded(config_path), config
+    if demo:
+        config = load_demo_config()
+        configure_logging(config.service.log_level, config.service.log_format)
+        return DEMO_CONFIG_SOURCE, load_demo_config, config
+    return "<embedded conf/retention.yaml>", lambda: load_embedded(None), config
+
+
+def _announce(config: RetentionConfig, source: str, config_path: str | None, demo: bool) -> None:
+    if config_path is None:
+        logger.info("retention serve: no --config, so the {} runs; data under {}",
+                    "embedded default configuration with the demo log added" if demo
+                    else "embedded default configuration",
+                    os.path.join(os.getcwd(), "data"))
+    logger.info("retention serve: {}", _describe(config, source))
+    if not config.logs:
+        logger.warning("retention serve: {} has no logs: nothing will be cleaned", source)
+
+
+def _serve_until_stopped(signals: "_Signals", notifier: SystemdNotifier, scheduler, http,
+                         load: Callable[[], RetentionConfig], source: str) -> None:
+    """Evaluate health, reload on SIGHUP and feed systemd's watchdog until SIGTERM/SIGINT."""
+    watchdog = notifier.watchdog_interval
+    if watchdog is not None:
+        notifier.watchdog()
+    while signals.stop is None:
+        # Health is evaluated here too, so a problem is logged when it starts even when the
+        # disk check itself has stalled and nobody probes /healthz.
+        signals.wait(min(watchdog, _HEALTH_EVERY) if watchdog is not None else _HEALTH_EVERY)
+        _evaluate_health(scheduler)
+        if signals.reload and signals.stop is None:
+            signals.reload = False
+            _reload(load, source, scheduler, http, notifier)
+        if watchdog is not None and signals.stop is None and scheduler.alive():
+            notifier.watchdog()
 
 
 def _reload(load, source: str, scheduler, http, notifier: SystemdNotifier) -> RetentionConfig:

@@ -11,13 +11,18 @@ import pytest
 from commitlog import CommitLog
 from commitlog.spark import dead_offsets, jobs
 from commitlog.spark.ledger.ledger import Ledger
+from commitlog.spark.ledger.marking import mark_dead_records
 
 from spark_helpers import ids, load, marked_offsets, spark_records, stage
 
 pytestmark = pytest.mark.spark
 
 
-def _fail_in_partition(bad: int, after_batches: int):
+def _fail_in_partition(bad: int, after_batches: int, log_path: str | None = None, landed: int = 0):
+    """A mapInArrow function whose partition `bad` raises before its batch `after_batches`; with
+    `log_path`, only once the log's end offset has reached `landed` (the job's earlier batches
+    appended by the writer, another python worker fed by the JVM), so the job really fails after
+    writing, however loaded the machine."""
     def fn(batches):
         import time
 
@@ -25,27 +30,44 @@ def _fail_in_partition(bad: int, after_batches: int):
         partition = TaskContext.get().partitionId()
         for n, batch in enumerate(batches):
             if partition == bad and n == after_batches:
-                # Give the writer (another python worker, fed by the JVM) time to append the
-                # batches before this one, so the job really fails after writing.
-                time.sleep(2)
+                deadline = time.monotonic() + 120
+                while log_path is not None and time.monotonic() < deadline:
+                    from commitlog import CommitLog
+                    with CommitLog.open(log_path, readonly=True) as log:
+                        if log.end_offset >= landed:
+                            break
+                    time.sleep(0.1)
                 raise RuntimeError("boom: a task failing after writing some batches")
             yield batch
     return fn
+
+
+def _settled_records(log_path) -> list:
+    """The log's records once no task of a failed job is still appending (the same for a second)."""
+    records, deadline = spark_records(log_path), time.monotonic() + 120
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        again = spark_records(log_path)
+        if again == records:
+            break
+        records = again
+    return records
 
 
 def test_a_job_whose_task_raises_after_writing_leaves_nothing_visible(spark, log_path):
     stage(spark.range(0, 10, numPartitions=1), log_path)          # an earlier, committed job
     before = spark_records(log_path)
     df = spark.range(10, 100_010, numPartitions=2) \
-        .mapInArrow(_fail_in_partition(bad=1, after_batches=3), "id bigint")
+        .mapInArrow(_fail_in_partition(bad=1, after_batches=3, log_path=str(log_path), landed=13), "id bigint")
     with pytest.raises(Exception, match="boom"):
         # flushBytes=1: every batch is appended at once, so the failing task really wrote some.
         stage(df, log_path, flushBytes=1, recordBytes=1)
-    records = spark_records(log_path)
+    records = _settled_records(log_path)    # Spark cancels the other task after the abort
     failed_job = [(o, w) for o, w in records if (o, w) not in before]
     assert len(failed_job) >= 3                          # batches of the failing task landed
     assert dead_offsets(log_path) == [o for o, _ in failed_job]   # ...and are all dead
-    assert marked_offsets(log_path) == [o for o, _ in failed_job]  # ...in the store too
+    mark_dead_records(str(log_path))    # the catch-up every open runs: records that landed after
+    assert marked_offsets(log_path) == [o for o, _ in failed_job]  # the abort are in the store too
     assert ids(load(spark, log_path)) == list(range(10))  # nothing of the job is visible
     states = [j.state for j in jobs(log_path)]
     assert states == ["committed", "aborted"]

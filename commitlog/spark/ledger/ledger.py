@@ -70,29 +70,8 @@ class Ledger(LedgerView):
                 db.execute("INSERT OR IGNORE INTO jobs(job_id, kind, state, created_at, sink_id, "
                            "batch_id) VALUES (?, ?, ?, ?, ?, ?)",
                            (job_id, kind, OPEN, now, sink_id, batch_id))
-            row = db.execute("SELECT state, reason FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-            if row is None:
-                raise JobStateError(f"job {job_id} is unknown to the ledger of {self.log_path}")
-            if row[0] != OPEN:
-                raise JobStateError(f"job {job_id} on {self.log_path} cannot commit: it is already "
-                                    f"{row[0]}" + (f" ({row[1]})" if row[1] else ""))
-            total_records = total_rows = 0
-            ids = []
-            for writer_id, records, rows in reports:
-                w = db.execute("SELECT state, records, rows FROM writers WHERE writer_id = ?",
-                               (writer_id,)).fetchone()
-                if w is None or w[0] != WRITTEN:
-                    state = "unknown" if w is None else w[0]
-                    raise JobStateError(
-                        f"job {job_id} on {self.log_path} cannot commit: its writer {writer_id} is "
-                        f"{state}, not written (declared abandoned, or its task never finished)")
-                if (w[1], w[2]) != (records, rows):
-                    raise JobStateError(
-                        f"job {job_id} on {self.log_path} cannot commit: writer {writer_id} reported "
-                        f"{records} records/{rows} rows but the ledger holds {w[1]}/{w[2]}")
-                ids.append(writer_id)
-                total_records += records
-                total_rows += rows
+            self._check_open(db, job_id)
+            ids, total_records, total_rows = self._reported_writers(db, job_id, reports)
             others = [r[0] for r in db.execute(
                 "SELECT writer_id FROM writers WHERE job_id = ? AND state IN (?, ?)",
                 (tasks_job, WRITING, WRITTEN)).fetchall() if r[0] not in set(ids)]
@@ -105,20 +84,59 @@ class Ledger(LedgerView):
                 log.info("micro-batch %s of sink %s was already staged in %s; the re-run's %d "
                          "record(s) are dead", batch_id, sink_id, self.log_path, total_records)
                 return JobInfo(job_id, kind, ABORTED, 0, 0, sink_id, batch_id, "duplicate")
-            for writer_id in ids:
-                db.execute("UPDATE records SET visible = 1 WHERE writer_id = ?", (writer_id,))
-                db.execute("UPDATE writers SET state = ?, finished_at = ?, job_id = ? "
-                           "WHERE writer_id = ?", (COMMITTED, now, job_id, writer_id))
-            if sink_id is not None:
-                db.execute("INSERT INTO sink_batches(sink_id, batch_id, job_id, committed_at) "
-                           "VALUES (?, ?, ?, ?)", (sink_id, batch_id, job_id, now))
-                db.execute("DELETE FROM sink_batches WHERE sink_id = ? AND batch_id < ?",
-                           (sink_id, batch_id - SINK_BATCHES_KEPT))
-                db.execute("DELETE FROM jobs WHERE sink_id = ? AND batch_id < ?",
-                           (sink_id, batch_id - SINK_BATCHES_KEPT))
+            self._publish(db, job_id, ids, now, sink_id, batch_id)
             db.execute("UPDATE jobs SET state = ?, finished_at = ?, records = ?, rows = ? "
                        "WHERE job_id = ?", (COMMITTED, now, total_records, total_rows, job_id))
             return JobInfo(job_id, kind, COMMITTED, total_records, total_rows, sink_id, batch_id, None)
+
+    def _check_open(self, db, job_id: str) -> None:
+        """JobStateError unless job `job_id` is known and still open (in transaction `db`)."""
+        row = db.execute("SELECT state, reason FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise JobStateError(f"job {job_id} is unknown to the ledger of {self.log_path}")
+        if row[0] != OPEN:
+            raise JobStateError(f"job {job_id} on {self.log_path} cannot commit: it is already "
+                                f"{row[0]}" + (f" ({row[1]})" if row[1] else ""))
+
+    def _reported_writers(self, db, job_id: str,
+                          reports: list[tuple[str, int, int]]) -> tuple[list[str], int, int]:
+        """(writer ids, records, rows) of `reports`, each writer checked to be written with the
+        figures its task reported (JobStateError otherwise)."""
+        total_records = total_rows = 0
+        ids = []
+        for writer_id, records, rows in reports:
+            w = db.execute("SELECT state, records, rows FROM writers WHERE writer_id = ?",
+                           (writer_id,)).fetchone()
+            if w is None or w[0] != WRITTEN:
+                state = "unknown" if w is None else w[0]
+                raise JobStateError(
+                    f"job {job_id} on {self.log_path} cannot commit: its writer {writer_id} is "
+                    f"{state}, not written (declared abandoned, or its task never finished)")
+            if (w[1], w[2]) != (records, rows):
+                raise JobStateError(
+                    f"job {job_id} on {self.log_path} cannot commit: writer {writer_id} reported "
+                    f"{records} records/{rows} rows but the ledger holds {w[1]}/{w[2]}")
+            ids.append(writer_id)
+            total_records += records
+            total_rows += rows
+        return ids, total_records, total_rows
+
+    @staticmethod
+    def _publish(db, job_id: str, ids: list[str], now: float, sink_id: str | None,
+                 batch_id: int | None) -> None:
+        """Make the records of writers `ids` visible and the writers committed under `job_id`; for
+        a sink, record the micro-batch and forget those older than SINK_BATCHES_KEPT."""
+        for writer_id in ids:
+            db.execute("UPDATE records SET visible = 1 WHERE writer_id = ?", (writer_id,))
+            db.execute("UPDATE writers SET state = ?, finished_at = ?, job_id = ? "
+                       "WHERE writer_id = ?", (COMMITTED, now, job_id, writer_id))
+        if sink_id is not None:
+            db.execute("INSERT INTO sink_batches(sink_id, batch_id, job_id, committed_at) "
+                       "VALUES (?, ?, ?, ?)", (sink_id, batch_id, job_id, now))
+            db.execute("DELETE FROM sink_batches WHERE sink_id = ? AND batch_id < ?",
+                       (sink_id, batch_id - SINK_BATCHES_KEPT))
+            db.execute("DELETE FROM jobs WHERE sink_id = ? AND batch_id < ?",
+                       (sink_id, batch_id - SINK_BATCHES_KEPT))
 
     def abort_job(self, job_id: str, reason: str, writer_ids: Iterable[str] = (), *,
                   tasks_job: str | None = None, kind: str = "batch", sink_id: str | None = None,

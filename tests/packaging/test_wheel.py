@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import zipfile
@@ -133,6 +134,8 @@ def test_retention_serve_demo_runs_from_the_installed_wheel(venv_bin, host, cwd)
 
 
 def test_the_readme_spark_block_reads_with_the_jvm_reader_on_a_java_runtime(venv_bin, host, cwd):
+    assert shutil.which("javac", path=host["PATH"]) is None
+    assert os.listdir(Path(host["JAVA_HOME"]) / "bin") == ["java"]          # a runtime, no compiler
     done = subprocess.run([str(venv_bin / "python"), "-c", readme_python(spark=True) + OBSERVE], cwd=cwd, env=host,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -17,7 +17,7 @@ help:
 	@echo 'make docs-serve  the documentation site on http://127.0.0.1:8000/'
 	@echo 'make jar         the JVM reader of commitlog.spark (needs a JDK)'
 	@echo 'make bench       the benchmarks of docs/performance.md'
-	@echo 'make clean       removes .venv, data, build and the jar'
+	@echo 'make clean       removes .venv, data, build, dist and the jar'
 
 prereqs:
 	@PYTHON=$(PYTHON) sh scripts/check_prereqs
@@ -55,4 +55,4 @@ bench: $(STAMP) $(JAR)
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) data build *.egg-info $(JAR)
+	rm -rf $(VENV) data build dist *.egg-info $(JAR)

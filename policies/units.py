@@ -38,6 +38,7 @@ __all__ = [
     "parse_hours",
     "parse_ratio",
     "parse_size",
+    "plural",
     "shown",
 ]
 
@@ -250,6 +251,13 @@ def humanize_duration(seconds: float) -> str:
             parts.append((count, unit))
     shown = [f"{count}{unit}" for count, unit in parts[:2] if count]
     return sign + "".join(shown)
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """``count`` with the noun its number takes: ``"1 segment"``, ``"2 segments"``, ``"0 log
+    directories"`` (``many`` when adding an s is not the plural). Every count the product prints says
+    it this way, never with an s in brackets; the status page has the same helper in its script."""
+    return f"{count} {one if count == 1 else (many if many is not None else one + 's')}"
 
 
 def humanize_size(size: int) -> str:

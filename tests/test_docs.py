@@ -12,6 +12,7 @@ import re
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -190,9 +191,27 @@ def test_the_python_api_page_renders_the_docstrings(site):
     assert 'id="commitlog.LogOptions"' in html           # what open()'s docstring points at
 
 
-def test_the_status_page_screenshot_is_in_the_documentation(site):
+def png_text(data: bytes) -> dict[str, str]:
+    """The tEXt chunks of a PNG, key -> text."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    text, at = {}, 8
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        if kind == b"tEXt":
+            key, _, value = data[at + 8:at + 8 + length].partition(b"\0")
+            text[key.decode("latin-1")] = value.decode("latin-1")
+        at += 12 + length
+    return text
+
+
+def test_the_status_page_screenshot_is_of_the_demo_the_documentation_describes(site):
     shot = site / "assets" / "status-page.png"
-    assert shot.stat().st_size > 20_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.stat().st_size > 20_000
+    # Taken by scripts/screenshot_demo from `retention serve --demo` (getting-started.md), not a test run.
+    source = png_text(shot.read_bytes()).get("Source", "")
+    assert source.startswith("retention serve --demo, in an empty directory") and "scripts/screenshot_demo" in source, source
+    assert "![The status page of the demo](assets/status-page.png)" in (DOCS / "getting-started.md").read_text()
+    assert "scripts/screenshot_demo" in (DOCS / "development.md").read_text()
 
 
 # --- the README ------------------------------------------------------------------------------------

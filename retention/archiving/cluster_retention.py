@@ -19,7 +19,7 @@ from loguru import logger
 
 from commitlog.archive import ArchivedSegment, Manifest, Tier, groups, versions
 from commitlog.errors import ArchiveError
-from policies import GroupSnapshot, PolicyConfig, expire_archived
+from policies import GroupSnapshot, PolicyConfig, expire_archived, plural
 
 from .expiry import archived_snapshots
 
@@ -53,8 +53,8 @@ def drop_expired(tier: Tier, name: str, policy: PolicyConfig, *, now: float) -> 
         following = manifest.without_before(expired[-1][0].end_offset)
         if versions.create_version(tier, name, version + 1, following):
             _publish(tier, name, version + 1, following)
-            logger.info("{}: total retention on {} dropped {} segment(s) ({}) in manifest version {}; the log "
-                        "starts at {}", name, tier.url, len(expired), expired[0][1], version + 1,
+            logger.info("{}: total retention on {} dropped {} ({}) in manifest version {}; the log "
+                        "starts at {}", name, tier.url, plural(len(expired), "segment"), expired[0][1], version + 1,
                         following.start_offset)
             return Dropped(version + 1, tuple(expired))
     raise ArchiveError(tier.url, f"{name}/{versions.MANIFESTS}/", f"total retention lost the next manifest "

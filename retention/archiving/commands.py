@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 
 from commitlog import ArchiveError, CommitLogError
-from policies import RetentionConfig, humanize_duration, humanize_size
+from policies import RetentionConfig, humanize_duration, humanize_size, plural
 from prometheus_client import CollectorRegistry
 
 from ..audit import AuditTrail
@@ -109,7 +109,7 @@ def render(data: dict) -> str:
         if "problems" in entry:
             lines.append(f"  verified in {entry['seconds']:.2f}s: "
                          + ("every object matches the manifest" if not entry["problems"] else
-                            f"{len(entry['problems'])} problem(s)"))
+                            plural(len(entry["problems"]), "problem")))
             lines.extend(f"  problem: {problem}" for problem in entry["problems"])
         if entry.get("missing"):
             lines.append(f"  archive missing: {entry['missing']}")

@@ -20,7 +20,7 @@ from loguru import logger
 from commitlog import CommitLog
 from commitlog.archive import LogArchive, Manifest
 from commitlog.layout import segment_name
-from policies import ArchivedSegmentSnapshot, PolicyConfig, expire_archived
+from policies import ArchivedSegmentSnapshot, PolicyConfig, expire_archived, plural
 
 from ..audit import ABORTED, AuditTrail, DELETED, aborted_entry, audit_time
 from ..deletion.watched import group_snapshots
@@ -59,8 +59,8 @@ def expire(archive: LogArchive, manifest: Manifest, log: CommitLog, policy: Poli
     for ident, planned in intents:
         _delete_objects(archive, planned["base_offset"])
         audit.outcome_or_log(ident, DELETED, {**planned, "time": audit_time(clock())})
-    logger.info("{}: total retention deleted {} archived segment(s) from {} ({}); the archive starts at {}",
-                archive.name, len(intents), archive.tier.url, intents[0][1]["because"], manifest.start_offset)
+    logger.info("{}: total retention deleted {} from {} ({}); the archive starts at {}",
+                archive.name, plural(len(intents), "archived segment"), archive.tier.url, intents[0][1]["because"], manifest.start_offset)
     return manifest
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from policies import DELETED
+from policies import DELETED, plural
 
 __all__ = ["ABORTED", "ABORT_REASONS", "ARCHIVED", "CLOCK_ACCEPTED", "CLOCK_EVENTS", "CLOCK_RETURNED",
            "CLOCK_SET_BACK", "CLOCK_STEPPED", "COMPACTED", "DAMAGED", "DELETED", "EVENTS", "INTENT", "OUTCOMES",
@@ -103,6 +103,6 @@ class SettledIntents:
             total = sum(counts.values())
             pids = ", ".join(str(p) for p in sorted(self._pids[log], key=str))
             outcomes = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
-            out.append(f"{log}: settled {total} audit intent{'s' if total != 1 else ''} of interrupted "
+            out.append(f"{log}: settled {plural(total, 'audit intent')} of interrupted "
                        f"{self.what}s (pid {pids}, died before writing the outcome): {outcomes}")
         return out

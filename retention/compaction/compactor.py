@@ -61,7 +61,7 @@ from loguru import logger
 
 from commitlog import (CommitLog, CommitLogError, InvalidArgumentError, SegmentInfo, StoreFullError, disk_usage,
                        segment_name)
-from policies import (CompactionOutput, CompactionSegment, GroupSnapshot, KeyIndex,
+from policies import (plural, CompactionOutput, CompactionSegment, GroupSnapshot, KeyIndex,
                       LivenessRule, PendingRanges, PolicyConfig, RetentionConfig, count_dropped,
                       plan_compaction, stale_groups, throttle_delay, too_live_to_compact, within_pass_budget)
 
@@ -310,8 +310,8 @@ class Compactor:
         if self.metrics is not None:
             self.metrics.compacted(watched.name, reclaimed=result.reclaimed_bytes, read=out.read_bytes,
                                    written=o.bytes_after)
-        logger.info("{}: compacted {} segment(s) from {} into {} ({} -> {} bytes, dropped {})", watched.name,
-                    len(o.inputs), planned["segment"], "nothing (a gap)" if o.segment is None else
+        logger.info("{}: compacted {} from {} into {} ({} -> {} bytes, dropped {})", watched.name,
+                    plural(len(o.inputs), "segment"), planned["segment"], "nothing (a gap)" if o.segment is None else
                     segment_name(o.segment), o.bytes_before, o.bytes_after, result.dropped)
         return result
 

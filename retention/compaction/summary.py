@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from commitlog import segment_name
-from policies import CAUSES, humanize_size
+from policies import CAUSES, humanize_size, plural
 
 __all__ = ["CompactionResult", "LogCompaction", "OutputResult", "render_compaction", "render_output"]
 
@@ -109,7 +109,7 @@ def render_output(log: str, output: OutputResult, *, dry_run: bool = False) -> s
     """One line for one output (the CLI's progress line on a terminal)."""
     target = "(nothing live: a gap)" if output.segment is None else segment_name(output.segment)
     verb = "would replace" if dry_run else "replaced"
-    return (f"{log}: {target} {verb} {len(output.inputs)} segment(s), {humanize_size(output.bytes_before)}"
+    return (f"{log}: {target} {verb} {plural(len(output.inputs), 'segment')}, {humanize_size(output.bytes_before)}"
             f" -> {humanize_size(output.bytes_after)}; dropped {_dropped(output.dropped)}")
 
 
@@ -129,11 +129,11 @@ def render_compaction(data: dict) -> str:
             lines.append(f"  {o['segment'] or '(gap)':<24} {len(o['inputs']):>6} {humanize_size(o['bytes_before']):>10} "
                          f"{humanize_size(o['bytes_after']):>10}  {_dropped(o['dropped'])}")
         if log["planned"] > len(log["outputs"]):
-            lines.append(f"  {log['planned'] - len(log['outputs'])} planned output(s) left for the next pass")
+            lines.append(f"  {plural(log['planned'] - len(log['outputs']), 'planned output')} left for the next pass")
         lines.append(f"  reclaimed {humanize_size(log['reclaimed_bytes'])}")
         total += log["reclaimed_bytes"]
         outputs += len(log["outputs"])
     verb = "would reclaim" if data["dry_run"] else "reclaimed"
-    lines.append(f"\n{verb} {humanize_size(total)} in {outputs} output(s)"
+    lines.append(f"\n{verb} {humanize_size(total)} in {plural(outputs, 'output')}"
                  + (" (stopped early: time budget or stop)" if data["interrupted"] else ""))
     return "\n".join(lines) + "\n"

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from loguru import logger
 
 from commitlog import CommitLogError
-from policies import ARCHIVED, DELETE, DELETED, FAILED, HUNG, PolicyConfig, SegmentDecision
+from policies import ARCHIVED, DELETE, DELETED, FAILED, HUNG, PolicyConfig, SegmentDecision, plural
 
 from ..audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_time, deletion_entry,
                      recovered_deletion)
@@ -168,8 +168,8 @@ class AuditedRemoval:
             try:
                 self.audit.flush_backlog()
             except OSError as exc:
-                logger.error("audit {} still cannot be written ({}); {} line(s) kept in memory",
-                             self.audit.path, exc, self.audit.backlog)
+                logger.error("audit {} still cannot be written ({}); {} kept in memory",
+                             self.audit.path, exc, plural(self.audit.backlog, "line"))
         try:
             open_intents = self.audit.unresolved()
         except OSError as exc:

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from loguru import logger
 
 from commitlog import disk_usage
-from policies import pressure_calls_for_compaction, should_compact_under_pressure
+from policies import plural, pressure_calls_for_compaction, should_compact_under_pressure
 
 from ..compaction.summary import CompactionResult
 from ..compaction.compactor import Compactor, Pending
@@ -157,9 +157,9 @@ class CompactionPasses:
             logger.opt(exception=exc).error("{} compaction raised: {}", kwargs.get("kind"), exc)
             return
         if result is not None and result.outputs:
-            logger.info("{} compaction on {}: {} output(s), {} bytes reclaimed in {:.3f}s", kwargs.get("kind"),
+            logger.info("{} compaction on {}: {}, {} bytes reclaimed in {:.3f}s", kwargs.get("kind"),
                         self._state.filesystems[dev].mountpoint if dev in self._state.filesystems else dev,
-                        result.outputs, result.reclaimed_bytes, result.duration)
+                        plural(result.outputs, "output"), result.reclaimed_bytes, result.duration)
 
     def wait(self, timeout: float) -> None:
         """Wait up to `timeout` seconds for running compactions to end (they stop between outputs)."""

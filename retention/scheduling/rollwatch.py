@@ -28,6 +28,8 @@ from collections.abc import Callable
 
 from loguru import logger
 
+from policies import plural
+
 __all__ = ["DEBOUNCE", "HOT_POLL", "HOT_WINDOW", "RollWatch"]
 
 IN_CLOSE_WRITE = 0x00000008
@@ -98,7 +100,8 @@ class RollWatch:
             for path, dev in paths.items():
                 self._add(path, dev)
             if self._thread is None and not self._stop.is_set():
-                logger.info("watching {} log directories for segment rolls (inotify)", len(self._watched))
+                logger.info("watching {} for segment rolls (inotify)",
+                            plural(len(self._watched), "log directory", "log directories"))
                 self._thread = threading.Thread(target=self._run, name="retention-rollwatch", daemon=True)
                 self._thread.start()
 

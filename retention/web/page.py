@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from importlib import resources
 
 from policies import DELETED, PolicyConfig, SegmentDecision, format_hours, next_delete_window
-from policies.reasons import ACTIVE, HELD, NOT_ARCHIVED, NO_TRIGGER, PREFIX, RESERVED, BATCH_LIMIT
+from policies.reasons import ACTIVE, ARCHIVED, HELD, NOT_ARCHIVED, NO_TRIGGER, PREFIX, RESERVED, BATCH_LIMIT
 
 __all__ = ["PageBuilder", "build_page_data", "page_html", "segment_runs", "tail_audit", "TOTAL_RUNS", "MAX_RUNS"]
 
@@ -39,8 +39,9 @@ DELETIONS = 20               # last audit lines shown
 AUDIT_TAIL_BYTES = 256 << 10  # at most this much of the audit file is read per refresh
 LIST_CAP = 50                # pinned files, hung segments, consumer groups per log, passes
 
-# Kinds of bar, in the legend's order; the page colours them (status.html, `KINDS`).
-DELETE, ACTIVE_KIND, HUNG_KIND, MIXED = "delete", "active", "hung", "mixed"
+# Kinds of bar; the page colours them, a few kinds to a legend entry (status.html, `LEGEND`).
+# `evict`: a deletion of a segment the log's archive tier holds (nothing is lost).
+DELETE, EVICT, ACTIVE_KIND, HUNG_KIND, MIXED = "delete", "evict", "active", "hung", "mixed"
 KEEP_KINDS = {NO_TRIGGER: "no-trigger", RESERVED: "reserved", PREFIX: "prefix", BATCH_LIMIT: "batch-limit",
               NOT_ARCHIVED: "not-archived"}
 
@@ -54,9 +55,9 @@ def page_html() -> bytes:
 def _kind(d: SegmentDecision) -> str:
     """What colours a segment: the action, else the first reason (the planner lists them in the
     order that decides: active, no-trigger, reserved, unconsumed, held, prefix, batch-limit), where
-    no-trigger counts only when it is the sole reason."""
+    no-trigger counts only when it is the sole reason; a deletion of an archived segment is `evict`."""
     if d.action == DELETE:
-        return DELETE
+        return EVICT if ARCHIVED in d.because else DELETE
     # Without a trigger nothing goes; the next reason says what would keep it once one is active.
     reasons = [r for r in d.reasons if r != NO_TRIGGER] or list(d.reasons)
     first = reasons[0] if reasons else ""
@@ -192,6 +193,7 @@ def tail_audit(path: str, limit: int = DELETIONS, max_bytes: int = AUDIT_TAIL_BY
 def _deletion(e: dict) -> dict:
     return {"time": e.get("time"), "log": e.get("log"), "segment": e.get("segment"), "bytes": e.get("bytes"),
             "triggers": e.get("triggers"), "forced": e.get("forced"), "overridden_by": e.get("overridden_by"),
+            "archived": bool(e.get("archived")),
             "unconsumed": [u.get("group") for u in (e.get("unconsumed") or [])][:LIST_CAP]}
 
 

@@ -60,7 +60,7 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
 
-from policies import ServiceConfig
+from policies import ServiceConfig, plural
 
 from .routes import ENDPOINTS, OTHER, PROBE_PATHS, RetentionApp
 from ..scheduling.scheduler import RetentionScheduler
@@ -184,8 +184,8 @@ class _Server(TcpWSGIServer):
         logger.debug("http {} closed: idle {:.1f}s at service.max_connections ({})", _client(channel),
                      now - _idle_since(channel), limit)
         if now - self._evicted_logged_at >= EVICTION_LOG_INTERVAL:
-            logger.warning("HTTP connections at service.max_connections ({}): closed {} idle connection(s) "
-                           "to accept new ones in the last {:g}s", limit, self._evicted,
+            logger.warning("HTTP connections at service.max_connections ({}): closed {} "
+                           "to accept new ones in the last {:g}s", limit, plural(self._evicted, "idle connection"),
                            min(EVICTION_LOG_INTERVAL, now - self._evicted_logged_at))
             self._evicted, self._evicted_logged_at = 0, now
 

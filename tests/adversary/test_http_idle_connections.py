@@ -65,5 +65,5 @@ def test_probes_and_metrics_answer_within_2s_while_500_idle_connections_hold_eve
     finally:
         for s in idle:
             s.close()
-    assert "closed 1 idle connection(s) to accept new ones" in sidecar.log()
+    assert "closed 1 idle connection to accept new ones" in sidecar.log()
 

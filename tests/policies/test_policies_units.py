@@ -1,8 +1,11 @@
-"""Parsing of durations, sizes, ratios and hours."""
+"""Parsing of durations, sizes, ratios and hours; counts said with their noun."""
 
 from __future__ import annotations
 
+import ast
+import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import assume, given
@@ -17,6 +20,7 @@ from policies import (
     parse_hours,
     parse_ratio,
     parse_size,
+    plural,
 )
 
 
@@ -193,3 +197,24 @@ def test_humanizes_durations_to_two_units(seconds, text):
                                              (-2048, "-2.0KiB")])
 def test_sizes_for_people_keep_one_decimal_in_the_largest_unit_at_least_one(size, shown):
     assert humanize_size(size) == shown
+
+
+def test_a_count_takes_the_noun_its_number_needs_and_no_message_says_noun_s():
+    assert [plural(n, "segment") for n in (0, 1, 2)] == ["0 segments", "1 segment", "2 segments"]
+    assert plural(1, "log directory", "log directories") == "1 log directory"
+    assert plural(3, "log directory", "log directories") == "3 log directories"
+    # Every message of the sidecar and the planner, and the status page, says it so: no "segment(s)"
+    # in a string of their Python (f-strings' parts too) or a string or template literal of the page.
+    root = Path(__file__).resolve().parents[2]
+    said = []
+    for folder in ("retention", "policies"):
+        for path in sorted((root / folder).rglob("*.py")):
+            said += [(path.name, node.value) for node in ast.walk(ast.parse(path.read_text()))
+                     if isinstance(node, ast.Constant) and isinstance(node.value, str) and _noun_s(node.value)]
+    page = (root / "retention" / "web" / "static" / "status.html").read_text()
+    said += [("status.html", literal) for literal in re.findall(r'"[^"\n]*"|`[^`]*`|\'[^\'\n]*\'', page) if _noun_s(literal)]
+    assert said == [], said
+
+
+def _noun_s(text: str) -> bool:
+    return re.search(r"[a-z]\(s\)", text.replace("http(s)", "")) is not None

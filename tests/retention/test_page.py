@@ -154,3 +154,11 @@ def test_a_runs_live_ratio_weighs_its_segments_by_their_record_bytes_and_survive
     assert segment_runs([d(0, None), d(1, None)])[0]["live_ratio"] is None
     merged = segment_runs([d(i, 0 if i % 2 else 1000, "delete" if i % 2 else "keep") for i in range(8)], max_runs=2)
     assert [(r["kind"], r["count"], r["live_ratio"]) for r in merged] == [("mixed", 4, 0.5), ("mixed", 4, 0.5)]
+
+
+def test_a_deletion_of_an_archived_segment_is_its_own_kind_of_bar():
+    def d(i: int, because: tuple[str, ...]) -> SegmentDecision:
+        return SegmentDecision(base_offset=i, end_offset=i + 1, path=f"/l/{i:020d}.log", bytes=10,
+                               action="delete", because=because)
+    runs = segment_runs([d(0, ("expired", "archived")), d(1, ("expired", "archived")), d(2, ("expired",))])
+    assert [(r["kind"], r["count"]) for r in runs] == [("evict", 2), ("delete", 1)]

@@ -1,10 +1,13 @@
 """The status page in a real headless Chromium (Debian's chromium + chromium-driver, through
 Selenium): it loads with no console error, shows each log and its segment count, refreshes itself
-after a deletion, and leaves a screenshot in build/test-artifacts/status-page.png."""
+after a deletion, keeps a selected bar across refreshes, says "loading" and "cannot reach" where
+data is missing, labels archived deletions, and leaves a screenshot in
+build/test-artifacts/status-page.png."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import urllib.request
 from pathlib import Path
@@ -13,6 +16,7 @@ import pytest
 
 from commitlog import CommitLog
 from retention import RetentionScheduler
+from retention.web import page
 from retention.web.admission import CLIENT_HEADER
 from retention.web.server import RetentionHTTPServer
 
@@ -35,6 +39,7 @@ def sidecar(tmp_path):
     set_age(tmp_path / "staging", staging[:25], 3 * 3600)        # 25 expired, the rest young
     with CommitLog.open(tmp_path / "staging") as log:
         log.commit("etl", staging[30])
+    make_log(tmp_path / "single", 0)                               # its active segment only
     clicks = make_log(tmp_path / "clicks", 8)
     with CommitLog.open(tmp_path / "clicks", readonly=True) as log:
         log.mark_dead(range(clicks[0], clicks[0] + 22))           # 22 of the head's 33 records dead
@@ -44,13 +49,14 @@ def sidecar(tmp_path):
               "clicks": {"path": str(tmp_path / "clicks"), "segment_size": "4KiB",
                          "overrides": {"retention_bytes": "2MiB", "reserve": "2h",
                                        "archive": {"url": f"file://{tmp_path}/archive"}}},
-              "later": {"path": str(tmp_path / "later"), "segment_size": "4KiB"}}))
+              "later": {"path": str(tmp_path / "later"), "segment_size": "4KiB"},
+              "single": {"path": str(tmp_path / "single"), "segment_size": "4KiB"}}))
     scheduler = RetentionScheduler(config)
     scheduler.start()
     server = RetentionHTTPServer(scheduler, config.service)
     server.start()
     try:
-        yield server, {"staging": len(staging), "clicks": len(clicks)}, staging    # counts: the active too
+        yield server, {"staging": len(staging), "clicks": len(clicks), "single": 1}, staging    # counts: the active too
     finally:
         server.stop()
         scheduler.stop()
@@ -73,6 +79,10 @@ def browser():
         driver.quit()
 
 
+def segments(n: int) -> str:
+    return "1 segment" if n == 1 else f"{n} segments"
+
+
 def _segments_shown(driver, log: str) -> str:
     return driver.execute_script(
         "const e = document.querySelector(`[data-log='${arguments[0]}'] [data-role=segments]`);"
@@ -89,7 +99,7 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
     browser.get(server.url + "/?refresh=500")
     assert browser.title == "retention status"
     for log, n in counts.items():
-        wait_for(lambda: _segments_shown(browser, log) == f"{n} segments", f"{log}: {n} segments")
+        wait_for(lambda: _segments_shown(browser, log) == segments(n), f"{log}: {segments(n)}")
     body = browser.find_element("tag name", "body").text
     assert "etl" in body                                # the consumer group table
     size = browser.find_element("css selector", "[data-log=staging] [data-role=size]").text
@@ -118,16 +128,24 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
         "const l = document.querySelector('[data-log=later]');"
         "return [l.querySelector('[data-role=not-created]').textContent, l.querySelectorAll('.detail').length];")
     assert "not created yet" in note and boxes == 1                     # that note, no error box
-    # The legend: every colour distinct, each explained; the dead share explained too.
-    colours = browser.execute_script(
-        "return [...document.querySelectorAll('#legend [data-kind]')].map(e => e.dataset.color);")
-    assert len(colours) == len(set(colours)) == 11, colours
-    assert "dead share" in _text(browser, "#legend")
+    # The legend: a few entries in plain words, each its own colour with details in its tooltip;
+    # every kind of bar the data has (retention/web/page.py) is one of them; the dark top explained too.
+    legend = browser.execute_script(
+        "return [...document.querySelectorAll('#legend [data-kinds]')].map(e => [e.dataset.kinds, e.dataset.color, e.title]);")
+    assert len(legend) <= 8 and len({colour for _, colour, _ in legend}) == len(legend), legend
+    assert all(len(tip) > 30 for _, _, tip in legend), legend
+    kinds = {kind for entry, _, _ in legend for kind in entry.split()}
+    assert kinds == {page.DELETE, page.EVICT, page.ACTIVE_KIND, page.HUNG_KIND, "unconsumed", "keep",
+                     *page.KEEP_KINDS.values()}, kinds
+    words = _text(browser, "#legend")
+    assert "records no longer needed" in words and "protected: a consumer group has not read it" in words, words
+    assert not re.search(r"dark top|=|files_per_pass|no-trigger", words), words
     # The disk chart: scaled to the history it has, its lines labelled (the force target is clean's).
     assert _text(browser, "[data-role=span]") == "1m00s ago"
     labels = browser.execute_script(
         "return [...document.querySelectorAll('.chartbox .lbl')].map(e => [e.textContent, e.getBoundingClientRect().toJSON()]);")
-    assert [text for text, _ in labels] == ["refuse writes 90.0 %", "force 85.0 %", "clean = force target 75.0 %"], labels
+    assert [text for text, _ in labels] == ["90.0 %: writers refused", "85.0 %: forcing starts",
+                                            "75.0 %: expired go at any hour, forcing stops"], labels
     rects = [rect for _, rect in labels]
     for a, b in zip(rects, rects[1:]):   # no label covers another
         apart = a["right"] <= b["left"] or b["right"] <= a["left"]
@@ -141,11 +159,22 @@ def test_status_page_shows_logs_refreshes_after_a_deletion_without_console_error
         deleted = sum(log["deleted"] for log in json.loads(response.read())["logs"])
     assert deleted == 25
     left = counts["staging"] - deleted
-    wait_for(lambda: _segments_shown(browser, "staging") == f"{left} segments", f"staging: {left} segments")
+    wait_for(lambda: _segments_shown(browser, "staging") == segments(left), f"staging: {segments(left)}")
     newest = f"{staging[24]:020d}.log"                  # the table lists the last deletions, newest first
     wait_for(lambda: newest in browser.find_element("id", "deletions").text, "the last deletion in the table")
     assert len(browser.find_elements("css selector", "#deletions tr")) == 1 + 20
-    assert "manual" in browser.find_element("id", "passes").text
+    passes = browser.find_element("id", "passes").text
+    assert "manual" in passes
+    # How long a pass took: milliseconds under a second, never "0s" (nor "≤ 0s" for a stretch of them).
+    took = browser.execute_script("return [...document.querySelectorAll('#passes tr')].slice(1).map(r => r.lastChild.textContent);")
+    assert took and all(re.fullmatch(r"(at most )?(\d+ ms|under 1 ms|\d+\.\d s)( each)?", t) for t in took), took
+    assert any(t.endswith(" ms") for t in took) and "≤" not in passes, took
+    assert browser.execute_script("return [took(0.04), took(0.0001), took(2.5), took(75)];") == [
+        "40 ms", "under 1 ms", "2.5 s", "1m15s"]
+    # One word for one, the plural for the rest, everywhere on the page.
+    body = browser.find_element("tag name", "body").text
+    assert _segments_shown(browser, "single") == "1 segment"
+    assert "(s)" not in body and not re.search(r"(?<![\d.,])1 (segments|outputs|logs|failures)\b", body), body
     # Passes that changed nothing are one row per stretch (the page's own function, in the browser).
     rows = browser.execute_script("""return collapsePasses([
         {at: "2026-01-01T00:00:05Z", kind: "interval", logs: ["a"], outcome: "ok", deleted: 0, freed_bytes: 0, duration_seconds: 0.1},
@@ -215,3 +244,103 @@ def test_a_health_problem_gets_a_row_on_the_page_until_it_clears(sidecar, browse
     assert browser.find_element("id", "health").text == "healthy"
     errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
     assert errors == [], errors
+
+
+def _renders(driver) -> int:
+    return int(driver.execute_script("return document.body.dataset.renders || 0;"))
+
+
+def _after_renders(driver, n: int) -> None:
+    """Wait until the page has rendered fresh data `n` more times."""
+    start = _renders(driver)
+    wait_for(lambda: _renders(driver) >= start + n, f"{n} refreshes of the page")
+
+
+def _selection(driver) -> tuple[str | None, str | None, list[str]]:
+    """The selection's detail text and state, and the first segments of the bars drawn selected."""
+    return tuple(driver.execute_script(
+        "const d = document.querySelector('[data-role=selection]');"
+        "return [d && d.firstChild.textContent, d && d.dataset.state,"
+        "        [...document.querySelectorAll('.strip div.sel')].map(b => b.dataset.first)];"))
+
+
+def _click_bar(driver, log: str, first: str) -> None:
+    driver.execute_script("document.querySelector(`[data-log='${arguments[0]}'] .strip div[data-first='${arguments[1]}']`).click();",
+                          log, first)
+
+
+def _clean(server) -> int:
+    request = urllib.request.Request(server.url + "/clean", method="POST", data=b"", headers={CLIENT_HEADER: "tests"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return sum(log["deleted"] for log in json.loads(response.read())["logs"])
+
+
+def test_a_selected_bar_keeps_its_details_across_refreshes_until_dismissed_and_says_when_it_is_gone(sidecar, browser):
+    server, counts, staging = sidecar
+    browser.get(server.url + "/?refresh=500")
+    wait_for(lambda: _segments_shown(browser, "staging") == segments(counts["staging"]), "the page loaded")
+    young, expired = f"{staging[25]:020d}.log", f"{staging[0]:020d}.log"
+    _click_bar(browser, "staging", young)
+    text, state, selected = _selection(browser)
+    assert text.startswith("staging: ") and young in text and state == "run" and selected == [young], (text, selected)
+    which = text.split(": keep")[0]                      # its segments (the ages in the rest move on)
+    _after_renders(browser, 3)                          # the refreshes redraw the page, not the selection
+    text, state, selected = _selection(browser)
+    assert text.split(": keep")[0] == which and state == "run" and selected == [young], (text, which)
+    # Another bar moves the selection there (one at a time); a deletion of its segment is said.
+    _click_bar(browser, "staging", expired)
+    assert _selection(browser)[2] == [expired]
+    assert _clean(server) == 25
+    text, state, selected = wait_for(lambda: _selection(browser)[1] == "gone" and _selection(browser), "the selection gone")
+    assert text == f"{expired}, the segment you selected, is gone: it is no longer in the log (deleted or compacted away)"
+    assert selected == []                               # (older than the 20 deletions the table lists)
+    newest = f"{staging[24]:020d}.log"                  # one the table lists: when it went
+    browser.execute_script("select({log: 'staging', segment: arguments[0]});", newest)
+    text = _selection(browser)[0]
+    assert re.fullmatch(rf"{newest}, the segment you selected, is gone: deleted \d+s ago; see Last deletions", text), text
+    _after_renders(browser, 2)
+    assert _selection(browser)[1] == "gone"              # still said, until the user dismisses it
+    browser.find_element("css selector", "[data-role=selection] button").click()
+    assert _selection(browser) == (None, None, [])
+    _after_renders(browser, 2)
+    assert _selection(browser) == (None, None, []) and "click a bar for details" in _text(browser, "[data-log=staging]")
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert errors == [], errors
+
+
+def test_the_page_says_loading_before_its_first_data_and_when_the_sidecar_cannot_be_reached(sidecar, browser):
+    server, counts, _ = sidecar
+    with urllib.request.urlopen(server.url + "/", timeout=10) as answer:
+        html = answer.read().decode()
+    for panel in ("filesystems", "logs", "groups", "pinned", "deletions", "passes"):   # before any fetch
+        assert re.search(rf'<div id="{panel}"><p [^>]*data-role="loading">loading…</p></div>', html), panel
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/ui/data*"]})       # as if the sidecar were down
+    browser.get(server.url + "/?refresh=500")
+    wait_for(lambda: "no data yet: the sidecar cannot be reached" in (_text(browser, "#logs") or ""), "the logs panel says so")
+    assert _text(browser, "#err").startswith(f"cannot reach the sidecar at {server.url.split('//')[1]} (")
+    assert "retrying every 500 ms" in _text(browser, "#err") and _text(browser, "#health") == "unreachable"
+    assert "no data yet" in _text(browser, "#deletions")
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})                   # back
+    wait_for(lambda: _segments_shown(browser, "staging") == segments(counts["staging"]), "the data")
+    assert _text(browser, "#err") == "" and _text(browser, "#health") == "healthy"
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/ui/data*"]})       # gone again: the data kept, said old
+    wait_for(lambda: "the page shows its answer of" in _text(browser, "#err"), "stale data said")
+    assert _segments_shown(browser, "staging") == segments(counts["staging"])
+
+
+def test_a_deletion_of_an_archived_segment_says_nothing_was_lost(sidecar, browser, tmp_path):
+    server, counts, staging = sidecar
+    browser.get(server.url + "/?refresh=500")
+    assert _clean(server) == 25                        # staging's expired ones first: clicks' are the newest below
+    wait_for(lambda: (_text(browser, "[data-log=clicks] [data-role=archive]") or "").endswith("nothing waiting"),
+             "clicks archived")
+    with CommitLog.open(tmp_path / "clicks", readonly=True) as log:
+        sealed = [s.base_offset for s in log.segments()][:-1]
+    set_age(tmp_path / "clicks", sealed, 3 * 3600)      # older than its 2 h reserve, and in the archive
+    assert _clean(server) == len(sealed)
+    rows = wait_for(lambda: [row for row in browser.find_element("id", "deletions").text.splitlines() if " clicks " in row],
+                    "clicks' deletions in the table")
+    assert all(row.endswith("manual; archived first: nothing lost") for row in rows), rows
+    staging_rows = [row for row in browser.find_element("id", "deletions").text.splitlines() if " staging " in row]
+    assert staging_rows and not any("archived" in row for row in staging_rows), staging_rows   # no tier, not said

@@ -155,23 +155,7 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
             limit, kind, floor = segs.view_limits(base, mm, ino)
             gapcheck.check_place(segs, base, ino, mm)
             rel, pos = floor(offset - base)
-            current = base + rel
-            ready = current >= offset
-            while not ready:  # from the index entry to the first wanted record
-                r = rec.decode_at(mm, pos, limit)
-                if r.status != rec.OK:
-                    break
-                # A gap, or a record's delta, may pass `offset`: reading goes on from there.
-                if r.attributes & _GAP:
-                    current += rec.gap_span(mm, r.value_start)
-                    pos = r.next_position
-                    ready = current >= offset
-                elif current + r.delta >= offset:
-                    ready = True  # this record is the first wanted one
-                else:
-                    current += r.delta + 1
-                    pos = r.next_position
-                    ready = current >= offset
+            pos, current, ready = _seek(mm, pos, limit, base + rel, offset)
             if ready:
                 while True:
                     first = current
@@ -182,11 +166,8 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
                         yield records
                     elif first == current:
                         break
-            status = rec.decode_at(mm, pos, limit).status if current < stop else rec.OK
-            if status != rec.OK and kind == LIVE and _damaged(segs, base, mm, pos, limit):
-                kind = SEALED     # records verified after this one: damage, not in flight
-            if status == rec.EMPTY and kind != LIVE and pos >= limit:
-                status = rec.END  # read up to its sealed length, or the writer's position
+            status, kind = _where_stopped(segs, base, mm, pos, limit, kind) if current < stop \
+                else (rec.OK, kind)
         finally:
             segs.release(base)
         if current >= stop:
@@ -194,11 +175,10 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
         if status == rec.OK:
             offset = max(offset, current)  # the writer added a record after our read stopped
             continue
-        path = segs.segment_path(base)
         if status in (rec.BAD, rec.EMPTY):
             if kind == LIVE:
                 return  # the writer's record in flight, a torn tail, or the end written so far
-            raise _corrupt(path, pos, status, current, current)
+            raise _corrupt(segs.segment_path(base), pos, status, current, current)
         # The end of this segment: go on in the next one, if there is one.
         if kind == ACTIVE:
             active = segs.active
@@ -206,27 +186,69 @@ def _scan(segs: SegmentList, offset: int, end: int | None,
                 return  # the end of the log as of this step
             offset = max(offset, current)  # rolled meanwhile: read the rest of it as sealed
             continue
-        if segs.readonly:
-            segs.refresh()
-        # A base below `current` is a merged input a compaction's swap has not unlinked yet
-        # (this segment, its shorter output, covers it now); a base above it starts after a gap.
-        bases = segs.bases
-        i = bisect_right(bases, base)
-        if size == segs.segment_size and i < len(bases) and bases[i] < current:
-            raise gapcheck.overlap(segs, base, current, size, bases[i])
-        i = bisect_left(bases, current, i)
-        nxt = bases[i] if i < len(bases) else None
+        nxt, recheck = _next_base(segs, base, size, current, recheck)
         if nxt is None:
             return  # sealed and nothing after it yet (a crash or a full disk at the roll)
-        if nxt > current:
-            if recheck != (base, current):
-                # Read once more from here: a compaction's output may have replaced this file
-                # (the one held is the old one), covering what follows.
-                recheck = (base, current)
-                offset = max(offset, current)
-                continue
-            gapcheck.check_gap(segs, current, nxt, base, nxt)
         offset = max(offset, nxt)
+
+
+def _where_stopped(segs: SegmentList, base: int, mm, pos: int, limit: int, kind: int) -> tuple[int, int]:
+    """(what decoding found at byte `pos` where a read of segment `base` stopped, the segment's
+    kind): records that verify after a bad one in the live segment are damage, not a write in
+    flight (the kind becomes SEALED); an empty tail at the segment's limit is its END."""
+    status = rec.decode_at(mm, pos, limit).status
+    if status != rec.OK and kind == LIVE and _damaged(segs, base, mm, pos, limit):
+        kind = SEALED     # records verified after this one: damage, not in flight
+    if status == rec.EMPTY and kind != LIVE and pos >= limit:
+        status = rec.END  # read up to its sealed length, or the writer's position
+    return status, kind
+
+
+def _seek(mm, pos: int, limit: int, current: int, offset: int) -> tuple[int, int, bool]:
+    """From the index entry at byte `pos` (offset `current`) to the first record wanted by a read
+    from `offset`: (its byte, its offset, whether it was reached before the data ended)."""
+    ready = current >= offset
+    while not ready:
+        r = rec.decode_at(mm, pos, limit)
+        if r.status != rec.OK:
+            break
+        # A gap, or a record's delta, may pass `offset`: reading goes on from there.
+        if r.attributes & _GAP:
+            current += rec.gap_span(mm, r.value_start)
+            pos = r.next_position
+            ready = current >= offset
+        elif current + r.delta >= offset:
+            ready = True  # this record is the first wanted one
+        else:
+            current += r.delta + 1
+            pos = r.next_position
+            ready = current >= offset
+    return pos, current, ready
+
+
+def _next_base(segs: SegmentList, base: int, size: int, current: int,
+               recheck: tuple[int, int] | None) -> tuple[int | None, tuple[int, int] | None]:
+    """Where a read that reached the end `current` of sealed segment `base` (`size` bytes) goes
+    on: (the next offset to read from, None at the log's end; the recheck marker). An overlap,
+    or a gap no compaction recorded, raises CorruptLogError."""
+    if segs.readonly:
+        segs.refresh()
+    # A base below `current` is a merged input a compaction's swap has not unlinked yet
+    # (this segment, its shorter output, covers it now); a base above it starts after a gap.
+    bases = segs.bases
+    i = bisect_right(bases, base)
+    if size == segs.segment_size and i < len(bases) and bases[i] < current:
+        raise gapcheck.overlap(segs, base, current, size, bases[i])
+    i = bisect_left(bases, current, i)
+    nxt = bases[i] if i < len(bases) else None
+    if nxt is None or nxt <= current:
+        return nxt, recheck
+    if recheck != (base, current):
+        # Read once more from here: a compaction's output may have replaced this file (the one
+        # held is the old one), covering what follows.
+        return current, (base, current)
+    gapcheck.check_gap(segs, current, nxt, base, nxt)
+    return nxt, recheck
 
 
 def read_records(mm, pos: int, limit: int, current: int, stop: int, zero_copy: bool):

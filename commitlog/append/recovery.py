@@ -44,25 +44,14 @@ def recover(segs: SegmentList, found: list[dict] | None = None) -> ActiveSegment
     size = segs.segment_size
     st = os.stat(path)
     if st.st_size == 0:
-        log.warning("removing zero-length segment %s left by a crash while creating it", path)
-        os.unlink(path)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(index_path(path))
-        fsync_directory(segs.path)
-        segs.forget(base)
+        _drop_empty(segs, base, path)
         return None
     if st.st_size != size:
         _finish_short_seal(segs, base, st.st_size)
         return None  # sealed short: the next append rolls to a new segment
     sealed = read_sealed(index_path(path))
     if sealed is not None:
-        # Sealed short, then a crash before the cut: its index names this very file.
-        if (sealed.compacted and sealed.used_bytes + rec.LENGTH_SIZE < size
-                and segs.summaries.read_index(base, st.st_ino) is not None):
-            if cut_short(path, sealed):
-                log.warning("cut %s to %d bytes: its time-based roll sealed it, and a crash or a "
-                            "reader holding it came before the cut", path,
-                            sealed.used_bytes + rec.LENGTH_SIZE)
+        _finish_cut(segs, base, path, sealed, st.st_ino)
         return None  # sealed: the next append rolls to a new segment
     rels, positions = read_checkpoints(index_path(path))
     fd = open_file(path, os.O_RDWR)
@@ -95,6 +84,27 @@ def recover(segs: SegmentList, found: list[dict] | None = None) -> ActiveSegment
         segs.sealed(base, active.seal(durable=True))
         return None
     return active
+
+
+def _drop_empty(segs: SegmentList, base: int, path: str) -> None:
+    """Remove the zero-length last segment `base` (at `path`) a crash left while creating it."""
+    log.warning("removing zero-length segment %s left by a crash while creating it", path)
+    os.unlink(path)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(index_path(path))
+    fsync_directory(segs.path)
+    segs.forget(base)
+
+
+def _finish_cut(segs: SegmentList, base: int, path: str, sealed, ino: int) -> None:
+    """Cut the last segment a time-based roll sealed short (its index `sealed` names this very
+    file, inode `ino`) when a crash or a reader holding it came before the cut."""
+    if (sealed.compacted and sealed.used_bytes + rec.LENGTH_SIZE < segs.segment_size
+            and segs.summaries.read_index(base, ino) is not None):
+        if cut_short(path, sealed):
+            log.warning("cut %s to %d bytes: its time-based roll sealed it, and a crash or a "
+                        "reader holding it came before the cut", path,
+                        sealed.used_bytes + rec.LENGTH_SIZE)
 
 
 def _finish_short_seal(segs: SegmentList, base: int, found: int) -> None:

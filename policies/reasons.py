@@ -6,17 +6,20 @@ this pass. Every code that can appear in output (``retention plan|clean --json``
 ``unconsumed:GROUP``, ``prefix``, ``batch-limit``, ``not-archived``, ``clock-step`` and ``held`` come from the plan; ``held`` also
 from a delete attempt that found a reader, and ``not-attempted`` only from an executed pass, for a
 planned deletion the pass did not reach (it stopped at an earlier failure or a held segment, or was
-stopped). The constants are immutable strings and the functions are pure.
+stopped). Each code is declared once, a member of :class:`Reason` (``unconsumed:GROUP`` is a pattern:
+:func:`unconsumed`); the module-level names are those members. Immutable; the functions are pure.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from types import MappingProxyType
 
 __all__ = [
     "ACTIVE",
     "BATCH_LIMIT",
     "ARCHIVED",
+    "Cause",
     "CLOCK_STEP",
     "EXPIRED",
     "HELD",
@@ -26,27 +29,44 @@ __all__ = [
     "PREFIX",
     "REASONS",
     "RESERVED",
+    "Reason",
     "UNCONSUMED_PREFIX",
     "describe_reason",
     "unconsumed",
     "unconsumed_group",
 ]
 
-ACTIVE = "active"
-RESERVED = "reserved"
-NO_TRIGGER = "no-trigger"
+
+
+class Reason(StrEnum):
+    """A reason to keep a segment (its value is what output shows)."""
+
+    ACTIVE = "active"
+    RESERVED = "reserved"
+    NO_TRIGGER = "no-trigger"
+    PREFIX = "prefix"
+    BATCH_LIMIT = "batch-limit"
+    NOT_ARCHIVED = "not-archived"
+    CLOCK_STEP = "clock-step"
+    HELD = "held"
+    NOT_ATTEMPTED = "not-attempted"
+
+
+class Cause(StrEnum):
+    """Not a reason to keep: a code of a deletion's ``because`` besides its triggers."""
+
+    EXPIRED = "expired"
+    """The first code of a deletion's ``because``: older than reserve."""
+    ARCHIVED = "archived"
+    """The last code of a deletion's ``because`` when the log's archive tier holds the segment (an
+    eviction: nothing is lost)."""
+
+
+ACTIVE, RESERVED, NO_TRIGGER, PREFIX = Reason.ACTIVE, Reason.RESERVED, Reason.NO_TRIGGER, Reason.PREFIX
+BATCH_LIMIT, NOT_ARCHIVED, CLOCK_STEP = Reason.BATCH_LIMIT, Reason.NOT_ARCHIVED, Reason.CLOCK_STEP
+HELD, NOT_ATTEMPTED = Reason.HELD, Reason.NOT_ATTEMPTED
+EXPIRED, ARCHIVED = Cause.EXPIRED, Cause.ARCHIVED
 UNCONSUMED_PREFIX = "unconsumed:"
-PREFIX = "prefix"
-BATCH_LIMIT = "batch-limit"
-HELD = "held"
-NOT_ATTEMPTED = "not-attempted"
-NOT_ARCHIVED = "not-archived"
-CLOCK_STEP = "clock-step"
-EXPIRED = "expired"
-"""Not a reason to keep: the first code of a deletion's ``because``, older than reserve."""
-ARCHIVED = "archived"
-"""Not a reason to keep: the last code of a deletion's ``because`` when the log's archive tier
-holds the segment (an eviction: nothing is lost)."""
 
 REASONS = MappingProxyType(
     {

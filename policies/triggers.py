@@ -16,13 +16,15 @@
   those), down to the cap. A trigger of one log, not of the policy: the planner decides it from the
   log's own size (:func:`over_size_cap`).
 
-Every function is pure: the time and the disk usage are inputs, so they are thread-safe.
+Each trigger is declared once, a member of :class:`Trigger` (the module-level names are those
+members). Every function is pure: the time and the disk usage are inputs, so they are thread-safe.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from enum import StrEnum
 from types import MappingProxyType
 
 from policies.config import DiskConfig, PolicyConfig
@@ -38,6 +40,7 @@ __all__ = [
     "TRIGGERS",
     "TRIGGER_DOCS",
     "ManualTrigger",
+    "Trigger",
     "active_triggers",
     "disk_forces",
     "disk_triggers",
@@ -49,13 +52,22 @@ __all__ = [
     "require_aware",
 ]
 
-TIME_WINDOW = "time-window"
-DISK_CLEAN = "disk-clean"
-DISK_FORCE = "disk-force"
-REFUSE_WRITES = "refuse-writes"
-MANUAL = "manual"
-SIZE_CAP = "size-cap"
-TRIGGERS = (TIME_WINDOW, DISK_CLEAN, DISK_FORCE, REFUSE_WRITES, MANUAL, SIZE_CAP)
+
+class Trigger(StrEnum):
+    """A condition under which a pass may delete (its value is what output shows), in the order a plan
+    lists the active ones."""
+
+    TIME_WINDOW = "time-window"
+    DISK_CLEAN = "disk-clean"
+    DISK_FORCE = "disk-force"
+    REFUSE_WRITES = "refuse-writes"
+    MANUAL = "manual"
+    SIZE_CAP = "size-cap"
+
+
+TIME_WINDOW, DISK_CLEAN, DISK_FORCE = Trigger.TIME_WINDOW, Trigger.DISK_CLEAN, Trigger.DISK_FORCE
+REFUSE_WRITES, MANUAL, SIZE_CAP = Trigger.REFUSE_WRITES, Trigger.MANUAL, Trigger.SIZE_CAP
+TRIGGERS = tuple(Trigger)
 """Every trigger, in the order a plan lists the active ones."""
 
 TRIGGER_DOCS = MappingProxyType({

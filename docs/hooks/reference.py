@@ -2,7 +2,8 @@
 
 One source each: the configuration reference from the pydantic models (type, unit, default, range
 and doc of every field), the command-line references from the argparse parsers of `retention` and `commitlog`, the reason
-codes and triggers from `policies`. A field or option added to the code is on the page at the next
+codes and triggers from `policies`, the audit trail's events, abort reasons and intent actions from
+`retention.audit`. A field or option added to the code is on the page at the next
 build; `tests/test_docs.py` fails when one is missing.
 """
 
@@ -21,6 +22,7 @@ from policies.reasons import REASONS
 from policies.triggers import TRIGGER_DOCS
 from commitlog.tool.command import EXIT_CODES as TOOL_EXIT_CODES
 from commitlog.tool.command import build_parser as tool_parser
+from retention.audit import ABORT_REASON_DOCS, EVENT_DOCS, INTENT_ACTION_DOCS
 from retention.cli import EXIT_CODES, build_parser
 
 # The value types of policies/config/fields.py, by their parser: what a user writes.
@@ -156,9 +158,27 @@ def triggers() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _table(head: str, docs) -> str:
+    rows = [head, "| --- | --- |"] + [f"| `{name}` | {text} |" for name, text in docs.items()]
+    return "\n".join(rows) + "\n"
+
+
+def audit_events() -> str:
+    return _table("| event | the line says |", EVENT_DOCS)
+
+
+def abort_reasons() -> str:
+    return _table("| reason | the intent did nothing because |", ABORT_REASON_DOCS)
+
+
+def intent_actions() -> str:
+    return _table("| action | the intent is about to |", INTENT_ACTION_DOCS)
+
+
 _GENERATED = {"config-reference": config_reference, "cli-reference": cli_reference,
               "commitlog-cli-reference": tool_reference,
-              "reason-codes": reason_codes, "triggers": triggers}
+              "reason-codes": reason_codes, "triggers": triggers, "audit-events": audit_events,
+              "abort-reasons": abort_reasons, "intent-actions": intent_actions}
 _PLACEHOLDER = re.compile(r"<!-- generated: ([a-z-]+) -->")
 
 

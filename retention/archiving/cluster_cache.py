@@ -23,7 +23,7 @@ import os
 import shutil
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from loguru import logger
@@ -35,12 +35,12 @@ from commitlog.archive.job_claims import DEFAULT_COMMIT_TIMEOUT
 from policies import NO_MANUAL_TRIGGER, ManualTrigger, PolicyConfig, active_triggers
 from policies.cache_eviction import CachedCopy, evict_copies
 
-from ..audit import ABORTED, DELETED, AuditTrail, aborted_entry, audit_time
+from ..audit import AbortedEntry, AbortReason, AuditTrail, CopyEvictionEntry, Event, IntentAction
 from ..deletion.watched import disk_snapshot
 
 __all__ = ["EVICT_COPY", "UNLISTED_MARGIN", "CopyEviction", "is_cache"]
 
-EVICT_COPY = "evict-copy"             # the audit intent's action
+EVICT_COPY = IntentAction.EVICT_COPY  # the audit intent's action
 UNLISTED_MARGIN = 600.0               # seconds past the commit deadline before an unlisted copy goes
 
 
@@ -175,11 +175,11 @@ class CopyEviction:
                                   f.path, f.tree) for f in files]
 
     def _evict(self, name: str, url: str, f: _File, triggers: list[str], why: str) -> bool:
-        planned = {"time": audit_time(self._clock()), "log": name, "path": f.path, "segment": f.copy.key,
-                   "base_offset": None, "end_offset": None, "bytes": f.copy.bytes, "triggers": triggers,
-                   "because": why, "archived": True, "copy": True, "archive": url}
+        planned = CopyEvictionEntry(time=self._clock(), log=name, path=f.path, segment=f.copy.key, base_offset=None,
+                                    end_offset=None, bytes=f.copy.bytes, triggers=triggers, because=why,
+                                    archived=True, copy=True, archive=url)
         try:
-            ident = self.audit.intent(EVICT_COPY, planned)
+            ident = self.audit.intent(IntentAction.EVICT_COPY, planned)
         except OSError as exc:
             logger.error("{}: not evicting {}: its audit intent cannot be written ({})", name, f.path, exc)
             return False
@@ -189,9 +189,9 @@ class CopyEviction:
             pass
         except OSError as exc:
             logger.error("{}: evicting {} failed: {}", name, f.path, exc)
-            self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason="error"))
+            self.audit.outcome_or_log(ident, Event.ABORTED, AbortedEntry.of(planned, self._clock(), AbortReason.ERROR))
             return False
-        self.audit.outcome_or_log(ident, DELETED, {**planned, "time": audit_time(self._clock())})
+        self.audit.outcome_or_log(ident, Event.DELETED, replace(planned, time=self._clock()))
         return True
 
     def _settle(self, name: str, path: str) -> None:
@@ -200,11 +200,11 @@ class CopyEviction:
         for intent in self.audit.unresolved():
             if intent.get("action") != EVICT_COPY or not str(intent.get("path", "")).startswith(prefix):
                 continue
-            fields = {k: v for k, v in intent.items() if k not in ("event", "id", "action", "pid", "pid_start")}
             if os.path.lexists(intent["path"]):
-                self.audit.outcome_or_log(intent["id"], ABORTED, aborted_entry(fields, at=self._clock(),
-                                                                               reason="not-removed"), recovered=True)
+                self.audit.outcome_or_log(intent["id"], Event.ABORTED,
+                                          AbortedEntry.of(intent, self._clock(), AbortReason.NOT_REMOVED),
+                                          recovered=True)
             else:
-                self.audit.outcome_or_log(intent["id"], DELETED, {**fields, "time": audit_time(self._clock())},
+                self.audit.outcome_or_log(intent["id"], Event.DELETED, CopyEvictionEntry.of(intent, self._clock()),
                                           recovered=True)
             logger.warning("{}: settled the audit intent of an interrupted eviction of {}", name, intent["path"])

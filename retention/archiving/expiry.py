@@ -14,6 +14,7 @@ Called by one log's uploader (`retention.archiving.uploader`); not thread-safe p
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from loguru import logger
 
@@ -22,12 +23,13 @@ from commitlog.archive import LogArchive, Manifest
 from commitlog.layout import segment_name
 from policies import ArchivedSegmentSnapshot, PolicyConfig, expire_archived, plural
 
-from ..audit import ABORTED, AuditTrail, DELETED, aborted_entry, audit_time
+from ..audit import (AbortedEntry, AbortReason, ArchiveDeletionEntry, AuditTrail, Event, IntentAction,
+                     RecoveredArchiveDeletionEntry)
 from ..deletion.watched import group_snapshots
 
 __all__ = ["ARCHIVE_DELETE", "archived_snapshots", "expire", "settle_deletes"]
 
-ARCHIVE_DELETE = "archive-delete"     # the audit intent's action
+ARCHIVE_DELETE = IntentAction.ARCHIVE_DELETE   # the audit intent's action
 
 
 def archived_snapshots(manifest: Manifest) -> list[ArchivedSegmentSnapshot]:
@@ -49,43 +51,39 @@ def expire(archive: LogArchive, manifest: Manifest, log: CommitLog, policy: Poli
         return manifest
     intents = []
     for segment, why in expiry.expired:
-        planned = {"time": audit_time(clock()), "log": archive.name, "path": _object_path(archive, segment.base_offset),
-                   "segment": segment_name(segment.base_offset), "base_offset": segment.base_offset,
-                   "end_offset": segment.end_offset, "bytes": segment.bytes, "archive": archive.tier.url,
-                   "because": why}
-        intents.append((audit.intent(ARCHIVE_DELETE, planned), planned))
+        planned = ArchiveDeletionEntry(time=clock(), log=archive.name, path=_object_path(archive, segment.base_offset),
+                                       segment=segment_name(segment.base_offset), base_offset=segment.base_offset,
+                                       end_offset=segment.end_offset, bytes=segment.bytes, archive=archive.tier.url,
+                                       because=why)
+        intents.append((audit.intent(IntentAction.ARCHIVE_DELETE, planned), planned))
     manifest = manifest.without_before(expiry.expired[-1][0].end_offset)
     archive.write_manifest(manifest)
     for ident, planned in intents:
-        _delete_objects(archive, planned["base_offset"])
-        audit.outcome_or_log(ident, DELETED, {**planned, "time": audit_time(clock())})
+        _delete_objects(archive, planned.base_offset)
+        audit.outcome_or_log(ident, Event.DELETED, replace(planned, time=clock()))
     logger.info("{}: total retention deleted {} from {} ({}); the archive starts at {}",
-                archive.name, plural(len(intents), "archived segment"), archive.tier.url, intents[0][1]["because"], manifest.start_offset)
+                archive.name, plural(len(intents), "archived segment"), archive.tier.url, intents[0][1].because,
+                manifest.start_offset)
     return manifest
 
 
 def settle_deletes(archive: LogArchive, manifest: Manifest, audit: AuditTrail, clock: Callable[[], float]) -> None:
     """Finish the archive deletions of this log whose process died (see the module docstring)."""
     for intent in audit.unresolved():
-        if intent.get("action") != ARCHIVE_DELETE or intent.get("path") != _object_path(
+        if intent.get("action") != IntentAction.ARCHIVE_DELETE or intent.get("path") != _object_path(
                 archive, intent.get("base_offset", -1)) or not isinstance(intent.get("end_offset"), int):
             continue
         if manifest.start_offset >= intent["end_offset"]:
             _delete_objects(archive, intent["base_offset"])
-            audit.outcome_or_log(intent["id"], DELETED, {**_fields(intent), "time": audit_time(clock())},
+            audit.outcome_or_log(intent["id"], Event.DELETED, RecoveredArchiveDeletionEntry.of(intent, clock()),
                                  recovered=True)
-            outcome = "deleted"
+            outcome = Event.DELETED
         else:
-            audit.outcome_or_log(intent["id"], ABORTED, aborted_entry(intent, at=clock(), reason="not-removed"),
+            audit.outcome_or_log(intent["id"], Event.ABORTED, AbortedEntry.of(intent, clock(), AbortReason.NOT_REMOVED),
                                  recovered=True)
-            outcome = "not-removed"
+            outcome = AbortReason.NOT_REMOVED
         logger.warning("{}: settled the audit intent of an interrupted archive deletion of {} (pid {}): {}",
                        archive.name, intent.get("segment"), intent.get("pid"), outcome)
-
-
-def _fields(intent: dict) -> dict:
-    return {k: intent[k] for k in ("log", "path", "segment", "base_offset", "end_offset", "bytes", "archive",
-                                   "because") if k in intent}
 
 
 def _object_path(archive: LogArchive, base_offset: int) -> str:

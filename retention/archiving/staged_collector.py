@@ -18,7 +18,7 @@ again (it waits longer, never less). Not thread-safe: one run at a time per log.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from loguru import logger
 
@@ -28,7 +28,8 @@ from commitlog.archive.job_claims import COMMITTING, JOBS, STAGED, claim_body, c
 from commitlog.errors import ArchiveError
 from policies import JOB_ABORTED, JOB_DONE, UNCLAIMED, CollectorLimits, JobState, dead_reason, markers_left_over, prunable_versions
 
-from ..audit import ABORTED, DELETED, AuditTrail, aborted_entry, audit_time
+from ..audit import (AbortedEntry, AbortReason, ArchiveDeletionEntry, AuditTrail, Event, IntentAction,
+                     RecoveredArchiveDeletionEntry)
 from .expiry import ARCHIVE_DELETE
 
 __all__ = ["Collected", "StagedCollector"]
@@ -149,17 +150,17 @@ class StagedCollector:
     def _delete(self, key: str, why: str) -> int:
         """Delete one object under an audit intent; its bytes (0 when it was gone already)."""
         size = self.tier.size(f"{self.name}/{key}") or 0
-        planned = {"time": audit_time(self._clock()), "log": self.name, "path": self._url(key), "segment": key,
-                   "base_offset": None, "end_offset": None, "bytes": size, "archive": self.tier.url,
-                   "because": why}
-        ident = self.audit.intent(ARCHIVE_DELETE, planned)
+        planned = ArchiveDeletionEntry(time=self._clock(), log=self.name, path=self._url(key), segment=key,
+                                       base_offset=None, end_offset=None, bytes=size, archive=self.tier.url,
+                                       because=why)
+        ident = self.audit.intent(IntentAction.ARCHIVE_DELETE, planned)
         try:
             self.tier.delete(f"{self.name}/{key}")
         except ArchiveError as exc:
-            self.audit.outcome_or_log(ident, ABORTED, {**aborted_entry(planned, at=self._clock(), reason="error"),
-                                                       "error": str(exc)})
+            self.audit.outcome_or_log(ident, Event.ABORTED,
+                                      AbortedEntry.of(planned, self._clock(), AbortReason.ERROR, error=str(exc)))
             raise
-        self.audit.outcome_or_log(ident, DELETED, {**planned, "time": audit_time(self._clock())})
+        self.audit.outcome_or_log(ident, Event.DELETED, replace(planned, time=self._clock()))
         self.dropped.pop(key, None)
         self._unlisted_since.pop(key, None)
         logger.info("{}: deleted {} ({} bytes) from {}: {}", self.name, key, size, self.tier.url, why)
@@ -181,13 +182,12 @@ class StagedCollector:
     def _settle(self) -> None:
         """Finish the deletions of this log's objects whose process died (they were dead)."""
         for intent in self.audit.unresolved():
-            if (intent.get("action") != ARCHIVE_DELETE or intent.get("archive") != self.tier.url
+            if (intent.get("action") != IntentAction.ARCHIVE_DELETE or intent.get("archive") != self.tier.url
                     or intent.get("log") != self.name or intent.get("path") != self._url(str(intent.get("segment")))):
                 continue
             self.tier.delete(f"{self.name}/{intent['segment']}")
-            fields = {k: intent.get(k) for k in ("log", "path", "segment", "base_offset", "end_offset", "bytes",
-                                                 "archive", "because")}
-            self.audit.outcome_or_log(intent["id"], DELETED, {**fields, "time": audit_time(self._clock())},
+            self.audit.outcome_or_log(intent["id"], Event.DELETED,
+                                      RecoveredArchiveDeletionEntry.of(intent, self._clock(), missing=None),
                                       recovered=True)
             logger.warning("{}: settled the audit intent of an interrupted deletion of {} (pid {})", self.name,
                            intent.get("segment"), intent.get("pid"))

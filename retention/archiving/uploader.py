@@ -25,22 +25,23 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from loguru import logger
 
 from commitlog import ArchiveError, CommitLog, CommitLogError, CorruptLogError, SegmentInfo, is_log_directory
-from commitlog.archive import LogArchive, Manifest, Throttle, Tier
+from commitlog.archive import ArchivedSegment, LogArchive, Manifest, Throttle, Tier
 from commitlog.archive.upload import ManifestWriter, due
 from commitlog.layout import segment_name
 from policies import LogConfig, PolicyConfig
 
-from ..audit import ABORTED, ARCHIVED, AuditTrail, aborted_entry, audit_time
+from ..audit import OMIT, AbortedEntry, AbortReason, ArchivedEntry, AuditTrail, Event, IntentAction, UploadEntry
 from ..deletion import owner
 from .expiry import expire, settle_deletes
 
 __all__ = ["LogUploader", "UploadState", "checked_segments"]
 
-ARCHIVE = "archive"          # the audit intent's action
+ARCHIVE = IntentAction.ARCHIVE   # the audit intent's action
 CHECKED_PER_RUN = 8          # listed segments of each kind whose objects a run asks the tier for
 
 
@@ -53,6 +54,17 @@ def checked_segments(listed, local_start: int, cursor: int) -> list:
         start = cursor % len(rest)
         rest = (rest[start:] + rest[:start])[:CHECKED_PER_RUN]
     return local + rest
+
+
+class _Sent(NamedTuple):
+    """A segment sent under intent `ident`, waiting for a manifest rewrite to list it (the tag
+    `ManifestWriter` hands back)."""
+
+    ident: str
+    planned: UploadEntry
+    segment: ArchivedSegment
+    seconds: float
+    info: SegmentInfo
 
 
 @dataclass(frozen=True)
@@ -190,54 +202,50 @@ class LogUploader:
         the writer listed meanwhile (`_listed` audits them). ArchiveError (after its `aborted`
         outcome) when the tier refused it. A segment a compaction's swap replaced since the
         listing is sent once more, as it is now; one gone from the log is passed."""
-        planned = {"time": audit_time(self._clock()), "log": self.name, "path": info.path,
-                   "segment": os.path.basename(info.path), "base_offset": info.base_offset,
-                   "end_offset": info.end_offset, "bytes": info.used_bytes, "url": self.archive.tier.url,
-                   "key": self.archive.key(segment_name(info.base_offset))}
-        ident = self.audit.intent(ARCHIVE, planned)
+        planned = UploadEntry(time=self._clock(), log=self.name, path=info.path, segment=os.path.basename(info.path),
+                              base_offset=info.base_offset, end_offset=info.end_offset, bytes=info.used_bytes,
+                              url=self.archive.tier.url, key=self.archive.key(segment_name(info.base_offset)))
+        ident = self.audit.intent(IntentAction.ARCHIVE, planned)
         started = time.monotonic()
         throttle = Throttle(self.settings.max_bytes_per_second, sleep=self._sleep)
         try:
             segment = self.archive.put_segment(info, int(self._clock() * 1000), throttle.pace)
         except FileNotFoundError:
-            self._abort(ident, planned, "not-archived")
+            self._abort(ident, planned, AbortReason.NOT_ARCHIVED)
             return []
         except CorruptLogError as exc:
             now = self._fresh(info)
             if again or now is None or (now.used_bytes, now.end_offset) == (info.used_bytes, info.end_offset):
-                self._abort(ident, planned, "error", str(exc))
+                self._abort(ident, planned, AbortReason.ERROR, str(exc))
                 raise
-            self._abort(ident, planned, "not-archived", "replaced since it was listed (a compaction)")
+            self._abort(ident, planned, AbortReason.NOT_ARCHIVED, "replaced since it was listed (a compaction)")
             return self._upload(now, writer, again=True)
         except (ArchiveError, CommitLogError, OSError) as exc:
-            self._abort(ident, planned, "error", str(exc))
+            self._abort(ident, planned, AbortReason.ERROR, str(exc))
             raise
-        return writer.add(segment, (ident, planned, segment, time.monotonic() - started, info))
+        return writer.add(segment, _Sent(ident, planned, segment, time.monotonic() - started, info))
 
     def _flush(self, writer: ManifestWriter) -> list:
         """The manifest's last rewrite of a run; the segments it could not list are aborted."""
         try:
             return writer.flush()
         except (ArchiveError, OSError) as exc:
-            for ident, planned, *_ in writer.unlisted:
-                self._abort(ident, planned, "error", f"the manifest could not be rewritten: {exc}")
+            for sent in writer.unlisted:
+                self._abort(sent.ident, sent.planned, AbortReason.ERROR, f"the manifest could not be rewritten: {exc}")
             raise
 
-    def _listed(self, tags: list) -> list[SegmentInfo]:
+    def _listed(self, listed: list[_Sent]) -> list[SegmentInfo]:
         """Audit the segments a manifest rewrite listed; returns them."""
-        for ident, planned, segment, seconds, _ in tags:
-            self.audit.outcome_or_log(ident, ARCHIVED, {
-                **{k: planned[k] for k in ("log", "path", "segment", "base_offset", "end_offset", "url", "key")},
-                "time": audit_time(self._clock()), "bytes": segment.bytes, "sha256": segment.sha256,
-                "index_bytes": segment.index_bytes, "index_sha256": segment.index_sha256,
-                "seconds": round(seconds, 3)})
-            logger.info("{}: archived {} ({} bytes, {:.2f}s) to {}", self.name, planned["segment"], segment.bytes,
-                        seconds, self.archive.tier.url)
-        return [tag[4] for tag in tags]
+        for sent in listed:
+            self.audit.outcome_or_log(sent.ident, Event.ARCHIVED, ArchivedEntry.of(
+                sent.planned, self._clock(), sent.segment, seconds=round(sent.seconds, 3)))
+            logger.info("{}: archived {} ({} bytes, {:.2f}s) to {}", self.name, sent.planned.segment,
+                        sent.segment.bytes, sent.seconds, self.archive.tier.url)
+        return [sent.info for sent in listed]
 
-    def _abort(self, ident: str, planned: dict, reason: str, error: str | None = None) -> None:
-        entry = aborted_entry(planned, at=self._clock(), reason=reason)
-        self.audit.outcome_or_log(ident, ABORTED, entry if error is None else {**entry, "error": error})
+    def _abort(self, ident: str, planned: UploadEntry, reason: AbortReason, error: str | None = None) -> None:
+        entry = AbortedEntry.of(planned, self._clock(), reason, error=OMIT if error is None else error)
+        self.audit.outcome_or_log(ident, Event.ABORTED, entry)
 
     def _fresh(self, info: SegmentInfo) -> SegmentInfo | None:
         try:
@@ -278,24 +286,20 @@ class LogUploader:
         """Write the outcome of this log's upload intents whose process died."""
         mine = os.path.abspath(self.path)
         for intent in self.audit.unresolved():
-            if intent.get("action") != ARCHIVE or os.path.dirname(str(intent.get("path"))) != mine:
+            if intent.get("action") != IntentAction.ARCHIVE or os.path.dirname(str(intent.get("path"))) != mine:
                 continue
             base, end = intent.get("base_offset"), intent.get("end_offset")
             if not isinstance(base, int) or not isinstance(end, int):
                 continue
             if manifest.covers(base, end):
-                entry = manifest.find(base)
-                self.audit.outcome_or_log(intent["id"], ARCHIVED, {
-                    **{k: intent.get(k) for k in ("log", "path", "segment", "base_offset", "end_offset", "url",
-                                                  "key")},
-                    "time": audit_time(self._clock()), "bytes": entry.bytes, "sha256": entry.sha256,
-                    "index_bytes": entry.index_bytes, "index_sha256": entry.index_sha256}, recovered=True)
-                outcome = ARCHIVED
+                self.audit.outcome_or_log(intent["id"], Event.ARCHIVED,
+                                          ArchivedEntry.of(intent, self._clock(), manifest.find(base)), recovered=True)
+                outcome = Event.ARCHIVED
             else:
-                self.audit.outcome_or_log(intent["id"], ABORTED,
-                                          aborted_entry(intent, at=self._clock(), reason="not-archived"),
+                self.audit.outcome_or_log(intent["id"], Event.ABORTED,
+                                          AbortedEntry.of(intent, self._clock(), AbortReason.NOT_ARCHIVED),
                                           recovered=True)
-                outcome = "not-archived"
+                outcome = AbortReason.NOT_ARCHIVED
             logger.warning("{}: settled the audit intent of an interrupted upload of {} (pid {}): {}",
                            self.name, intent.get("segment"), intent.get("pid"), outcome)
 

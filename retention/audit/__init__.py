@@ -42,6 +42,10 @@ writers never interleave and a torn line left by a killed writer is told from on
   meanwhile carries the back clock's times, and its correction is held as a forward step).
 - A line without `event` is a deletion written before intents existed.
 
+Each kind of line is one record of `retention.audit.records`, built by its writer and turned into a
+line only here (`entries.line_fields`, `AuditTrail`); events, abort reasons and intent actions are the
+enums of `retention.audit.entries`, each with its one-line doc (the docs' tables are generated from them).
+
 Durability: the intent is fsynced (one fsync per deletion, as before); the outcome is not, because a
 lost outcome is recovered from its intent. A torn last line (a crash or a full disk mid-write) is
 skipped by readers, and the next append starts on a fresh line. The directory is created when
@@ -51,13 +55,11 @@ in full at ERROR and kept in memory to be appended first once space is back.
 `AuditTrail` is thread-safe (a lock serialises appends and reads) and process-safe for appends.
 """
 
-from .entries import (ABORT_REASONS, ABORTED, ARCHIVED, CLOCK_ACCEPTED, CLOCK_EVENTS, CLOCK_RETURNED, CLOCK_SET_BACK,
-                      CLOCK_STEPPED, COMPACTED, DAMAGED, DELETED, EVENTS, INTENT, OUTCOMES, SettledIntents,
-                      aborted_entry, audit_time, deletion_entry, recovered_deletion)
+from . import entries as _entries, records as _records
+from .entries import *  # noqa: F401,F403
 from .readers import read_audit, read_events, read_tail
+from .records import *  # noqa: F401,F403
 from .trail import AuditTrail, owner_alive
 
-__all__ = ["ABORT_REASONS", "ABORTED", "ARCHIVED", "CLOCK_ACCEPTED", "CLOCK_EVENTS", "CLOCK_RETURNED",
-           "CLOCK_SET_BACK", "CLOCK_STEPPED", "COMPACTED", "DAMAGED", "DELETED", "EVENTS", "INTENT", "OUTCOMES",
-           "AuditTrail", "SettledIntents", "aborted_entry", "audit_time", "deletion_entry", "owner_alive",
-           "read_audit", "read_events", "read_tail", "recovered_deletion"]
+__all__ = [*_entries.__all__, *_records.__all__, "AuditTrail", "owner_alive", "read_audit", "read_events",
+           "read_tail"]

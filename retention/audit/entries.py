@@ -1,30 +1,126 @@
-"""The audit trail's vocabulary and the lines it writes: event names, abort reasons, the time
-format, and the entries of a deletion, an abort and a recovered deletion (the format is described
-in `retention.audit`). Pure: builds dicts, writes nothing.
+"""The audit trail's vocabulary and how a record becomes a line: event names, abort reasons, intent
+actions (each a `StrEnum`, declared once, with its one-line doc), the time format, and `line_fields`,
+the only place a record (`retention.audit.records`) is turned into the keys of a line (the format is
+described in `retention.audit`). Pure: writes nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timezone
+from enum import StrEnum
+from types import MappingProxyType
 
-from policies import DELETED, plural
+from policies import plural
 
-__all__ = ["ABORTED", "ABORT_REASONS", "ARCHIVED", "CLOCK_ACCEPTED", "CLOCK_EVENTS", "CLOCK_RETURNED",
-           "CLOCK_SET_BACK", "CLOCK_STEPPED", "COMPACTED", "DAMAGED", "DELETED", "EVENTS", "INTENT", "OUTCOMES",
-           "SettledIntents", "aborted_entry", "audit_time", "deletion_entry", "recovered_deletion"]
+__all__ = ["ABORTED", "ABORT_REASONS", "ABORT_REASON_DOCS", "ARCHIVED", "CLOCK_ACCEPTED", "CLOCK_EVENTS",
+           "CLOCK_RETURNED", "CLOCK_SET_BACK", "CLOCK_STEPPED", "COMPACTED", "DAMAGED", "DELETED", "EVENTS",
+           "EVENT_DOCS", "INTENT", "INTENT_ACTIONS", "INTENT_ACTION_DOCS", "OUTCOMES", "AbortReason", "Event",
+           "IntentAction", "OMIT", "SettledIntents", "audit_time", "line_fields"]
 
-INTENT, ABORTED = "intent", "aborted"
-COMPACTED = "compacted"    # the outcome of a compaction output's intent (retention.compaction.compactor)
-ARCHIVED = "archived"      # the outcome of an upload's intent (retention.archiving.uploader)
-DAMAGED = "damaged"        # an entry of a log's damage record, seen by a pass (commitlog.damage)
-CLOCK_STEPPED, CLOCK_ACCEPTED, CLOCK_RETURNED = "clock-stepped", "clock-accepted", "clock-returned"
+
+class _Omit:
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+OMIT = _Omit()
+"""A record field's value meaning "this line has no such key"."""
+
+
+class Event(StrEnum):
+    """A line's `event`."""
+
+    INTENT = "intent"
+    DELETED = "deleted"
+    ABORTED = "aborted"
+    COMPACTED = "compacted"
+    ARCHIVED = "archived"
+    DAMAGED = "damaged"
+    CLOCK_STEPPED = "clock-stepped"
+    CLOCK_ACCEPTED = "clock-accepted"
+    CLOCK_RETURNED = "clock-returned"
+    CLOCK_SET_BACK = "clock-set-back"
+
+
+class AbortReason(StrEnum):
+    """Why an intent removed, compacted or archived nothing (an `aborted` line's `reason`)."""
+
+    HELD = "held"
+    HEAD_CHANGED = "head-changed"
+    ERROR = "error"
+    NOT_REMOVED = "not-removed"
+    REMOVED_BY_ANOTHER = "removed-by-another"
+    LOG_MISSING = "log-missing"
+    NOT_ARCHIVED = "not-archived"
+    NO_ROOM = "no-room"
+    TOO_LARGE = "too-large"
+    INPUTS_CHANGED = "inputs-changed"
+    NOT_COMPACTED = "not-compacted"
+
+
+class IntentAction(StrEnum):
+    """What an intent is about to do (its `action`)."""
+
+    DELETE = "delete"
+    COMPACT = "compact"
+    ARCHIVE = "archive"
+    ARCHIVE_DELETE = "archive-delete"
+    EVICT_COPY = "evict-copy"
+
+
+INTENT, DELETED, ABORTED, COMPACTED, ARCHIVED = (Event.INTENT, Event.DELETED, Event.ABORTED, Event.COMPACTED,
+                                                 Event.ARCHIVED)
+DAMAGED, CLOCK_SET_BACK = Event.DAMAGED, Event.CLOCK_SET_BACK
+CLOCK_STEPPED, CLOCK_ACCEPTED, CLOCK_RETURNED = Event.CLOCK_STEPPED, Event.CLOCK_ACCEPTED, Event.CLOCK_RETURNED
 CLOCK_EVENTS = (CLOCK_STEPPED, CLOCK_ACCEPTED, CLOCK_RETURNED)   # retention.deletion.clockguard's holds
-CLOCK_SET_BACK = "clock-set-back"                                 # ... and a backward step (no hold)
-EVENTS = (INTENT, DELETED, ABORTED, COMPACTED, ARCHIVED, DAMAGED, *CLOCK_EVENTS, CLOCK_SET_BACK)
+EVENTS = tuple(Event)
 OUTCOMES = (DELETED, ABORTED, COMPACTED, ARCHIVED)
-# Why an intent removed (or archived) nothing.
-ABORT_REASONS = ("held", "head-changed", "error", "not-removed", "removed-by-another", "log-missing",
-                 "not-archived")
+ABORT_REASONS = tuple(AbortReason)
+INTENT_ACTIONS = tuple(IntentAction)
+
+EVENT_DOCS = MappingProxyType({
+    INTENT: "about to do its `action` (fsynced first); its outcome line carries the same `id`",
+    DELETED: "the outcome of a removal: a segment, an archived object or a cached copy left (`recovered`: "
+    "settled for a dead process)",
+    ABORTED: "the outcome of an intent that did nothing; `reason` says why",
+    COMPACTED: "the outcome of a compaction output (`action: compact`)",
+    ARCHIVED: "the outcome of an upload (`action: archive`): the manifest lists the segment",
+    DAMAGED: "an entry of a log's `damage.json`, seen by a pass (written once per entry)",
+    CLOCK_STEPPED: "the wall clock is far ahead of the trusted time: what only the step makes due waits",
+    CLOCK_ACCEPTED: "the operator accepted the stepped clock (`retention clock accept`)",
+    CLOCK_RETURNED: "the stepped clock came back to the trusted time",
+    CLOCK_SET_BACK: "the wall clock is behind where it should be; nothing is held",
+})
+"""Every event with its one-line meaning (the docs' table is generated from it)."""
+
+ABORT_REASON_DOCS = MappingProxyType({
+    AbortReason.HELD: "a reader held the segment; the removal is retried every `retry_every`",
+    AbortReason.HEAD_CHANGED: "another process removed the head first (not a failure)",
+    AbortReason.ERROR: "the store, the filesystem or the tier refused (the `error` key says what)",
+    AbortReason.NOT_REMOVED: "the process died before its removal changed anything (settled later)",
+    AbortReason.REMOVED_BY_ANOTHER: "the process died, and another process removed and audited the segment "
+    "(`covered_by`)",
+    AbortReason.LOG_MISSING: "the log directory is gone",
+    AbortReason.NOT_ARCHIVED: "an upload that did not reach the manifest (the process died, or the segment left "
+    "the log or was replaced first); the next run sends it again",
+    AbortReason.NO_ROOM: "a compaction output did not fit in the free space (one of several inputs: retried as "
+    "two halves)",
+    AbortReason.TOO_LARGE: "a compaction output did not fit in one segment; retried as two halves",
+    AbortReason.INPUTS_CHANGED: "a head removal or another compaction took an input first (not a failure)",
+    AbortReason.NOT_COMPACTED: "the process died before the compaction's commit point; its leftovers are removed",
+})
+"""Every abort reason with its one-line meaning (the docs' table is generated from it)."""
+
+INTENT_ACTION_DOCS = MappingProxyType({
+    IntentAction.DELETE: "remove a log's head segment (`retention.deletion`)",
+    IntentAction.COMPACT: "write a compaction output over its inputs (`retention.compaction`)",
+    IntentAction.ARCHIVE: "upload a sealed segment to the log's archive tier",
+    IntentAction.ARCHIVE_DELETE: "delete an object from an archive tier (total retention, a cluster log's "
+    "collector)",
+    IntentAction.EVICT_COPY: "evict a cluster log's cached copy of an archived segment",
+})
+"""Every intent action with its one-line meaning (the docs' table is generated from it)."""
 
 
 def audit_time(at: float) -> str:
@@ -32,49 +128,32 @@ def audit_time(at: float) -> str:
     return datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="milliseconds")
 
 
-def deletion_entry(*, at: float, log: str, path: str, segment: str, base_offset: int,
-                   end_offset: int, bytes: int, triggers: list[str], forced: bool,
-                   overridden_by: str | None, unconsumed: list[tuple[str, int, int]],
-                   pinned_by: list[dict] | None = None, archived: bool = False, paced: bool = False,
-                   unpaced: str | None = None) -> dict:
-    """The audit line of one deletion; `unconsumed` holds (group, first, end-exclusive) ranges;
-    `archived`: the log's archive tier holds the segment (an eviction, nothing lost); `paced`: its
-    bytes were freed at the policy's disk.delete_rate, `unpaced`: why that rate was not applied."""
-    entry = {
-        "time": audit_time(at),
-        "log": log,
-        "path": path,
-        "segment": segment,
-        "base_offset": base_offset,
-        "end_offset": end_offset,
-        "bytes": bytes,
-        "triggers": triggers,
-        "forced": forced,
-        "overridden_by": overridden_by,
-        "unconsumed": [{"group": g, "first_offset": first, "end_offset": end}
-                       for g, first, end in unconsumed],
-        "pinned_by": pinned_by or [],
-        "archived": archived,
-        "paced": paced,
-    }
-    if unpaced:
-        entry["unpaced"] = unpaced
-    return entry
+def line_fields(record: object) -> dict:
+    """The keys of `record`'s line, in its fields' order: `OMIT` values are left out, a `stamp` field
+    (epoch seconds) is written with `audit_time`, a `flat` one (a mapping) spreads its keys, a nested
+    record becomes an object and a tuple a list. A mapping is taken as it is."""
+    if not dataclasses.is_dataclass(record):
+        return dict(record)
+    out: dict = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if value is OMIT:
+            continue
+        if f.metadata.get("flat"):
+            out.update(value)
+        elif f.metadata.get("stamp"):
+            out[f.name] = audit_time(value)
+        else:
+            out[f.name] = _plain(value)
+    return out
 
 
-def aborted_entry(intent: dict, *, at: float, reason: str) -> dict:
-    """The outcome line of an intent that removed nothing (`reason` from ABORT_REASONS)."""
-    return {"time": audit_time(at), **{k: intent[k] for k in ("log", "path", "segment", "base_offset",
-                                                         "end_offset")}, "reason": reason}
-
-
-def recovered_deletion(intent: dict, *, at: float) -> dict:
-    """The deletion line written for a dead process's intent whose segment left the log."""
-    entry = {k: intent[k] for k in ("log", "path", "segment", "base_offset", "end_offset", "bytes",
-                                    "triggers", "forced", "overridden_by", "unconsumed", "pinned_by", "archived",
-                                    "unpaced")   # not "paced": a crash's leftover went at once
-             if k in intent}
-    return {"time": audit_time(at), **entry, "intent_time": intent.get("time")}
+def _plain(value: object) -> object:
+    if dataclasses.is_dataclass(value):
+        return line_fields(value)
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 class SettledIntents:

@@ -15,9 +15,8 @@ import threading
 import psutil
 from loguru import logger
 
-from policies import DELETED
-
-from .entries import DAMAGED, INTENT, OUTCOMES, audit_time
+from .entries import DAMAGED, DELETED, INTENT, OUTCOMES, Event, IntentAction, line_fields
+from .records import DamagedEntry
 
 __all__ = ["AuditTrail", "owner_alive"]
 
@@ -55,29 +54,38 @@ class AuditTrail:
         """Append `entry` as one line and fsync it; raises OSError if it cannot be written."""
         self.append(entry, sync=True)
 
-    def intent(self, action: str, entry: dict) -> str:
-        """Write (and fsync) the intent to do `action` described by `entry`; return its id.
-        Raises OSError when it cannot be written (nothing is kept to retry)."""
+    def intent(self, action: IntentAction, entry: object) -> str:
+        """Write (and fsync) the intent to do `action` described by `entry` (a record of
+        `retention.audit.records`); return its id. Raises OSError when it cannot be written (nothing
+        is kept to retry)."""
         ident = os.urandom(8).hex()
-        self.append({"event": INTENT, "id": ident, "action": action, **entry, **self._me}, sync=True)
+        self.append({"event": INTENT, "id": ident, "action": action, **line_fields(entry), **self._me}, sync=True)
         return ident
 
-    def outcome(self, ident: str, event: str, entry: dict, *, recovered: bool = False) -> None:
-        """Append the outcome of intent `ident` (not fsynced: its intent is). Raises OSError when it
-        cannot be written; the line is then kept and appended before the next one."""
-        line = {"event": event, "id": ident, **entry}
-        if recovered:
-            line["recovered"] = True
-        self.append(line, keep=True)
+    def outcome(self, ident: str, event: Event, entry: object, *, recovered: bool = False) -> None:
+        """Append the outcome `event` of intent `ident`, described by `entry` (a record), not fsynced:
+        its intent is. Raises OSError when it cannot be written; the line is then kept and appended
+        before the next one."""
+        self.append(_outcome_line(ident, event, entry, recovered), keep=True)
 
-    def outcome_or_log(self, ident: str, event: str, entry: dict, *, recovered: bool = False) -> None:
+    def outcome_or_log(self, ident: str, event: Event, entry: object, *, recovered: bool = False) -> None:
         """`outcome`, logging instead of raising when the line cannot be written now (it is kept
         and appended before the next line): an action already done is never undone for it."""
         try:
             self.outcome(ident, event, entry, recovered=recovered)
         except OSError as exc:
             logger.error("audit {} cannot be written ({}); kept in memory to append later: {}",
-                         self.path, exc, {"event": event, "id": ident, **entry})
+                         self.path, exc, {"event": event, "id": ident, **line_fields(entry)})
+
+    def note_or_log(self, entry: object) -> None:
+        """Append (and fsync) a line without an intent (a clock record: `entry.EVENT` is its event);
+        one that cannot be written now is logged, kept and appended before the next line."""
+        line = {"event": entry.EVENT, **line_fields(entry)}
+        try:
+            self.append(line, sync=True, keep=True)
+        except OSError as exc:
+            logger.error("audit {} cannot be written ({}); kept in memory to append later: {}",
+                         self.path, exc, line)
 
     def append(self, entry: dict, *, sync: bool = False, keep: bool = False) -> None:
         """Append one line; with `keep`, a line that cannot be written is kept and retried first
@@ -146,9 +154,9 @@ class AuditTrail:
             self._read_new()
             new = [e for e in entries if str(e.get("id")) not in self._damage_seen]
         for e in new:
-            self.append({"event": DAMAGED, "id": str(e.get("id")), "time": audit_time(at),
-                         "log": log, "path": path, "found": e.get("time"),
-                         **{k: v for k, v in e.items() if k not in ("id", "time")}}, sync=True)
+            record = DamagedEntry(time=at, log=log, path=path, found=e.get("time"),
+                                  facts={k: v for k, v in e.items() if k not in ("id", "time")})
+            self.append({"event": DAMAGED, "id": str(e.get("id")), **line_fields(record)}, sync=True)
             with self._lock:
                 self._damage_seen.add(str(e.get("id")))
         return len(new)
@@ -234,6 +242,13 @@ class AuditTrail:
             return None
         self._pending[ident] = entry
         return entry
+
+
+def _outcome_line(ident: str, event: Event, entry: object, recovered: bool) -> dict:
+    line = {"event": event, "id": ident, **line_fields(entry)}
+    if recovered:
+        line["recovered"] = True
+    return line
 
 
 _LINE_START = b'{"event":"'

@@ -55,6 +55,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from loguru import logger
@@ -65,7 +66,7 @@ from policies import (plural, CompactionOutput, CompactionSegment, GroupSnapshot
                       LivenessRule, PendingRanges, PolicyConfig, RetentionConfig, count_dropped,
                       plan_compaction, stale_groups, throttle_delay, too_live_to_compact, within_pass_budget)
 
-from ..audit import AuditTrail, audit_time
+from ..audit import AbortReason, AuditTrail, CompactionEntry, audit_time
 from .intents import COMPACT, CompactionAudit
 from .plan_input import compaction_segments, keyed_live, marked_runs
 from .protection import installed_protectors, keyed_refusal, pending_of
@@ -263,16 +264,17 @@ class Compactor:
         """Write one output, audited; None when it could not be done (the reason is logged, and
         recorded in `entry.error` unless the plan was merely overtaken); `_SPLIT` when it did not
         fit in one segment or in the free space and its halves should be tried."""
-        path = os.path.join(watched.path, segment_name(out.base_offset))
-        planned = {"time": audit_time(self._clock()), "log": watched.name, "path": path,
-                   "segment": segment_name(out.base_offset), "inputs": [segment_name(b) for b in out.inputs],
-                   "first_offset": out.base_offset, "end_offset": out.end_offset,
-                   "bytes_before": out.freed_bytes, "planned_bytes_after": out.write_bytes}
+        at, inputs = self._clock(), tuple(segment_name(b) for b in out.inputs)
         try:
-            planned["input_inodes"] = _inodes(watched.path, out.inputs)
+            inodes = tuple(_inodes(watched.path, out.inputs))
         except FileNotFoundError:
-            logger.info("{}: segments {} changed since the plan; next pass", watched.name, planned["inputs"])
+            logger.info("{}: segments {} changed since the plan; next pass", watched.name, list(inputs))
             return None
+        segment = segment_name(out.base_offset)
+        planned = CompactionEntry(time=at, log=watched.name, path=os.path.join(watched.path, segment),
+                                  segment=segment, inputs=inputs, first_offset=out.base_offset,
+                                  end_offset=out.end_offset, bytes_before=out.freed_bytes,
+                                  planned_bytes_after=out.write_bytes, input_inodes=inodes)
         ident = self._trail.intent(planned, entry)
         if ident is None:
             return None
@@ -283,35 +285,35 @@ class Compactor:
             if len(out.inputs) > 1:
                 # The store wants room for the inputs' used bytes plus a segment (it learns what is
                 # live only while copying), more than the plan's live bytes: halves need less.
-                self._trail.aborted(ident, planned, "no-room", exc, None)
+                self._trail.aborted(ident, planned, AbortReason.NO_ROOM, exc, None)
                 return _SPLIT
-            return self._trail.aborted(ident, planned, "no-room", exc, entry)
+            return self._trail.aborted(ident, planned, AbortReason.NO_ROOM, exc, entry)
         except InvalidArgumentError as exc:
-            if len(out.inputs) > 1 and _inodes(watched.path, out.inputs) == planned["input_inodes"]:
+            if len(out.inputs) > 1 and tuple(_inodes(watched.path, out.inputs)) == inodes:
                 # Inputs unchanged: their live records and gaps outgrew one segment (the plan's gap
                 # estimate fell short); nothing was swapped, so each half is tried on its own.
-                self._trail.aborted(ident, planned, "too-large", exc, None)
+                self._trail.aborted(ident, planned, AbortReason.TOO_LARGE, exc, None)
                 return _SPLIT
             # A head removal or another compaction took an input first: not a failure.
-            return self._trail.aborted(ident, planned, "inputs-changed", exc, None)
+            return self._trail.aborted(ident, planned, AbortReason.INPUTS_CHANGED, exc, None)
         except (CommitLogError, OSError) as exc:
-            return self._trail.aborted(ident, planned, "error", exc, entry)
+            return self._trail.aborted(ident, planned, AbortReason.ERROR, exc, entry)
         except BaseException as exc:
-            self._trail.aborted(ident, planned, "error", exc, entry)
+            self._trail.aborted(ident, planned, AbortReason.ERROR, exc, entry)
             raise
         if not done:
-            return self._trail.aborted(ident, planned, "error", "the store compacted nothing", entry)
+            return self._trail.aborted(ident, planned, AbortReason.ERROR, "the store compacted nothing", entry)
         o = done[0]
         result = OutputResult(o.segment, tuple(o.inputs), o.bytes_before, o.bytes_after,
                               dict(count_dropped(()), **o.dropped), out.base_offset, out.end_offset)
-        self._trail.compacted(ident, {**planned, "segment": None if o.segment is None else segment_name(o.segment),
-                                      "bytes_before": o.bytes_before, "bytes_after": o.bytes_after,
-                                      "dropped": result.to_json_dict()["dropped"]})
+        self._trail.compacted(ident, replace(planned, segment=None if o.segment is None else segment_name(o.segment),
+                                             bytes_before=o.bytes_before, bytes_after=o.bytes_after,
+                                             dropped=result.to_json_dict()["dropped"]))
         if self.metrics is not None:
             self.metrics.compacted(watched.name, reclaimed=result.reclaimed_bytes, read=out.read_bytes,
                                    written=o.bytes_after)
         logger.info("{}: compacted {} from {} into {} ({} -> {} bytes, dropped {})", watched.name,
-                    plural(len(o.inputs), "segment"), planned["segment"], "nothing (a gap)" if o.segment is None else
+                    plural(len(o.inputs), "segment"), planned.segment, "nothing (a gap)" if o.segment is None else
                     segment_name(o.segment), o.bytes_before, o.bytes_after, result.dropped)
         return result
 

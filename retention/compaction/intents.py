@@ -24,22 +24,19 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from loguru import logger
 
 from commitlog import parse_segment_name
 
-from ..audit import ABORTED, COMPACTED, AuditTrail, SettledIntents, audit_time
+from ..audit import (AbortReason, AuditTrail, CompactionAbortedEntry, CompactionEntry, Event, IntentAction,
+                     RecoveredCompactionEntry, SettledIntents)
 
 __all__ = ["COMPACT", "CompactionAudit"]
 
-COMPACT = "compact"                       # the intent's `action`
+COMPACT = IntentAction.COMPACT           # the intent's `action`
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-_SPAN = ("log", "path", "segment", "first_offset", "end_offset")
-
-
-def _span(entry: dict) -> dict:
-    return {k: entry.get(k) for k in _SPAN}
 
 
 def _removed_up_to(intent: dict, end: int) -> int:
@@ -65,7 +62,7 @@ class CompactionAudit:
         self.trail = trail
         self._clock = clock
 
-    def intent(self, planned: dict, entry) -> str | None:
+    def intent(self, planned: CompactionEntry, entry) -> str | None:
         """Fsync the intent of `planned`; its id, or None (with `entry.error` set) when the trail
         cannot be written for a reason other than a full disk. On a full disk the output goes
         ahead under a fresh id: compaction is what frees space when everything left is protected."""
@@ -74,26 +71,26 @@ class CompactionAudit:
         except OSError as exc:
             if exc.errno in _NO_SPACE:
                 logger.error("{}: audit {} is full ({}); compacting {} anyway; its line follows once "
-                             "space is back", planned["log"], self.trail.path, exc.strerror or exc,
-                             planned["segment"])
+                             "space is back", planned.log, self.trail.path, exc.strerror or exc,
+                             planned.segment)
                 return os.urandom(8).hex()
             entry.error = f"the audit trail {self.trail.path} cannot be written: {exc}"
-            logger.error("{}: not compacting: {}", planned["log"], entry.error)
+            logger.error("{}: not compacting: {}", planned.log, entry.error)
             return None
 
-    def compacted(self, ident: str, line: dict) -> None:
-        self.trail.outcome_or_log(ident, COMPACTED, {**line, "time": audit_time(self._clock())})
+    def compacted(self, ident: str, done: CompactionEntry) -> None:
+        self.trail.outcome_or_log(ident, Event.COMPACTED, replace(done, time=self._clock()))
 
-    def aborted(self, ident: str, planned: dict, reason: str, exc, entry) -> None:
+    def aborted(self, ident: str, planned: CompactionEntry, reason: AbortReason, exc, entry) -> None:
         """The output did nothing; `entry` (a `LogCompaction`) gets the error unless None (the plan
         was merely overtaken, or the output is retried as halves). Returns None."""
-        self.trail.outcome_or_log(ident, ABORTED, {**_span(planned), "time": audit_time(self._clock()), "reason": reason,
-                                       "error": str(exc)})
+        self.trail.outcome_or_log(ident, Event.ABORTED,
+                                  CompactionAbortedEntry.of(planned, self._clock(), reason, error=str(exc)))
         if entry is not None:
             entry.error = str(exc)
-            logger.error("{}: compacting {} failed ({}): {}", planned["log"], planned["segment"], reason, exc)
+            logger.error("{}: compacting {} failed ({}): {}", planned.log, planned.segment, reason, exc)
         else:
-            logger.info("{}: compacting {} not done ({}): {}", planned["log"], planned["segment"], reason, exc)
+            logger.info("{}: compacting {} not done ({}): {}", planned.log, planned.segment, reason, exc)
         return None
 
     def settle(self, logs: Mapping[str, object]) -> int:
@@ -110,7 +107,7 @@ class CompactionAudit:
         for intent in open_intents:
             watched = logs.get(os.path.dirname(str(intent.get("path"))))
             inodes = intent.get("input_inodes")
-            if intent.get("action") != COMPACT or watched is None or not isinstance(inodes, list) or not inodes:
+            if intent.get("action") != IntentAction.COMPACT or watched is None or not isinstance(inodes, list) or not inodes:
                 continue
             settled.add(watched.name, self._settle_one(intent, watched, inodes[0]), intent.get("pid"))
         for line in settled.lines():
@@ -118,24 +115,25 @@ class CompactionAudit:
         return settled.total
 
     def _settle_one(self, intent: dict, watched, first_inode: int) -> str:
-        now = audit_time(self._clock())
+        now = self._clock()
         if not watched.exists():
-            self.trail.outcome_or_log(intent["id"], ABORTED, {**_span(intent), "time": now, "reason": "log-missing"},
-                          recovered=True)
-            return "log-missing"
+            self.trail.outcome_or_log(intent["id"], Event.ABORTED,
+                                      CompactionAbortedEntry.of(intent, now, AbortReason.LOG_MISSING),
+                                      recovered=True)
+            return AbortReason.LOG_MISSING
         try:
             st = os.stat(intent["path"])
         except FileNotFoundError:
             st = None
         if st is not None and st.st_ino == first_inode:
-            self.trail.outcome_or_log(intent["id"], ABORTED, {**_span(intent), "time": now, "reason": "not-compacted"},
-                          recovered=True)
-            return "not-compacted"
-        span = _span(intent)
+            self.trail.outcome_or_log(intent["id"], Event.ABORTED,
+                                      CompactionAbortedEntry.of(intent, now, AbortReason.NOT_COMPACTED),
+                                      recovered=True)
+            return AbortReason.NOT_COMPACTED
+        end = intent.get("end_offset")
         if st is None:
-            span["end_offset"] = _removed_up_to(intent, span["end_offset"])
-        self.trail.outcome_or_log(intent["id"], COMPACTED,
-                      {**span, "time": now, "inputs": intent.get("inputs"),
-                       "bytes_before": intent.get("bytes_before"), "bytes_after": st.st_size if st else 0,
-                       "dropped": None, "intent_time": intent.get("time")}, recovered=True)
-        return COMPACTED
+            end = _removed_up_to(intent, end)
+        self.trail.outcome_or_log(intent["id"], Event.COMPACTED,
+                                  RecoveredCompactionEntry.of(intent, now, end_offset=end,
+                                                              bytes_after=st.st_size if st else 0), recovered=True)
+        return Event.COMPACTED

@@ -19,14 +19,15 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from loguru import logger
 
 from commitlog import CommitLogError
-from policies import ARCHIVED, DELETE, DELETED, FAILED, HUNG, PolicyConfig, SegmentDecision, plural
+from policies import ARCHIVED, DELETED, FAILED, HUNG, PolicyConfig, SegmentDecision, plural
 
-from ..audit import (ABORTED, AuditTrail, SettledIntents, aborted_entry, audit_time, deletion_entry,
-                     recovered_deletion)
+from ..audit import (OMIT, AbortedEntry, AbortReason, AuditTrail, DeletionEntry, Event, IntentAction, PinnedBy,
+                     RecoveredDeletionEntry, SettledIntents, UnconsumedRange)
 from .pacer import Pacing
 from .pinned import find_pinned
 from .results import LogPassResult
@@ -55,13 +56,14 @@ class AuditedRemoval:
             logger.error("{}: not deleting {}: {}", r.name, decision.segment, r.not_writable)
             return False
         rate = self._pacing.rate(r, policy)
-        planned = deletion_entry(
-            at=self._clock(), log=r.name, path=decision.path, segment=decision.segment,
+        planned = DeletionEntry(
+            time=self._clock(), log=r.name, path=decision.path, segment=decision.segment,
             base_offset=decision.base_offset, end_offset=decision.end_offset, bytes=decision.bytes,
-            triggers=list(r.plan.triggers), forced=decision.forced,
-            overridden_by=decision.overridden_by,
-            unconsumed=[(u.group, u.first_offset, u.end_offset) for u in decision.unconsumed],
-            archived=ARCHIVED in decision.because, paced=rate is not None, unpaced=r.unpaced)
+            triggers=tuple(r.plan.triggers), forced=decision.forced, overridden_by=decision.overridden_by,
+            unconsumed=tuple(UnconsumedRange(group=u.group, first_offset=u.first_offset, end_offset=u.end_offset)
+                             for u in decision.unconsumed),
+            pinned_by=(), archived=ARCHIVED in decision.because, paced=rate is not None,
+            unpaced=r.unpaced or OMIT)
         ident = self._write_intent(r, decision, planned)
         if ident is None:
             return False
@@ -76,7 +78,7 @@ class AuditedRemoval:
             r.actions[decision.base_offset] = FAILED
             r.errors[decision.base_offset] = str(exc)
             logger.error("{}: deleting {} failed: {}", r.name, decision.segment, exc)
-            self._settle(ident, planned, watched, reason="error")
+            self._settle(ident, planned, watched, reason=AbortReason.ERROR)
             return False
         if removal.status == "removed":
             self._removed(r, decision, watched, ident, planned, removal)
@@ -84,7 +86,8 @@ class AuditedRemoval:
         if removal.status == "held":
             return self._held(r, decision, watched, ident, planned)
         # mismatch or active: another process removed the head since the plan; not a failure.
-        self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason="head-changed"))
+        self.audit.outcome_or_log(ident, Event.ABORTED,
+                                  AbortedEntry.of(planned, self._clock(), AbortReason.HEAD_CHANGED))
         ahead = removal.base_offset is None or removal.base_offset > decision.base_offset
         if ahead:
             r.elsewhere.add(decision.base_offset)
@@ -93,7 +96,7 @@ class AuditedRemoval:
         return ahead
 
     def _removed(self, r: LogPassResult, decision: SegmentDecision, watched: WatchedLog, ident: str,
-                 planned: dict, removal) -> None:
+                 planned: DeletionEntry, removal) -> None:
         """The outcome of a segment gone: its audit line (who pinned a forced one), the log line."""
         try:
             watched.hung.forget(decision.base_offset)
@@ -101,26 +104,25 @@ class AuditedRemoval:
             logger.error("{}: could not update the hung-segment registry: {}", r.name, exc)
         holders = []
         if removal.forced:
-            holders = [{"pid": p.pid, "command": p.command}
+            holders = [PinnedBy(pid=p.pid, command=p.command)
                        for p in find_pinned([watched.path]) if p.path == decision.path]
-        self.audit.outcome_or_log(ident, DELETED, {**planned, "time": audit_time(self._clock()),
-                                                   "bytes": removal.bytes, "forced": removal.forced,
-                                                   "pinned_by": holders})
+        self.audit.outcome_or_log(ident, Event.DELETED, replace(planned, time=self._clock(), bytes=removal.bytes,
+                                                          forced=removal.forced, pinned_by=tuple(holders)))
         r.actions[decision.base_offset] = DELETED
         r.deleted_bytes += removal.bytes
         lost = ", ".join(f"{u.group} [{u.first_offset}, {u.end_offset})" for u in decision.unconsumed)
         logger.info("{}: deleted {} ({} bytes, triggers {}{}{})", r.name, decision.segment,
                     removal.bytes, ",".join(r.plan.triggers),
-                    ", forced while held by " + ",".join(str(h["pid"]) for h in holders)
+                    ", forced while held by " + ",".join(str(h.pid) for h in holders)
                     if removal.forced else "",
                     (f", unconsumed by {lost}" + (" (readable from the archive)" if ARCHIVED in decision.because
                                                   else "")) if lost else "")
 
     def _held(self, r: LogPassResult, decision: SegmentDecision, watched: WatchedLog, ident: str,
-              planned: dict) -> bool:
+              planned: DeletionEntry) -> bool:
         """A reader holds the segment: aborted `held`, and the segment hung (retried, then forced)."""
         now = self._clock()
-        self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=now, reason="held"))
+        self.audit.outcome_or_log(ident, Event.ABORTED, AbortedEntry.of(planned, now, AbortReason.HELD))
         try:
             entry = watched.hung.held(decision.base_offset, now)
         except (CommitLogError, OSError) as exc:   # its file refused (a planted link, say)
@@ -134,11 +136,11 @@ class AuditedRemoval:
                        r.name, decision.segment, now - entry.first_attempt_at)
         return False
 
-    def _write_intent(self, r: LogPassResult, decision: SegmentDecision, planned: dict) -> str | None:
+    def _write_intent(self, r: LogPassResult, decision: SegmentDecision, planned: DeletionEntry) -> str | None:
         """Fsync the intent; None (deletion failed) when the audit cannot be written for a reason
         other than a full disk. On a full disk, the deletion goes ahead under a fresh id."""
         try:
-            return self.audit.intent(DELETE, planned)
+            return self.audit.intent(IntentAction.DELETE, planned)
         except OSError as exc:
             if exc.errno in _NO_SPACE:
                 logger.error("{}: audit {} is full ({}); deleting {} anyway, since refusing would "
@@ -151,16 +153,16 @@ class AuditedRemoval:
                          decision.segment, self.audit.path, exc)
             return None
 
-    def _settle(self, ident: str, planned: dict, watched: WatchedLog, *, reason: str) -> None:
+    def _settle(self, ident: str, planned: DeletionEntry, watched: WatchedLog, *, reason: AbortReason) -> None:
         """After an error inside the removal: audit what the log's start offset says happened."""
         try:
-            gone = watched.log.start_offset > planned["base_offset"]
+            gone = watched.log.start_offset > planned.base_offset
         except (CommitLogError, OSError):
             return  # the intent stays open; a later pass settles it once this process is gone
         if gone:
-            self.audit.outcome_or_log(ident, DELETED, {**planned, "error": reason})
+            self.audit.outcome_or_log(ident, Event.DELETED, replace(planned, error=reason))
         else:
-            self.audit.outcome_or_log(ident, ABORTED, aborted_entry(planned, at=self._clock(), reason=reason))
+            self.audit.outcome_or_log(ident, Event.ABORTED, AbortedEntry.of(planned, self._clock(), reason))
 
     def settle_intents(self, logs: dict[str, WatchedLog], names: Iterable[str] | None) -> None:
         """Audit the intents of processes that died mid-removal, for `logs` (those of `names`)."""
@@ -179,7 +181,7 @@ class AuditedRemoval:
         mine = {os.path.abspath(logs[n].path): logs[n] for n in (names if names is not None else logs)}
         settled = SettledIntents("removal")
         for intent in open_intents:
-            if intent.get("action", DELETE) != DELETE:
+            if intent.get("action", IntentAction.DELETE) != IntentAction.DELETE:
                 continue  # a compaction's intent: retention.compaction.compactor settles it
             watched = mine.get(os.path.dirname(str(intent.get("path"))))
             if watched is None or not isinstance(intent.get("base_offset"), int):
@@ -196,21 +198,22 @@ class AuditedRemoval:
         now = self._clock()
         try:
             if not watched.exists():
-                self.audit.outcome_or_log(intent["id"], ABORTED,
-                                          aborted_entry(intent, at=now, reason="log-missing"), recovered=True)
-                return "log-missing"
+                self.audit.outcome_or_log(intent["id"], Event.ABORTED,
+                                          AbortedEntry.of(intent, now, AbortReason.LOG_MISSING), recovered=True)
+                return AbortReason.LOG_MISSING
             gone = watched.log.start_offset > intent["base_offset"]
         except (CommitLogError, OSError) as exc:
             logger.warning("{}: cannot settle the audit intent {}: {}", watched.name, intent["id"], exc)
             return None
         if gone and intent.get("covered_by"):
-            self.audit.outcome_or_log(intent["id"], ABORTED,
-                                      {**aborted_entry(intent, at=now, reason="removed-by-another"),
-                                       "covered_by": intent["covered_by"]}, recovered=True)
-            return "removed-by-another"
+            self.audit.outcome_or_log(intent["id"], Event.ABORTED,
+                                      AbortedEntry.of(intent, now, AbortReason.REMOVED_BY_ANOTHER,
+                                                      covered_by=intent["covered_by"]), recovered=True)
+            return AbortReason.REMOVED_BY_ANOTHER
         if gone:
-            self.audit.outcome_or_log(intent["id"], DELETED, recovered_deletion(intent, at=now), recovered=True)
-            return DELETED
-        self.audit.outcome_or_log(intent["id"], ABORTED, aborted_entry(intent, at=now, reason="not-removed"),
+            self.audit.outcome_or_log(intent["id"], Event.DELETED, RecoveredDeletionEntry.of(intent, now),
+                                      recovered=True)
+            return Event.DELETED
+        self.audit.outcome_or_log(intent["id"], Event.ABORTED, AbortedEntry.of(intent, now, AbortReason.NOT_REMOVED),
                                   recovered=True)
-        return "not-removed"
+        return AbortReason.NOT_REMOVED

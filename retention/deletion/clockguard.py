@@ -36,8 +36,8 @@ from loguru import logger
 from commitlog.bootclock import uptime
 from policies import ClockMark, forward_step, held_trusted, humanize_duration, start_reference
 
-from ..audit import (CLOCK_ACCEPTED, CLOCK_EVENTS, CLOCK_RETURNED, CLOCK_SET_BACK, CLOCK_STEPPED, AuditTrail,
-                     audit_time, read_tail)
+from ..audit import (CLOCK_EVENTS, AuditTrail, ClockAcceptedEntry, ClockReturnedEntry, ClockSetBackEntry,
+                     ClockSteppedEntry, Event, audit_time, read_tail)
 from .clockrecord import ClockRecord, boot_id, record_path
 
 __all__ = ["AT_START", "BETWEEN_LOOKS", "MARK_EVERY", "ClockGuard", "boot_clock", "newest_time"]
@@ -148,7 +148,7 @@ class ClockGuard:
             if self._base is not None:
                 trusted = self._trusted(up)
                 if forward_step(trusted, wall, self.threshold) is None:
-                    self._lift(CLOCK_RETURNED, wall, trusted)
+                    self._lift(ClockReturnedEntry, wall, trusted)
             elif self._last is not None:
                 expected = self._last[0] + (up - self._last[1])
                 if forward_step(expected, wall, self.threshold) is not None:
@@ -179,7 +179,7 @@ class ClockGuard:
             if self._base is None:
                 return {"held": False, "time": audit_time(wall)}
             trusted = self._trusted(up)
-            self._lift(CLOCK_ACCEPTED, wall, trusted)
+            self._lift(ClockAcceptedEntry, wall, trusted)
             self._last = (wall, up)
             mark = self._due_mark(wall, up, force=True)
         self._write_mark(mark)
@@ -254,31 +254,25 @@ class ClockGuard:
                        "and group staleness wait for what only the step would make due; `retention clock "
                        "accept` accepts the new time", humanize_duration(step), audit_time(trusted), how)
         if write:
-            self._write({"event": CLOCK_STEPPED, "time": audit_time(wall), "trusted_time": audit_time(trusted),
-                         "step_seconds": round(step, 3), "detected": how, "threshold_seconds": self.threshold})
+            self._write(ClockSteppedEntry(time=wall, trusted_time=trusted, step_seconds=round(step, 3), detected=how,
+                                          threshold_seconds=self.threshold))
 
     def _set_back(self, expected: float, wall: float, how: str) -> None:
         logger.warning("the wall clock is {} behind where it should be ({}, detected {}): it was set back; "
                        "nothing is held, but what is written meanwhile carries the back clock's times, and "
                        "when the clock is put right that is held as a forward step until accepted",
                        humanize_duration(expected - wall), audit_time(expected), how)
-        self._write({"event": CLOCK_SET_BACK, "time": audit_time(wall), "expected_time": audit_time(expected),
-                     "step_seconds": round(expected - wall, 3), "detected": how})
+        self._write(ClockSetBackEntry(time=wall, expected_time=expected, step_seconds=round(expected - wall, 3),
+                                      detected=how))
 
-    def _lift(self, event: str, wall: float, trusted: float) -> None:
+    def _lift(self, lifted: type[ClockAcceptedEntry], wall: float, trusted: float) -> None:
         self._base = self._detected = None
-        logger.info("clock step lifted ({}): the wall clock {} is trusted again", event, audit_time(wall))
-        self._write({"event": event, "time": audit_time(wall), "trusted_time": audit_time(trusted),
-                     "step_seconds": round(wall - trusted, 3)})
+        logger.info("clock step lifted ({}): the wall clock {} is trusted again", lifted.EVENT, audit_time(wall))
+        self._write(lifted(time=wall, trusted_time=trusted, step_seconds=round(wall - trusted, 3)))
 
-    def _write(self, entry: dict) -> None:
-        if self.audit is None or not self._record:
-            return
-        try:
-            self.audit.append(entry, sync=True, keep=True)
-        except OSError as exc:
-            logger.error("audit {} cannot be written ({}); kept in memory to append later: {}",
-                         self.audit.path, exc, entry)
+    def _write(self, entry: object) -> None:
+        if self.audit is not None and self._record:
+            self.audit.note_or_log(entry)
 
     def _unlifted(self, wall: float) -> float | None:
         """The trusted now of a hold the audit trail records and no later line lifted; None when
@@ -286,7 +280,7 @@ class ClockGuard:
         if self.audit is None:
             return None
         last = next((e for e in reversed(read_tail(self.audit.path)) if e.get("event") in CLOCK_EVENTS), None)
-        if last is None or last["event"] != CLOCK_STEPPED:
+        if last is None or last["event"] != Event.CLOCK_STEPPED:
             return None
         at, trusted = _epoch(last.get("time")), _epoch(last.get("trusted_time"))
         if at is None or trusted is None or wall < at:

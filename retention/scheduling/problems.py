@@ -49,29 +49,41 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timezone
+from enum import StrEnum
 from typing import NamedTuple
 
 from loguru import logger
 
-__all__ = ["CRITICAL", "KINDS", "RESTART_HELPS", "WARNING", "WARNINGS", "HealthProblems", "Problem"]
+__all__ = ["CRITICAL", "KINDS", "RESTART_HELPS", "WARNING", "WARNINGS", "HealthProblems", "Problem", "ProblemKind"]
 
-SCHEDULER_STOPPED = "scheduler-stopped"
-DISK_CHECK_STALLED = "disk-check-stalled"
-PASSES_FAILING = "passes-failing"
-PASSES_LATE = "passes-late"
-LOG_MISSING = "log-missing"
-LOG_OWNED_ELSEWHERE = "log-owned-elsewhere"
-RELOAD_FAILED = "reload-failed"
-ARCHIVE_LAGGING = "archive-lagging"
-LOG_DAMAGED = "log-damaged"
-CLOCK_STEPPED = "clock-stepped"
-ARCHIVE_MISSING = "archive-missing"
-LOG_PERMISSION_DENIED = "log-permission-denied"
-AUDIT_UNWRITABLE = "audit-unwritable"
-CLUSTER_LEASE_FAILING = "cluster-lease-failing"
-KINDS = (SCHEDULER_STOPPED, DISK_CHECK_STALLED, PASSES_FAILING, PASSES_LATE, LOG_MISSING,
-         LOG_OWNED_ELSEWHERE, RELOAD_FAILED, ARCHIVE_LAGGING, LOG_DAMAGED, CLOCK_STEPPED, ARCHIVE_MISSING,
-         LOG_PERMISSION_DENIED, AUDIT_UNWRITABLE, CLUSTER_LEASE_FAILING)
+
+
+class ProblemKind(StrEnum):
+    """A health problem's kind (its value is what `/healthz`, `/status` and the gauge show)."""
+
+    SCHEDULER_STOPPED = "scheduler-stopped"
+    DISK_CHECK_STALLED = "disk-check-stalled"
+    PASSES_FAILING = "passes-failing"
+    PASSES_LATE = "passes-late"
+    LOG_MISSING = "log-missing"
+    LOG_OWNED_ELSEWHERE = "log-owned-elsewhere"
+    RELOAD_FAILED = "reload-failed"
+    ARCHIVE_LAGGING = "archive-lagging"
+    LOG_DAMAGED = "log-damaged"
+    CLOCK_STEPPED = "clock-stepped"
+    ARCHIVE_MISSING = "archive-missing"
+    LOG_PERMISSION_DENIED = "log-permission-denied"
+    AUDIT_UNWRITABLE = "audit-unwritable"
+    CLUSTER_LEASE_FAILING = "cluster-lease-failing"
+
+
+SCHEDULER_STOPPED, DISK_CHECK_STALLED = ProblemKind.SCHEDULER_STOPPED, ProblemKind.DISK_CHECK_STALLED
+PASSES_FAILING, PASSES_LATE, LOG_MISSING = ProblemKind.PASSES_FAILING, ProblemKind.PASSES_LATE, ProblemKind.LOG_MISSING
+LOG_OWNED_ELSEWHERE, RELOAD_FAILED = ProblemKind.LOG_OWNED_ELSEWHERE, ProblemKind.RELOAD_FAILED
+ARCHIVE_LAGGING, LOG_DAMAGED, CLOCK_STEPPED = ProblemKind.ARCHIVE_LAGGING, ProblemKind.LOG_DAMAGED, ProblemKind.CLOCK_STEPPED
+ARCHIVE_MISSING, LOG_PERMISSION_DENIED = ProblemKind.ARCHIVE_MISSING, ProblemKind.LOG_PERMISSION_DENIED
+AUDIT_UNWRITABLE, CLUSTER_LEASE_FAILING = ProblemKind.AUDIT_UNWRITABLE, ProblemKind.CLUSTER_LEASE_FAILING
+KINDS = tuple(ProblemKind)
 WARNINGS = frozenset({RELOAD_FAILED})
 """Listed by `/healthz` (and `/status`, the page, the gauge) while it answers 200: the sidecar still
 cleans (with its older configuration), and a restart would fail on the same file."""

@@ -27,7 +27,7 @@ from .append.writer import BAD_RECORD
 from .record import Record
 from .cleanup.deadrecords import DeadRecords
 from .cleanup.removal import RemovalResult
-from .cleanup.rewrite import CompactionOutput, MarksSnapshot
+from .cleanup.rewrite import MarksSnapshot, RewrittenRun
 from .segments.local_reads import LocalReads
 from .segments.segment import SegmentInfo
 from .opening import open_directory
@@ -282,7 +282,7 @@ class CommitLog:
 
     def compact(self, runs: Sequence[Sequence[int]], decide: rewrite.Decide, *,
                 marks: MarksSnapshot | None = None, on_bytes=None,
-                should_stop=None) -> list[CompactionOutput]:
+                should_stop=None) -> list[RewrittenRun]:
         """Rewrite each run of consecutive sealed segments (their base offsets) into one file of
         the records `decide(offset, key, tombstone, marked)` keeps (None: keep; else the cause it
         is dropped for), same offsets, swapped in crash-safely (commitlog.cleanup.swap), from any

@@ -14,7 +14,7 @@ from . import rewrite, swap
 from .marks_shrink import STEP_ENTRIES, shrink_marks
 from ..segments import seginfo
 from ..segments.segment_list import SegmentList
-from .rewrite import CompactionOutput, MarksSnapshot
+from .rewrite import MarksSnapshot, RewrittenRun
 from ..access import LogGate
 from ..errors import InvalidArgumentError
 from ..layout import tombstones_path
@@ -79,7 +79,7 @@ class DeadRecords:
         return rewrite.record_facts(self._segs, marks, start, end)
 
     def compact(self, runs: Sequence[Sequence[int]], decide: rewrite.Decide, marks: MarksSnapshot | None,
-                on_bytes, should_stop) -> list[CompactionOutput]:
+                on_bytes, should_stop) -> list[RewrittenRun]:
         self._gate.check_change("compact")
         return rewrite.compact(self._segs, runs, decide, marks, on_bytes=on_bytes, should_stop=should_stop)
 

@@ -11,6 +11,7 @@ corrupt file.
     cannot_append(path)        why it cannot append to the file `path`, created with its missing
                                directories when absent (an audit trail); None when it can
     on_readonly_filesystem(d)  whether `d` is on a filesystem mounted read-only
+    LogGate(path, ...)         what an open log checks before it acts: open, and its files changeable
 
 Permissions are asked of the kernel (faccessat with the effective ids), so ACLs count and root
 passes everything but a read-only mount. Stateless; each call costs a few stat-like syscalls.
@@ -22,9 +23,10 @@ import os
 import pwd
 import stat
 
+from .errors import LogClosedError, LogNotWritableError
 from .layout import meta_path, remove_lock_path, start_offset_path, state_path
 
-__all__ = ["cannot_append", "on_readonly_filesystem", "process_user", "unreadable", "unwritable"]
+__all__ = ["LogGate", "cannot_append", "on_readonly_filesystem", "process_user", "unreadable", "unwritable"]
 
 _EFFECTIVE = os.access in os.supports_effective_ids
 
@@ -135,3 +137,38 @@ def cannot_append(path: str) -> str | None:
         return (f"permission denied: {process_user()} may not create it in {parent} "
                 f"({_owned(os.stat(parent))})")
     return None
+
+
+class LogGate:
+    """What an open log and the parts it holds ask before they act: that it is still open
+    (`closed`, set by its close: LogClosedError), and that this process may change its files: not
+    on a read-only mount (asked again while it is one: a long-lived reader outlives a remount
+    read-write) and, for a read-only open (a writer's open checked already), nothing `unwritable`
+    says. Thread-safe as the flag it reads."""
+
+    def __init__(self, path: str, readonly: bool, media_readonly: bool) -> None:
+        self.path = path
+        self.readonly = readonly
+        self.closed = False
+        self._media_readonly = media_readonly
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise LogClosedError(f"log {self.path} is closed")
+
+    def media_readonly(self) -> bool:
+        if self._media_readonly:
+            self._media_readonly = on_readonly_filesystem(self.path)
+        return self._media_readonly
+
+    def may_change(self) -> bool:
+        """Whether a change could be made here now (a removal left by a crash could be finished)."""
+        return not self.media_readonly() and not (self.readonly and unwritable(self.path) is not None)
+
+    def check_change(self, what: str) -> None:
+        """`check_open`, then LogNotWritableError naming the log and why it cannot `what`."""
+        self.check_open()
+        if self.media_readonly():
+            raise LogNotWritableError(self.path, f"cannot {what}: it is on a read-only filesystem")
+        if self.readonly and (why := unwritable(self.path)) is not None:
+            raise LogNotWritableError(self.path, f"cannot {what}: {why}")

@@ -1,54 +1,12 @@
-"""The error tree of the whole project, drawn in one place.
+"""The store's errors: `CommitLogError` and its subclasses, raised on purpose by the store and its
+archive tier; the Spark layer's `StagingError` subtree derives from it too
+(commitlog.spark.staging_errors). Each message names what and where: the file, offset, argument
+or URL. Catch CommitLogError for the whole family. A bad argument is also ValueError and
+TypeError, a missing log FileNotFoundError, an unreadable one PermissionError, an offset out of
+range IndexError, so code written against Python's conventions catches them too.
 
-    Exception
-    ├── CommitLogError                  base of every error the store and the Spark layer raise on purpose
-    │   ├── StoreFullError              the disk has no room: allocation failed (ENOSPC) or the writer
-    │   │                               refused the append because the disk is above refuse_writes_ratio
-    │   ├── OffsetOutOfRangeError       (also IndexError) the offset is below the log's start (removed
-    │   │   │                           by retention) or at/after its end; carries start_offset, end_offset
-    │   │   └── OffsetRemovedError      the offset is inside the log but its record is dead: marked
-    │   │                               (mark_dead), written dead, or removed by a compaction; carries
-    │   │                               next_offset, the next offset that still holds a record
-    │   ├── CorruptLogError             a record or file failed validation; names the file and position
-    │   ├── LogLockedError              another process holds the writer lock; names its pid
-    │   ├── NotALogError                (also FileNotFoundError) the path is not a log directory: a
-    │   │                               read-only open of a directory without meta.json, or a plain file
-    │   ├── LogNotReadableError         (also PermissionError) this process may not read the log's
-    │   │                               directory or a file of it (EACCES): "permission denied", naming
-    │   │                               the path and the process's user; never a missing or corrupt log
-    │   ├── ReadOnlyLogError            a write through a log opened with readonly=True
-    │   │   └── LogNotWritableError     the log's files cannot be written (a read-only mount, EROFS, or
-    │   │                               a directory this process may not write, EACCES); names the path.
-    │   │                               A readonly=True open still reads such a log (a snapshot, a backup)
-    │   ├── LogClosedError              an operation on a closed log
-    │   ├── UnsafeLogFileError          a symbolic link (or another non-file) where the store keeps one
-    │   │                               of its files; refused, never followed; names the file
-    │   ├── ArchiveError                commitlog.archive: the archive tier failed an operation (down,
-    │   │   │                           refused, missing object); names the tier's URL, the key, the cause
-    │   │   └── ArchiveCorruptError     an object on the tier whose checksum is not the one recorded
-    │   │                               (or a manifest that does not parse); names the object
-    │   ├── InvalidArgumentError        (also ValueError and TypeError) an argument of the Python API of
-    │   │   │                           the wrong type or value; names the argument and what it got
-    │   │   ├── SegmentSizeMismatchError  reopened with a segment_size other than the one it was created with
-    │   │   ├── RecordTooLargeError     a record larger than a whole segment
-    │   │   └── InvalidCommitError      a consumer commit below zero, beyond end_offset, or a bad group name
-    │   ├── StagingError                commitlog.spark.staging_errors: base of the Spark staging layer's errors
-    │   │   ├── SchemaMismatchError     (also ValueError) a DataFrame whose schema does not match the log's
-    │   │   ├── NoSchemaError           nothing was ever staged through Spark into this log
-    │   │   ├── OverwriteNotSupportedError  (also ValueError) mode("overwrite") on an append-only log
-    │   │   ├── OptionError             (also ValueError) a missing or malformed data source option
-    │   │   ├── JobStateError           a job or writer not in the state an operation needs
-    │   │   ├── WriterTurnTimeout       a task waited longer than lockTimeout for its turn to append
-    │   │   ├── DataLossError           offsets a stream still needed were removed by retention
-    │   │   └── WrongHostError          a task on another host than the driver that planned the job
-    │   └── PassRunningError            (also RuntimeError) retention.scheduling.scheduler: a manual pass asked for
-    │                                   while one runs (POST /clean answers 409); names the running pass
-    └── ValueError
-        └── ConfigError                 policies.config, not a CommitLogError: a bad configuration file
-                                        (one line naming file, line, key path, reason)
-
-Catch CommitLogError for the whole family of the store and the Spark layer; the errors about a bad
-argument are also ValueError, so code written against Python's conventions catches them too.
+The whole tree, the errors of the layers above included, is drawn in docs/concepts.md
+("Errors"); what to do about each is in docs/troubleshooting.md. Classes only: thread-safe.
 """
 
 from __future__ import annotations

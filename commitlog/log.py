@@ -11,17 +11,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
-from .segments import reading
 from . import record as rec
-from .cleanup import removal
-from .segments import gapcheck, seginfo, timelookup
-from .arguments import (check_commit, check_offset, check_record, check_scan_range, check_timestamp,
-                        timestamp_ms_of)
-from .errors import (InvalidArgumentError, LogClosedError, LogNotWritableError, OffsetOutOfRangeError,
-                     ReadOnlyLogError)
+from .cleanup import removal, rewrite
+from .segments import seginfo
+from .arguments import check_commit, check_record, timestamp_ms_of
+from .errors import InvalidArgumentError, ReadOnlyLogError
 from .append.guard import DiskGuard, Flusher
 from .options import (DEFAULT_BLOCK_TIMEOUT, DEFAULT_FLUSH, DEFAULT_FLUSH_INTERVAL, DEFAULT_ON_FULL,
                       DEFAULT_REFUSE_WRITES_RATIO, DEFAULT_RESUME_RATIO, DEFAULT_SEGMENT_SIZE,
@@ -30,23 +27,24 @@ from .append.writer import BAD_RECORD
 from .record import Record
 from .cleanup.deadrecords import DeadRecords
 from .cleanup.removal import RemovalResult
+from .cleanup.rewrite import MarksSnapshot, RewrittenRun
+from .segments.local_reads import LocalReads
 from .segments.segment import SegmentInfo
-from .opening import LogParts, open_directory
+from .opening import open_directory
 from .archive.remote import ArchiveReader
 from .archive.tiered import TieredReads, archive_reader, warn_if_empty
-from .access import on_readonly_filesystem, unwritable
+from .access import LogGate
 
 __all__ = ["DEFAULT_SEGMENT_SIZE", "CommitLog", "RemovalResult"]
 
 _time_ns = time.time_ns
 
 
-class CommitLog(TieredReads, DeadRecords):
+class CommitLog:
     """A segmented, memory-mapped commit log; see the module docstring for the concurrency
-    contract. Open it with `CommitLog.open(...)` and use it as a context manager. Marking records
-    dead and compaction: the methods of `DeadRecords` (commitlog.cleanup.deadrecords). Opened with
-    an `archive`, reads below the local start go to the archive tier (`TieredReads`,
-    commitlog.archive.tiered)."""
+    contract. Open it with `CommitLog.open(...)` and use it as a context manager. It holds its
+    parts: the local reads (`LocalReads`), across both tiers when opened with an `archive`
+    (`TieredReads`, commitlog.archive.tiered), and its dead records (`DeadRecords`)."""
 
     def __init__(self, *_: object, **__: object) -> None:
         raise TypeError("use CommitLog.open(path, ...)")
@@ -76,52 +74,40 @@ class CommitLog(TieredReads, DeadRecords):
                              resume_ratio, on_full, block_timeout, roll_after)
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidArgumentError(f"path must be a str or os.PathLike, got {path!r}")
-        reader = None if archive is None else archive_reader(archive, os.path.abspath(os.fspath(path)))
         self = object.__new__(cls)
-        self._archive = reader
-        self._init(os.fspath(path), options, create)
-        if reader is not None:
-            warn_if_empty(reader)
-        return self
-
-    def _init(self, path: str, options: LogOptions, create: bool = False) -> None:
-        self.path = os.path.abspath(path)
-        self.options = options
-        self.readonly = options.readonly
-        self.flush_mode = options.flush
+        self.path = os.path.abspath(os.fspath(path))
+        self._archive = None if archive is None else archive_reader(archive, self.path)
+        self.options, self.readonly, self.flush_mode = options, options.readonly, options.flush
         self._sync = options.flush == "sync"
-        self._closed = False
-        self._writable = False  # open and not read-only: checked first on every append
-        self._parts: LogParts | None = None
-        self._flusher: Flusher | None = None
         self._lock = threading.Lock()
         self._guard = DiskGuard(self.path, options.refuse_writes_ratio, options.resume_ratio,
-                                options.on_full, options.block_timeout, self._release_prepared)
+                                options.on_full, options.block_timeout)
         self._parts = parts = open_directory(self.path, options, self._guard, create=create)
         self.segment_size = parts.segment_size
         self._state, self._segs, self._writer = parts.state, parts.segs, parts.writer
-        self._media_readonly = parts.media_readonly
-        self._writable = not self.readonly
-        if not self.readonly and (options.flush == "async" or options.roll_after is not None):
-            # The same thread rolls an idle writer's segment by time (at most a second late).
-            every = options.flush_interval if options.flush == "async" else 1.0
-            if options.roll_after is not None:
-                every = min(every, 1.0, options.roll_after)
-            self._flusher = Flusher(f"commitlog-flush:{self.path}", every, self._flush_due)
+        self._gate = LogGate(self.path, self.readonly, parts.media_readonly)
+        self._local = LocalReads(parts.segs, self.readonly)
+        self._reads = self._local if self._archive is None else TieredReads(self._archive, self._local)
+        self._dead = DeadRecords(parts.segs, self._gate, self._local.end)
+        self._writable = not self.readonly  # open and not read-only: checked first on every append
+        self._flusher = None if self.readonly else Flusher.for_writer(
+            self.path, options.flush, options.flush_interval, options.roll_after, self._flush_due)
+        if self._archive is not None:
+            warn_if_empty(self._archive)
+        return self
 
-    # ------------------------------------------------------------------ offsets
     @property
     def start_offset(self) -> int:
         """The first offset still kept (on either tier, with an archive)."""
-        self._check_open()
-        return self._segs.start() if self._archive is None else self._tiered_start()
+        self._gate.check_open()
+        return self._reads.start()
 
     @property
     def retention_start_offset(self) -> int:
         """The first offset retention has not removed, at or below `start_offset`: offsets
         between the two held only dead records a compaction removed (scans pass them)."""
-        self._check_open()
-        return self.start_offset if self._archive is not None else gapcheck.retained_start(self._segs)
+        self._gate.check_open()
+        return self._reads.retained_start()
 
     @property
     def archive(self) -> ArchiveReader | None:
@@ -131,13 +117,9 @@ class CommitLog(TieredReads, DeadRecords):
     @property
     def end_offset(self) -> int:
         """The next offset to be written (for a read-only open: as far as written so far)."""
-        self._check_open()
-        segs = self._segs
-        if self.readonly:
-            segs.catch_up()
-        return segs.end()
+        self._gate.check_open()
+        return self._local.end()
 
-    # ------------------------------------------------------------------ appending
     def append(self, value, key: bytes | None = None, timestamp_ms: int | None = None,
                attributes: int = 0) -> int:
         """Append one record (value and key: bytes-like); return its offset."""
@@ -170,12 +152,9 @@ class CommitLog(TieredReads, DeadRecords):
 
     def append_batch(self, values: Iterable, *, keys: Sequence[bytes | None] | None = None,
                      timestamp_ms: int | None = None, attributes: int = 0) -> int:
-        """Append many records with one timestamp; return the offset of the first.
-
-        Records are framed in C-level passes (map/join) and copied into the mapping up to a
-        megabyte at a time. A value of the wrong type is reported before anything is written. If
-        the disk fills at a roll in the middle, the records before it are kept (see
-        `end_offset`)."""
+        """Append many records with one timestamp; return the offset of the first. A value of the
+        wrong type is reported before anything is written. If the disk fills at a roll in the
+        middle, the records before it are kept (see `end_offset`)."""
         if values is None or isinstance(values, (bytes, bytearray, memoryview, str)):
             raise InvalidArgumentError(f"values must be an iterable of bytes-like records, got "
                                        f"{type(values).__name__}")
@@ -183,152 +162,69 @@ class CommitLog(TieredReads, DeadRecords):
         with self._lock:
             if not self._writable:
                 self._check_writable()
-            segs = self._segs
-            now_ns = _time_ns()
-            ts = now_ns // 1_000_000 if timestamp_ms is None else timestamp_ms
-            seg = segs.active
-            if seg is not None and now_ns >= seg.roll_due_ns:
-                self._writer.roll_by_time(seg, now_ns)
-            first = segs.end()
-            if keys is not None:
-                keys = list(keys)
-                if len(keys) != len(values):
-                    raise InvalidArgumentError(f"keys has {len(keys)} items for {len(values)} values")
-                for i, (value, key) in enumerate(zip(values, keys)):
-                    check_record(value, key, ts, attributes, f" [{i}] of the batch")
-                for value, key in zip(values, keys):
-                    self._writer.append_locked(value, key, ts, attributes, now_ns)
-                return first
-            return self._writer.append_batch(values, ts, attributes, now_ns, first)
+            return self._writer.append_many(values, None if keys is None else list(keys), timestamp_ms,
+                                            attributes, _time_ns())
 
-    def _release_prepared(self) -> None:
-        if self._writer is not None:
-            self._writer.release_prepared()
-
-    # ------------------------------------------------------------------ flushing
     def flush(self) -> None:
         """Write the active segment's dirty pages to disk now."""
         with self._lock:
-            self._check_open()
+            self._gate.check_open()
             if self._segs.active is not None:
                 self._segs.active.flush()
 
     def _flush_due(self) -> bool:
         with self._lock:
-            if self._closed:
+            if self._gate.closed:
                 return False
-            active = self._segs.active
-            if active is not None and active.dirty() and self.flush_mode == "async":
-                active.flush()
-            if self._writer.roll_after_ns is not None:
-                self._writer.roll_if_due(_time_ns())
+            self._writer.flush_due(self.flush_mode == "async", _time_ns())
             return True
 
-    # ------------------------------------------------------------------ reading
     def read(self, offset: int) -> Record:
         """The record at `offset`. OffsetOutOfRangeError if removed by retention (naming the start)
         or not yet written; OffsetRemovedError (naming the next offset that exists) if dead or
         removed by a compaction, the whole head segments before the first one included."""
-        self._check_open()
-        if self._archive is not None:
-            return self._tiered_read(offset)
-        return self._local_read(offset)
-
-    def _local_read(self, offset: int) -> Record:
-        check_offset("offset", offset, self._segs)
-        return reading.read(self._segs, offset)
+        self._gate.check_open()
+        return self._reads.read(offset)
 
     def scan(self, start: int | None = None, end: int | None = None, *,
              zero_copy: bool = False) -> Iterator[Record]:
         """Yield records from `start` (default: the start offset) up to `end` (exclusive; default:
-        as far as written). The segment being read is held (a shared flock) until the scan moves
-        on or is closed. zero_copy=True yields memoryview values of the mapping (no copy); they
-        stay valid as long as they are referenced."""
-        self._check_open()
-        if self._archive is not None:
-            return self._tiered_scan(start, end, zero_copy)
-        return self._local_scan(start, end, zero_copy)
-
-    def _local_scan(self, start: int | None, end: int | None, zero_copy: bool) -> reading.Scan:
-        check_scan_range(start, end)
-        segs = self._segs
-        offset = segs.start() if start is None else start
-        if offset < segs.start():
-            if offset < gapcheck.retained_start(segs):
-                raise segs.out_of_range(offset)  # removed by retention: names the start
-            offset = segs.start()  # before the first segment, a compaction's gap: passed like any
-
-        return reading.scan(segs, offset, end, zero_copy)
+        as far as written), the segment being read held (a shared flock) until the scan moves on
+        or is closed. zero_copy=True: memoryview values of the mapping, valid while referenced."""
+        self._gate.check_open()
+        return self._reads.scan(start, end, zero_copy)
 
     def offset_for_time(self, timestamp_ms: int | datetime) -> int | None:
         """The first offset whose record's timestamp is at or after `timestamp_ms` (ms since the
         epoch, or a timezone-aware datetime; a naive one is InvalidArgumentError), among the records
         kept and live; None when none is that late (yet). Exact while timestamps never decrease
         along the log (commitlog.segments.timelookup); O(log segments) index reads and a short scan."""
-        self._check_open()
-        timestamp_ms = timestamp_ms_of("timestamp_ms", timestamp_ms)
-        if self._archive is not None:
-            return self._tiered_offset_for_time(timestamp_ms)
-        return self._local_offset_for_time(timestamp_ms)
+        self._gate.check_open()
+        return self._reads.offset_for_time(timestamp_ms_of("timestamp_ms", timestamp_ms))
 
-    def _local_offset_for_time(self, timestamp_ms: int) -> int | None:
-        check_timestamp("timestamp_ms", timestamp_ms)
-        return timelookup.offset_for_time(self._segs, timestamp_ms)
-
-    # The local tier's side of TieredReads (commitlog.archive.tiered).
-    def _local_start(self) -> int:
-        return self._segs.start()
-
-    def _local_end(self) -> int:
-        return self.end_offset
-
-    def _local_chunks(self, offset: int, end: int | None, zero_copy: bool):
-        return self._local_scan(offset, end, zero_copy).chunks
-
-    def _live(self, records: list[Record]) -> list[Record]:
-        marks = self._segs.marks
-        marks.refresh()
-        if records and marks.starts and marks.any_in(records[0].offset, records[-1].offset + 1):
-            return [r for r in records if not marks.is_marked(r.offset)]
-        return records
-
-    def _is_marked(self, offset: int) -> bool:
-        return self._segs.marks.is_marked(offset)
-
-    # ------------------------------------------------------------------ segments
     def segments(self) -> list[SegmentInfo]:
         """Every segment, oldest first; the last is the active one."""
-        self._check_open()
+        self._gate.check_open()
         return seginfo.infos(self._segs)
 
     def segment_end_offset(self, base: int) -> int:
         """The offset after the last record of segment `base`; for the last segment, as far as
         written so far. Lets a caller that listed the directory itself skip another listing."""
-        self._check_open()
-        active = self._segs.active
-        if active is not None and active.base_offset == base:
-            return active.end_offset
-        return self._segs.live_summary(base).end_offset(base)
+        self._gate.check_open()
+        return seginfo.end_offset(self._segs, base)
 
     def segment_info(self, base: int, *, last: bool = False) -> SegmentInfo:
-        """Segment `base` as `segments()` describes it (explicit end offset, live bytes), for a
-        caller that listed the directory itself (`last`: it is the listing's last segment, whose
-        end is as far as written). Validates the file: one of another size than segment_size
-        must be a complete compacted segment (CorruptLogError otherwise). Its index is not kept
-        in memory unless it was already. FileNotFoundError when it is gone."""
-        self._check_open()
-        segs = self._segs
-        segs.marks.refresh()
-        try:
-            return seginfo.info(segs, base, last=last, validate=True, keep=False)
-        except OffsetOutOfRangeError:  # removed between the lookup and the hold
-            raise FileNotFoundError(segs.segment_path(base)) from None
+        """Segment `base` as `segments()` describes it, for a caller that listed the directory
+        itself (`last`: it is the listing's last segment). Validates the file: one of another size
+        than segment_size must be a complete compacted segment (CorruptLogError otherwise). Its
+        index is not kept in memory unless it was already. FileNotFoundError when it is gone."""
+        self._gate.check_open()
+        return seginfo.checked_info(self._segs, base, last=last)
 
     def foreign_files(self) -> list[str]:
         """Segment-named entries that are not regular files (symlinks, directories): never touched."""
         return list(self._segs.list().foreign)
 
-    # ------------------------------------------------------------------ head removal
     def remove_head(self, *, force: bool = False, expected_base: int | None = None,
                     leave_over: int | None = None) -> RemovalResult:
         """Remove the oldest segment, crash-safely, from any process (see commitlog.cleanup.removal).
@@ -336,8 +232,7 @@ class CommitLog(TieredReads, DeadRecords):
         `force`. Never the last (active) segment. With `expected_base`, only that segment is
         removed (`mismatch` otherwise). `leave_over`: a file larger than this no reader held is
         left renamed for the caller to free in steps (`RemovalResult.doomed`)."""
-        self._check_open()
-        self._check_media("remove a segment")
+        self._gate.check_change("remove a segment")
         return removal.remove_head(self._segs, force=force, expected_base=expected_base,
                                    leave_over=leave_over)
 
@@ -345,8 +240,8 @@ class CommitLog(TieredReads, DeadRecords):
         """Finish deletions a crash interrupted: leftover `.deleted` files, and segments below the
         start offset that were never renamed. Returns the paths removed. Any process may call
         it; removers serialise on `<log>/.remove.lock`."""
-        self._check_open()
-        if self._media_is_readonly() or (self.readonly and unwritable(self.path) is not None):
+        self._gate.check_open()
+        if not self._gate.may_change():
             return []                  # nothing this process could finish there
         with removal.removal_lock(self.path):
             return removal.finish_removals(self._segs)
@@ -355,41 +250,75 @@ class CommitLog(TieredReads, DeadRecords):
         """True when some reader (any process) holds segment `base`; False once it is gone."""
         return removal.is_held(self._segs.segment_path(base))
 
-    # ------------------------------------------------------------------ consumer state
+    def dead_bytes(self) -> int:
+        """Bytes of the sealed segments' records marked dead and not yet dropped by a compaction
+        (what compacting everything would give back, keyed liveness aside)."""
+        return self._dead.dead_bytes()
+
+    def segments_with_dead(self, select: Callable[[SegmentInfo], bool] | None = None) -> list[SegmentInfo]:
+        """The sealed segments holding records marked dead and not yet dropped (those `select`
+        picks, when given), each with its neighbours, and the last segment, oldest first: a
+        compaction plan's input without a stat of every segment (seginfo.dead_neighbourhoods)."""
+        return self._dead.segments_with_dead(select)
+
+    def mark_dead(self, offsets: Iterable[int]) -> int:
+        """Mark the records at `offsets` dead, durably (on disk when this returns), from any
+        process, a read-only handle included: readers never return them again, and a compaction
+        drops them (see commitlog.marks). Offsets already dead, removed, or in a gap are passed
+        over. Returns how many records were newly marked. InvalidArgumentError for an offset not
+        written yet or not an int >= 0 (nothing is marked then); StoreFullError when the disk
+        has no room for the marks file to grow."""
+        return self._dead.mark_dead(offsets)
+
+    def marks_snapshot(self) -> MarksSnapshot:
+        """The marks at this instant: build a key index (`record_facts`) and compact from it."""
+        return self._dead.marks_snapshot()
+
+    def record_facts(self, marks: MarksSnapshot, start: int | None = None,
+                     end: int | None = None) -> Iterator[tuple[int, bytes | None, bool, bool]]:
+        """(offset, key, tombstone, marked) of every record in [start, end) under `marks`, dead
+        ones included: what a compaction's key index is built from."""
+        return self._dead.record_facts(marks, start, end)
+
+    def compact(self, runs: Sequence[Sequence[int]], decide: rewrite.Decide, *,
+                marks: MarksSnapshot | None = None, on_bytes=None,
+                should_stop=None) -> list[RewrittenRun]:
+        """Rewrite each run of consecutive sealed segments (their base offsets) into one file of
+        the records `decide(offset, key, tombstone, marked)` keeps (None: keep; else the cause it
+        is dropped for), same offsets, swapped in crash-safely (commitlog.cleanup.swap), from any
+        process (compactions serialise on a lock file). `on_bytes(n)`: bytes read plus written,
+        about a megabyte at a time (sleep there to throttle); `should_stop()`: asked between
+        outputs. StoreFullError (nothing changed) when the disk lacks room for an output plus one
+        segment_size; InvalidArgumentError for a run that is not consecutive sealed segments (never
+        the last, active one). With no run, it only finishes what a killed compaction left."""
+        return self._dead.compact(runs, decide, marks, on_bytes, should_stop)
+
+    def tombstones_first_seen(self) -> dict[int, float]:
+        """Offset -> epoch seconds at which a compaction first kept the tombstone there."""
+        return self._dead.tombstones_first_seen()
+
+    def note_tombstones(self, seen: Mapping[int, float]) -> int:
+        """Record when tombstones kept by a compaction were first seen (earliest time wins,
+        durable on return, any process); returns how many were new."""
+        return self._dead.note_tombstones(seen)
+
     def commit(self, group: str, offset: int) -> None:
         """Record that `group` consumed everything below `offset`."""
-        self._check_open()
-        self._check_media("commit a consumer offset")
+        self._gate.check_change("commit a consumer offset")
         check_commit(group, offset, self.end_offset, self.path)
         self._state.commit(group, offset)
 
     def committed(self) -> dict[str, int]:
-        self._check_open()
+        self._gate.check_open()
         return self._state.committed()
 
     def commit_times(self) -> dict[str, float]:
         """The last commit time (epoch seconds) of each group."""
-        self._check_open()
+        self._gate.check_open()
         return self._state.commit_times()
 
-    # ------------------------------------------------------------------ closing
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LogClosedError(f"log {self.path} is closed")
-
-    def _media_is_readonly(self) -> bool:
-        if self._media_readonly:       # re-asked: a long-lived reader outlives a remount read-write
-            self._media_readonly = on_readonly_filesystem(self.path)
-        return self._media_readonly
-
-    def _check_media(self, what: str) -> None:
-        if self._media_is_readonly():
-            raise LogNotWritableError(self.path, f"cannot {what}: it is on a read-only filesystem")
-        if self.readonly and (why := unwritable(self.path)) is not None:   # a writer's open checked
-            raise LogNotWritableError(self.path, f"cannot {what}: {why}")
-
     def _check_writable(self) -> None:
-        self._check_open()
+        self._gate.check_open()
         if self.readonly:
             raise ReadOnlyLogError(f"log {self.path} was opened read-only")
 
@@ -397,12 +326,11 @@ class CommitLog(TieredReads, DeadRecords):
         if self._flusher is not None:
             self._flusher.stop()
         with self._lock:
-            if self._closed:
+            if self._gate.closed:
                 return
-            self._closed = True
+            self._gate.closed = True
             self._writable = False
-            if self._parts is not None:
-                self._parts.close(flush=self.flush_mode != "none")
+            self._parts.close(flush=self.flush_mode != "none")
 
     def __enter__(self) -> "CommitLog":
         return self

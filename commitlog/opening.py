@@ -140,6 +140,7 @@ def _open(path: str, options: LogOptions, guard: DiskGuard, parts: LogParts, loc
         parts.writer = Writer(path, segment_size, segs, state, guard, parts.preallocator,
                               durable=options.flush != "none", sync=options.flush == "sync",
                               roll_after=options.roll_after)
+        guard.on_refuse = parts.writer.release_prepared   # a prepared segment's room is given back
     segs.load(validate=True)
     if readonly:
         # Not ours to remove (the writer's next open or compaction does): passed over.

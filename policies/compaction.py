@@ -75,9 +75,9 @@ __all__ = [
     "LIVE_RATIO",
     "NO_ROOM",
     "YOUNG",
-    "CompactionOutput",
     "CompactionPlan",
     "CompactionSegment",
+    "PlannedOutput",
     "plan_compaction",
     "pressure_calls_for_compaction",
     "rewrite_share",
@@ -162,8 +162,9 @@ class CompactionSegment:
 
 
 @dataclass(frozen=True, slots=True)
-class CompactionOutput:
-    """One file a pass writes, replacing a run of consecutive segments. Immutable."""
+class PlannedOutput:
+    """One file a compaction plan says to write, replacing a run of consecutive segments (what
+    was written is the store's `commitlog.RewrittenRun`). Immutable."""
 
     inputs: tuple[int, ...]
     """Base offsets of the segments it replaces, consecutive in the log, oldest first."""
@@ -193,7 +194,7 @@ class CompactionOutput:
 class CompactionPlan:
     """The outputs of one pass over one log, in execution order, and why the rest stays. Immutable."""
 
-    outputs: tuple[CompactionOutput, ...]
+    outputs: tuple[PlannedOutput, ...]
     kept: Mapping[int, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     """Base offset -> reason codes (:data:`COMPACTION_REASONS`), for every segment in no planned output."""
 
@@ -289,9 +290,9 @@ def _empty_runs(segments: tuple[CompactionSegment, ...], indexes: Iterable[int],
     return runs
 
 
-def _output(segments: tuple[CompactionSegment, ...], run: range) -> CompactionOutput:
+def _output(segments: tuple[CompactionSegment, ...], run: range) -> PlannedOutput:
     inputs = [segments[index] for index in run]
-    return CompactionOutput(
+    return PlannedOutput(
         inputs=tuple(segment.base_offset for segment in inputs),
         end_offset=inputs[-1].end_offset,
         read_bytes=sum(segment.used_bytes for segment in inputs),

@@ -1,7 +1,8 @@
 """storesettings: the commit-log store's settings that the configuration also carries, each one's
-unit, default and range written once. `commitlog.options` (the store) and `policies.config` (the
-YAML models, so `retention check` too) both read them; this package imports nothing of the
-project, so neither depends on the other. Constants only: thread- and process-safe.
+unit, default and range written once, and the archive URL's form (`archive_url`: one parser).
+`commitlog` (the store, its tier, its Spark options) and `policies.config` (the YAML models, so
+`retention check` too) both read them; this package imports nothing of the project, so neither
+depends on the other. Constants and pure functions: thread- and process-safe.
 """
 
 SEGMENT_SIZE_DEFAULT = 64 * 2**20   # bytes per preallocated segment file of a new log

@@ -161,11 +161,45 @@ def test_troubleshooting_explains_every_reason_trigger_problem_and_error(site):
     assert len(kinds) >= 7
     for kind in kinds:
         assert f"<code>{kind}</code>" in html, kind
-    tree = (ROOT / "commitlog" / "errors.py").read_text().split('"""')[1]
-    errors = set(re.findall(r"[└├]── (\w+)", tree)) - {"ValueError"}
+    errors = set(error_tree()) - {"ValueError", "RuntimeError"}
     assert len(errors) >= 25
     for error in errors:
         assert f"<code>{error}</code>" in html, error
+
+
+def error_tree() -> dict[str, str]:
+    """The error tree drawn in docs/concepts.md ("Errors"): each error's parent, by name."""
+    text = (DOCS / "concepts.md").read_text().split("## Errors", 1)[1]
+    tree = text.split("```")[1]
+    parents: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []
+    for line in tree.splitlines():
+        found = re.search(r"[└├]── (\w+)", line)
+        if found is None:
+            if line.strip() == "Exception":
+                stack = [(-1, "Exception")]
+            continue
+        depth = found.start()
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parents[found.group(1)] = stack[-1][1]
+        stack.append((depth, found.group(1)))
+    return parents
+
+
+def test_the_error_tree_draws_every_error_the_packages_declare_under_its_real_base():
+    import commitlog.errors
+    import commitlog.spark.staging_errors
+    import policies.config.fields
+    import retention.scheduling.manual
+    declared = {value for module in (commitlog.errors, commitlog.spark.staging_errors, policies.config.fields,
+                                     retention.scheduling.manual)
+                for value in vars(module).values()
+                if isinstance(value, type) and issubclass(value, Exception) and value.__module__ == module.__name__}
+    parents = error_tree()
+    assert {error.__name__ for error in declared} <= set(parents), set(parents) ^ {e.__name__ for e in declared}
+    for error in declared:
+        assert parents[error.__name__] == error.__bases__[0].__name__, error
 
 
 def test_the_health_table_says_what_the_probes_do_as_the_code_decides():

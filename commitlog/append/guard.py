@@ -6,7 +6,8 @@ appending (the append path compares `checked_ns <= now < due_ns` itself and call
 when due). Used under the writer's lock: not thread-safe on its own.
 
 Flusher: for flush="async", a daemon thread that writes the active segment's dirty pages every
-`interval` seconds, under the writer's lock.
+`interval` seconds, under the writer's lock; the same thread rolls an idle writer's segment by
+time (`roll_after`, at most a second late).
 """
 
 from __future__ import annotations
@@ -90,6 +91,18 @@ class Flusher:
         self._flush_due = flush_due  # returns False once the log is closed
         self._thread = threading.Thread(target=self._run, args=(interval,), name=name, daemon=True)
         self._thread.start()
+
+    @classmethod
+    def for_writer(cls, path: str, flush: str, flush_interval: float, roll_after: float | None,
+                   flush_due: Callable[[], bool]) -> "Flusher | None":
+        """The thread a writer with these settings needs (None when it flushes nothing in the
+        background and never rolls by time)."""
+        if flush != "async" and roll_after is None:
+            return None
+        every = flush_interval if flush == "async" else 1.0
+        if roll_after is not None:
+            every = min(every, 1.0, roll_after)
+        return cls(f"commitlog-flush:{path}", every, flush_due)
 
     def _run(self, interval: float) -> None:
         while not self._stop.wait(interval):

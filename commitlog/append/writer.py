@@ -26,8 +26,8 @@ from operator import add as _add
 from .. import record as rec
 from ..segments.active import UNIFORM_CRCS, ActiveSegment, cut_short
 from ..segments.index import SegmentSummary
-from ..arguments import check_batch
-from ..errors import RecordTooLargeError
+from ..arguments import check_batch, check_record
+from ..errors import InvalidArgumentError, RecordTooLargeError
 from .guard import DiskGuard
 from ..segments.prealloc import SegmentPreallocator
 from ..segments.segment_list import SegmentList
@@ -96,6 +96,34 @@ class Writer:
             segs.active.flush()
         return first
 
+    def append_many(self, values: list, keys: list | None, timestamp_ms: int | None, attributes: int,
+                    now_ns: int) -> int:
+        """`CommitLog.append_batch` with `_lock` held: the records, one timestamp (None: now), each
+        checked before the first is written when keyed; returns the offset of the first."""
+        segs = self._segs
+        ts = now_ns // 1_000_000 if timestamp_ms is None else timestamp_ms
+        seg = segs.active
+        if seg is not None and now_ns >= seg.roll_due_ns:
+            self.roll_by_time(seg, now_ns)
+        first = segs.end()
+        if keys is None:
+            return self.append_batch(values, ts, attributes, now_ns, first)
+        if len(keys) != len(values):
+            raise InvalidArgumentError(f"keys has {len(keys)} items for {len(values)} values")
+        for i, (value, key) in enumerate(zip(values, keys)):
+            check_record(value, key, ts, attributes, f" [{i}] of the batch")
+        for value, key in zip(values, keys):
+            self.append_locked(value, key, ts, attributes, now_ns)
+        return first
+
+    def flush_due(self, flush: bool, now_ns: int) -> None:
+        """The log's background thread's turn, with `_lock` held: the active segment's dirty pages
+        written (`flush`: async flushing) and an idle segment rolled when due."""
+        active = self._segs.active
+        if flush and active is not None and active.dirty():
+            active.flush()
+        if self.roll_after_ns is not None:
+            self.roll_if_due(now_ns)
 
     def append_locked(self, value, key, ts: int, attributes: int, now_ns: int) -> int:
         """One record with `_lock` held (keyed batches); append() inlines the same steps."""

@@ -1,13 +1,13 @@
 """Reading across both tiers: a log opened with `CommitLog.open(path, archive=URL)`, and a log read
 from its archive alone with `open_archive(URL, name)` (no local directory).
 
-`TieredReads` gives a `CommitLog` opened with an archive its start (the archive's, when the archive
-holds records the local disk no longer does) and sends `read`, `scan` and `offset_for_time` below
-the local start to the archive (`commitlog.archive.remote`), the rest to the local segments: the
-same records, the same errors (an offset removed from both tiers is `OffsetOutOfRangeError` naming
-the first offset either holds), the same API; local marks hide archived records too. Writing,
-segments, consumer offsets and removal stay local. `ArchivedLog` is the read side alone, for a
-host that has only the URL.
+`TieredReads`, which a `CommitLog` opened with an archive holds, gives it its start (the
+archive's, when the archive holds records the local disk no longer does) and sends `read`, `scan`
+and `offset_for_time` below the local start to the archive (`commitlog.archive.remote`), the rest
+to the local side (`LocalSide`): the same records, the same errors (an offset removed from both
+tiers is `OffsetOutOfRangeError` naming the first offset either holds), the same API; local marks
+hide archived records too. Writing, segments, consumer offsets and removal stay local.
+`ArchivedLog` holds one with no local side, for a host that has only the URL.
 
 Thread-safe as `CommitLog` is; the archive reader's cache is shared by the handle's readers.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from typing import Protocol
 
 from ..errors import CommitLogError, InvalidArgumentError, OffsetOutOfRangeError, OffsetRemovedError
 from ..record import Record
@@ -27,7 +28,7 @@ from .remote import DEFAULT_CACHE_BYTES, ArchiveReader
 from .tier_url import open_tier
 from .tiers import Tier
 
-__all__ = ["ArchivedLog", "TieredReads", "archive_reader", "open_archive", "warn_if_empty"]
+__all__ = ["ArchivedLog", "LocalSide", "TieredReads", "archive_reader", "open_archive", "warn_if_empty"]
 
 log = logging.getLogger("commitlog")
 _warned: set[tuple[str, str]] = set()      # (tier URL, log name): said once per process
@@ -64,66 +65,93 @@ def warn_if_empty(reader: ArchiveReader) -> None:
                 archive.name, archive.name)
 
 
-class TieredReads:
-    """`start_offset`, `read`, `scan` and `offset_for_time` over an archive and what follows it
-    (`_local_start()`: the first offset the local disk holds; `_local_*`: the local reads; `_live`
-    and `_is_marked`: the local marks applied to archived records). `CommitLog` opened with an
-    archive reads through it; `ArchivedLog` is the archive alone."""
+class LocalSide(Protocol):
+    """The local segments of a log read across both tiers (`commitlog.segments.local_reads`):
+    the offsets from `start()` on are read there, and its marks hide archived records too."""
 
-    _archive: ArchiveReader
+    def start(self) -> int: ...
+    def end(self) -> int: ...
+    def read(self, offset: int) -> Record: ...
+    def chunks(self, offset: int, end: int | None, zero_copy: bool) -> Iterator[list[Record]]: ...
+    def offset_for_time(self, timestamp_ms: int) -> int | None: ...
+    def live(self, records: list[Record]) -> list[Record]: ...
+    def is_marked(self, offset: int) -> bool: ...
+
+
+class TieredReads:
+    """`start`, `read`, `scan` and `offset_for_time` over `archive` and, from its `start()` on,
+    `local` (None: the archive is the whole log, as `ArchivedLog` reads it). Arguments are
+    checked as `CommitLog`'s docstrings say; the caller checks the log is open."""
+
+    def __init__(self, archive: ArchiveReader, local: LocalSide | None) -> None:
+        self._archive = archive
+        self._local = local
 
     def _local_start_seen(self) -> int:
         """The local start, with the archive's manifest read again when it ends before it (the
         disk evicted segments archived since the manifest was read)."""
-        local = self._local_start()
+        if self._local is None:
+            return self._archive.end_offset          # nothing is local: the archive is the whole log
+        local = self._local.start()
         if self._archive.end_offset < local:
             self._archive.manifest(refresh=True)
         return local
 
-    def _tiered_start(self) -> int:
+    def end(self) -> int:
+        return self._archive.end_offset if self._local is None else self._local.end()
+
+    def start(self) -> int:
         local = self._local_start_seen()
         archived = self._archive.start_offset
         return archived if archived < local and self._archive.end_offset > archived else local
 
-    def _tiered_read(self, offset: int) -> Record:
+    def retained_start(self) -> int:
+        """As `start`: what the archive holds counts as kept."""
+        return self.start()
+
+    def read(self, offset: int) -> Record:
         if isinstance(offset, int) and offset < 0:      # as CommitLog.read says it
-            raise OffsetOutOfRangeError(offset, self._tiered_start(), self._local_end())
+            raise OffsetOutOfRangeError(offset, self.start(), self.end())
         check_offset("offset", offset)
         local = self._local_start_seen()
         if offset < local:
-            start = self._tiered_start()
+            start = self.start()
             if offset < start:
-                raise OffsetOutOfRangeError(offset, start, self._local_end())
+                raise OffsetOutOfRangeError(offset, start, self.end())
             for records in self._chunks(offset, offset + 1, False):
                 if records:
                     return records[0]
             following = next(iter(self._chunks(offset + 1, None, False)), [])
-            end = self._local_end()
-            why = "was marked dead" if self._is_marked(offset) else \
+            end = self.end()
+            marked = self._local is not None and self._local.is_marked(offset)
+            why = "was marked dead" if marked else \
                 "holds no live record (written dead, or removed by a compaction before it was archived)"
             raise OffsetRemovedError(offset, following[0].offset if following else end, start, end, why)
-        return self._local_read(offset)
+        if self._local is None:
+            raise OffsetOutOfRangeError(offset, self._archive.start_offset, self._archive.end_offset)
+        return self._local.read(offset)
 
-    def _tiered_scan(self, start: int | None, end: int | None, zero_copy: bool) -> reading.Scan:
+    def scan(self, start: int | None, end: int | None, zero_copy: bool) -> reading.Scan:
         check_scan_range(start, end)
-        first = self._tiered_start()
+        first = self.start()
         offset = first if start is None else start
         if offset < first:
-            raise OffsetOutOfRangeError(offset, first, self._local_end())
+            raise OffsetOutOfRangeError(offset, first, self.end())
         return reading.Scan(self._chunks(offset, end, zero_copy))
 
     def _chunks(self, offset: int, end: int | None, zero_copy: bool) -> Iterator[list[Record]]:
         local = self._local_start_seen()
         if offset < local:
             for records in self._archive.scan(offset, local if end is None else min(end, local)):
-                records = self._live(records)
+                if self._local is not None:
+                    records = self._local.live(records)
                 if records:
                     yield records
             offset = local
-        if end is None or offset < end:
-            yield from self._local_chunks(offset, end, zero_copy)
+        if self._local is not None and (end is None or offset < end):
+            yield from self._local.chunks(offset, end, zero_copy)
 
-    def _tiered_offset_for_time(self, timestamp_ms: int) -> int | None:
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
         check_timestamp("timestamp_ms", timestamp_ms)
         local = self._local_start_seen()
         for segment in self._archive.manifest().segments:
@@ -134,15 +162,17 @@ class TieredReads:
                     hit = next((r.offset for r in records if r.timestamp_ms >= timestamp_ms), None)
                     if hit is not None:
                         return hit
-        return self._local_offset_for_time(timestamp_ms)
+        return None if self._local is None else self._local.offset_for_time(timestamp_ms)
 
 
-class ArchivedLog(TieredReads):
+class ArchivedLog:
     """A log read from its archive alone: `start_offset`, `end_offset`, `read`, `scan`,
-    `offset_for_time`, as `CommitLog`'s. Its manifest is read once; `refresh()` reads it again."""
+    `offset_for_time`, as `CommitLog`'s. Its manifest is read once; `refresh()` reads it again.
+    Marks stay on the host that made them: none applies here."""
 
     def __init__(self, reader: ArchiveReader) -> None:
         self._archive = reader
+        self._reads = TieredReads(reader, None)
         self.name = reader.archive.name
 
     @property
@@ -161,35 +191,14 @@ class ArchivedLog(TieredReads):
         return self._archive.end_offset
 
     def read(self, offset: int) -> Record:
-        return self._tiered_read(offset)
+        return self._reads.read(offset)
 
     def scan(self, start: int | None = None, end: int | None = None, *, zero_copy: bool = False) -> reading.Scan:
-        return self._tiered_scan(start, end, zero_copy)
+        return self._reads.scan(start, end, zero_copy)
 
     def offset_for_time(self, timestamp_ms) -> int | None:
         """As `CommitLog.offset_for_time`: ms since the epoch or a timezone-aware datetime."""
-        return self._tiered_offset_for_time(timestamp_ms_of("timestamp_ms", timestamp_ms))
-
-    def _local_start(self) -> int:
-        return self._archive.end_offset          # nothing is local: the archive is the whole log
-
-    def _local_end(self) -> int:
-        return self._archive.end_offset
-
-    def _local_read(self, offset: int) -> Record:
-        raise OffsetOutOfRangeError(offset, self.start_offset, self.end_offset)
-
-    def _local_chunks(self, offset: int, end: int | None, zero_copy: bool) -> Iterator[list[Record]]:
-        return iter(())
-
-    def _local_offset_for_time(self, timestamp_ms: int) -> int | None:
-        return None
-
-    def _live(self, records: list[Record]) -> list[Record]:
-        return records                 # marks stay on the host that made them
-
-    def _is_marked(self, offset: int) -> bool:
-        return False
+        return self._reads.offset_for_time(timestamp_ms_of("timestamp_ms", timestamp_ms))
 
     def close(self) -> None:
         """Nothing is held open; for symmetry with `CommitLog`."""

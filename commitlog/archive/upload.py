@@ -1,5 +1,7 @@
 """The upload pass: every sealed segment not yet archived goes to the tier, oldest first, and is
-recorded in the manifest once its objects are verified.
+recorded in the manifest once its objects are verified. `upload_due` is the one upload loop:
+`upload_sealed` runs it bare, the sidecar's uploader (retention.archiving.uploader) with its
+audited `send`.
 
 Resumable by construction: objects are written under their final keys (whole, verified) and the
 manifest, rewritten at most once a second during a pass and at its end (`ManifestWriter`), is the
@@ -116,6 +118,35 @@ class ManifestWriter:
         return listed
 
 
+Send = Callable[[SegmentInfo, ManifestWriter], "list | None"]
+"""Sends one segment's objects and adds it to the writer: the tags the writer's rewrite listed
+meanwhile (`ManifestWriter.add`), or None when the segment was passed (gone from the log)."""
+
+
+def upload_due(writer: ManifestWriter, segments: list[SegmentInfo], send: Send, *,
+               listed: Callable[[list], None], stop: Callable[[], bool] = lambda: False,
+               limit: int | None = None, flush: Callable[[ManifestWriter], list] = ManifestWriter.flush) -> None:
+    """The upload loop, the one both `upload_sealed` and the sidecar's uploader run: `send` each
+    of `segments` (due, oldest first) until `stop()` or `limit` sent, `listed(tags)` after each
+    manifest rewrite that listed some, the last rewrite (`flush`) in any case, even when a send
+    raised (what was archived before it stays listed)."""
+    sent = 0
+    try:
+        for info in segments:
+            if stop() or (limit is not None and sent >= limit):
+                break
+            tags = send(info, writer)
+            if tags is None:
+                continue
+            sent += 1
+            if tags:
+                listed(tags)
+    finally:
+        tags = flush(writer)
+        if tags:
+            listed(tags)
+
+
 def upload_sealed(archive: LogArchive, segments: list[SegmentInfo], *, now_ms: int,
                   upload_after_s: float = 0.0, throttle: Throttle | None = None,
                   limit: int | None = None, manifest_every_s: float = 1.0) -> list[ArchivedSegment]:
@@ -124,20 +155,19 @@ def upload_sealed(archive: LogArchive, segments: list[SegmentInfo], *, now_ms: i
     returns what was archived. An ArchiveError leaves the manifest listing every segment
     archived before it (ArchiveMissingError, uploading nothing, when the tier cannot prove it is
     the log's: `LogArchive.confirm`). A segment removed locally meanwhile is passed. `manifest_every_s`: how
-    often the manifest is rewritten during the pass (0: after every segment)."""
+    often the manifest is rewritten during the pass (0: after every segment). No audit: the
+    sidecar's uploader (retention.archiving.uploader) runs the same loop with its own `send`."""
     writer = ManifestWriter(archive, archive.confirm(), every_s=manifest_every_s)
     pace = throttle.pace if throttle is not None else (lambda f: f)
+
+    def send(info: SegmentInfo, writer: ManifestWriter) -> list | None:
+        try:
+            segment = archive.put_segment(info, now_ms, pace)
+        except FileNotFoundError:
+            return None   # removed by retention while we looked
+        return writer.add(segment, segment)
+
     done: list[ArchivedSegment] = []
-    try:
-        for info in due(segments, writer.manifest, now_ms=now_ms, upload_after_s=upload_after_s):
-            if limit is not None and len(done) >= limit:
-                break
-            try:
-                segment = archive.put_segment(info, now_ms, pace)
-            except FileNotFoundError:
-                continue   # removed by retention while we looked
-            writer.add(segment)
-            done.append(segment)
-    finally:
-        writer.flush()
+    upload_due(writer, due(segments, writer.manifest, now_ms=now_ms, upload_after_s=upload_after_s), send,
+               listed=done.extend, limit=limit)
     return done

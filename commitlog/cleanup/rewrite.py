@@ -54,8 +54,9 @@ class MarksSnapshot:
 
 
 @dataclass(frozen=True)
-class CompactionOutput:
-    """One output of `compact`. segment: its base offset, None when nothing was live (the inputs
+class RewrittenRun:
+    """A run of segments `compact` rewrote into one (what a plan asked for is the policies'
+    `PlannedOutput`). segment: its base offset, None when nothing was live (the inputs
     went, their offsets became a gap); bytes_before/bytes_after: the inputs' and the output's
     file sizes; dropped: records dropped by cause. Immutable."""
 
@@ -152,7 +153,7 @@ def measure(segs: SegmentList, runs: list[tuple[int, int]]) -> list[tuple[int, i
 
 def compact(segs: SegmentList, runs: Sequence[Sequence[int]], decide: Decide,
             marks: MarksSnapshot | None = None, *, on_bytes: Callable[[int], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> list[CompactionOutput]:
+            should_stop: Callable[[], bool] | None = None) -> list[RewrittenRun]:
     """Rewrite each run of consecutive sealed segments (base offsets) into one output; see the
     module docstring. Stops between outputs when `should_stop()` is true."""
     marks = snapshot(segs) if marks is None else marks
@@ -190,7 +191,7 @@ def _check_run(segs: SegmentList, run: list[int]) -> list[int]:
 
 
 def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: MarksSnapshot,
-                 on_bytes: Callable[[int], None] | None) -> CompactionOutput:
+                 on_bytes: Callable[[int], None] | None) -> RewrittenRun:
     inodes = _check_run(segs, run)
     summaries = [segs.summary(b) for b in run]
     first, end = run[0], summaries[-1].end_offset(run[-1])
@@ -226,7 +227,7 @@ def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: Marks
             with removal_lock(segs.path):
                 _check_unchanged(segs, run, inodes)
                 swap.drop(segs, run, end)
-            return CompactionOutput(None, tuple(run), sum(sizes), 0, 0, dict(dropped))
+            return RewrittenRun(None, tuple(run), sum(sizes), 0, 0, dict(dropped))
         mtime_ns = max(os.stat(p).st_mtime_ns for p in paths)
         summary = writer.finish(end, mtime_ns, marks.seq)
         write_sealed(index_tmp, summary, index_tmp + TMP_SUFFIX)
@@ -243,7 +244,7 @@ def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: Marks
             raise StoreFullError(f"disk full while compacting segments {run} of {segs.path}; "
                                  f"nothing was swapped") from exc
         raise
-    return CompactionOutput(first, tuple(run), sum(sizes), writer.size + rec.LENGTH_SIZE, kept,
+    return RewrittenRun(first, tuple(run), sum(sizes), writer.size + rec.LENGTH_SIZE, kept,
                             dict(dropped))
 
 

@@ -79,6 +79,24 @@ def info(segs: SegmentList, base: int, *, last: bool, validate: bool = False, ke
                        st.st_mtime, writable, s.record_count, max(0, s.used_bytes - dead))
 
 
+def end_offset(segs: SegmentList, base: int) -> int:
+    """As `CommitLog.segment_end_offset`: the offset after segment `base`'s last record."""
+    active = segs.active
+    if active is not None and active.base_offset == base:
+        return active.end_offset
+    return segs.live_summary(base).end_offset(base)
+
+
+def checked_info(segs: SegmentList, base: int, *, last: bool) -> SegmentInfo:
+    """As `CommitLog.segment_info`: `info` validated, its index not kept, FileNotFoundError when
+    the segment is gone (removed between the lookup and the hold too)."""
+    segs.marks.refresh()
+    try:
+        return info(segs, base, last=last, validate=True, keep=False)
+    except OffsetOutOfRangeError:  # removed between the lookup and the hold
+        raise FileNotFoundError(segs.segment_path(base)) from None
+
+
 def dead_bytes(segs: SegmentList) -> int:
     """Framed bytes of the records marked dead in the sealed segments (not yet dropped by a
     compaction). Zero at the cost of one pread when nothing was ever marked; otherwise a stat

@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from storesettings.archive_url import ArchiveURLError, parse_archive_url
+
 from .staging_errors import OptionError
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(b|kib|mib|gib|kb|mb|gb|k|m|g)?\s*$", re.IGNORECASE)
@@ -125,8 +127,11 @@ class Options:
 
 def _archive_url(opts: dict) -> str | None:
     url = _text(opts, "archive")
-    if url is not None and not url.startswith(("s3://", "file:///")):
-        raise OptionError(f'option "archive" must be an s3://bucket/prefix or file:///dir URL, got {url!r}')
+    if url is not None:
+        try:
+            parse_archive_url(url)
+        except ArchiveURLError as exc:
+            raise OptionError(f'option "archive": {exc}') from None
     return url
 
 

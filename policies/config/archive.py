@@ -7,31 +7,14 @@ from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
+from storesettings.archive_url import CREDENTIALS, parse_archive_url
+
 from policies.config.cluster_tier import ClusterTierConfig
 from policies.config.fields import (ByteSize, NonNegativeDuration, PositiveDuration, _HOUR, _MINUTE, _SECOND,
                                     _Strict, _config_problem)
 
-_CREDENTIALS = ("credentials never go in the configuration: give them to the standard chain "
-                "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, an instance role)")
-
-
 def _archive_url(value: object) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"expected a URL such as 's3://bucket/prefix' or 'file:///mnt/archive', got {value!r}")
-    parsed = urlparse(value)
-    if parsed.username is not None or parsed.password is not None:
-        raise ValueError(_CREDENTIALS)
-    if parsed.scheme == "s3":
-        if not parsed.netloc:
-            raise ValueError(f"an s3 URL names a bucket, as s3://bucket/prefix, got {value!r}")
-    elif parsed.scheme == "file":
-        if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
-            raise ValueError(f"a file URL names an absolute directory, as file:///mnt/archive, got {value!r}")
-    else:
-        raise ValueError(f"the scheme must be s3:// or file://, got {value!r}")
-    if parsed.query or parsed.fragment:
-        raise ValueError(f"must have no query or fragment, got {value!r}")
-    return value
+    return parse_archive_url(value).url       # an ArchiveURLError is a ValueError: the key's problem
 
 
 def _endpoint(value: object) -> str:
@@ -39,7 +22,7 @@ def _endpoint(value: object) -> str:
         raise ValueError(f"expected a URL such as 'http://127.0.0.1:9000', got {value!r}")
     parsed = urlparse(value)
     if parsed.username is not None or parsed.password is not None:
-        raise ValueError(_CREDENTIALS)
+        raise ValueError(CREDENTIALS)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError(f"must be an http:// or https:// URL with a host, got {value!r}")
     return value

@@ -31,7 +31,7 @@ from loguru import logger
 
 from commitlog import ArchiveError, CommitLog, CommitLogError, CorruptLogError, SegmentInfo, is_log_directory
 from commitlog.archive import ArchivedSegment, LogArchive, Manifest, Throttle, Tier
-from commitlog.archive.upload import ManifestWriter, due
+from commitlog.archive.upload import ManifestWriter, due, upload_due
 from commitlog.layout import segment_name
 from policies import LogConfig, PolicyConfig
 
@@ -140,24 +140,19 @@ class LogUploader:
             settle_deletes(self.archive, manifest, self.audit, self._clock)
             doubtful = self._check_objects(manifest)
             writer = ManifestWriter(self.archive, manifest)
+
+            def listed(tags: list) -> None:    # the manifest on the tier lists them now: the lag moves on
+                done.extend(self._listed(tags))
+                self._manifest = writer.manifest
+                self._measure(self._listing(), self._clock())
+                self._on_listed()
             try:
                 # A listed segment whose objects the tier lacks, still held here, is sent again.
-                for info in due(self._listing(), manifest.without(doubtful), now_ms=int(now * 1000),
-                                upload_after_s=self.settings.upload_after):
-                    if self._stopping.is_set():
-                        break
-                    listed = self._listed(self._upload(info, writer))
-                    if listed:        # the manifest on the tier lists them now: the lag moves on
-                        done.extend(listed)
-                        self._manifest = writer.manifest
-                        self._measure(self._listing(), self._clock())
-                        self._on_listed()
+                upload_due(writer, due(self._listing(), manifest.without(doubtful), now_ms=int(now * 1000),
+                                       upload_after_s=self.settings.upload_after),
+                           self._upload, listed=listed, stop=self._stopping.is_set, flush=self._flush)
             finally:
-                last = self._listed(self._flush(writer))
-                done.extend(last)
                 self._manifest = writer.manifest
-                if last:
-                    self._on_listed()
             if not self._stopping.is_set():
                 self._manifest = expire(self.archive, self._manifest, self._log, self.policy, self.audit,
                                         now=self._expiry_clock(), clock=self._clock)

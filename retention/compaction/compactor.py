@@ -62,7 +62,7 @@ from loguru import logger
 
 from commitlog import (CommitLog, CommitLogError, InvalidArgumentError, SegmentInfo, StoreFullError, disk_usage,
                        segment_name)
-from policies import (plural, CompactionOutput, CompactionSegment, GroupSnapshot, KeyIndex,
+from policies import (CompactionSegment, GroupSnapshot, KeyIndex, PlannedOutput, plural,
                       LivenessRule, PendingRanges, PolicyConfig, RetentionConfig, count_dropped,
                       plan_compaction, stale_groups, throttle_delay, too_live_to_compact, within_pass_budget)
 
@@ -252,7 +252,7 @@ class Compactor:
         return rule, keyed_live(log, rule, infos), None, fresh
 
     # ------------------------------------------------------------------ outputs
-    def _measure(self, log: CommitLog, marks, rule: LivenessRule, out: CompactionOutput) -> OutputResult:
+    def _measure(self, log: CommitLog, marks, rule: LivenessRule, out: PlannedOutput) -> OutputResult:
         """A dry run's output: dropped counted by reading, bytes from the plan."""
         dropped = count_dropped(rule.cause(o, k, t, m) for o, k, t, m in
                                 log.record_facts(marks, out.base_offset, out.end_offset))
@@ -260,7 +260,7 @@ class Compactor:
                             out.write_bytes, dropped, out.base_offset, out.end_offset)
 
     def _output(self, watched: WatchedLog, log: CommitLog, marks, rule: LivenessRule, cfg,
-                out: CompactionOutput, entry: LogCompaction):
+                out: PlannedOutput, entry: LogCompaction):
         """Write one output, audited; None when it could not be done (the reason is logged, and
         recorded in `entry.error` unless the plan was merely overtaken); `_SPLIT` when it did not
         fit in one segment or in the free space and its halves should be tried."""
@@ -359,8 +359,8 @@ def _inodes(path: str, bases: Iterable[int]) -> list[int]:
     return [os.stat(os.path.join(path, segment_name(b))).st_ino for b in bases]
 
 
-def _sub_output(by_base: dict[int, CompactionSegment], inputs: Sequence[int]) -> CompactionOutput:
+def _sub_output(by_base: dict[int, CompactionSegment], inputs: Sequence[int]) -> PlannedOutput:
     segs = [by_base[b] for b in inputs]
-    return CompactionOutput(tuple(inputs), segs[-1].end_offset, sum(s.used_bytes for s in segs),
+    return PlannedOutput(tuple(inputs), segs[-1].end_offset, sum(s.used_bytes for s in segs),
                             sum(s.live_bytes for s in segs), sum(s.size_bytes for s in segs))
 

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 
 from loguru import logger
 
-from commitlog.errors import CommitLogError
 from policies import ManualTrigger, RetentionConfig
 
 from ..deletion.results import PassResult
@@ -23,8 +22,9 @@ from .health import merge_results
 __all__ = ["ManualPasses", "PassRunningError", "open_triggers"]
 
 
-class PassRunningError(CommitLogError, RuntimeError):
-    """`clean()` while a manual pass already runs: the message names it. Passes are not queued."""
+class PassRunningError(RuntimeError):
+    """`clean()` or `compact()` while a pass of its kind already runs: the message names it.
+    Passes are not queued. The scheduler's own error, not a store error (no CommitLogError)."""
 
 
 def open_triggers(filesystems: Iterable[Filesystem], config: RetentionConfig) -> dict[str, ManualTrigger]:

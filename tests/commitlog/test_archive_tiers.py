@@ -106,8 +106,8 @@ def test_a_directory_tier_that_cannot_be_written_fails_naming_it(tmp_path):
 
 
 @pytest.mark.parametrize("url, message", [
-    ("ftp://host/dir", "the scheme must be file:// or s3://"),
-    ("file://relative/dir", "a file URL names an absolute path"),
+    ("ftp://host/dir", "the scheme must be s3:// or file://"),
+    ("file://relative/dir", "a file URL names an absolute directory"),
     ("s3:///prefix", "an s3 URL names a bucket"),
 ])
 def test_bad_urls_are_refused_naming_them(url, message):

@@ -13,7 +13,7 @@ are the Python data source's (`jvm_reads`), which reads it with boto3.
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
+from storesettings.archive_url import parse_archive_url
 
 from commitlog.archive import LogArchive, Manifest, open_tier
 
@@ -24,7 +24,7 @@ from ..source_options import Options
 def jvm_reads(options: Options) -> bool:
     """Whether the JVM reader reads with these options: without an archive, or across a
     directory tier (`file://`); an S3 tier is read by the Python data source."""
-    return options.archive is None or urlparse(options.archive).scheme == "file"
+    return options.archive is None or parse_archive_url(options.archive).scheme == "file"
 
 
 def manifest_of(options: Options) -> tuple[LogArchive, Manifest] | None:

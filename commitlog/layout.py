@@ -17,7 +17,7 @@
         .retention-hung.json            segments held by readers, since when (retention.deletion.hung)
         .retention-hung.json.tmp        that file being replaced
         spark.db (-wal, -shm)           the Spark integration's ledger (commitlog.spark.ledger)
-        .spark-append.lock              the Spark append turn, a flock (commitlog.spark.writing.turns)
+        .spark-append.lock              the Spark append turn, a flock (commitlog.spark.writing.append_lock)
         00000000000000000000.log        a segment, named by the 20-digit offset of its first record
         00000000000000000000.index      its sparse index (commitlog.segments.index)
         <segment>.index.tmp             an index being rebuilt (write_sealed's temporary)

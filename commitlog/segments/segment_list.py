@@ -23,7 +23,7 @@ import os
 import threading
 from collections.abc import Iterator
 
-from . import liveend
+from . import last_segment_end
 from .active import ActiveSegment
 from ..errors import CorruptLogError, OffsetOutOfRangeError
 from .. import record as rec
@@ -327,20 +327,20 @@ class SegmentList:
         kept = self.summaries.live_end
         if kept is not None and kept.base != base:
             kept = None
-        if kept is not None and liveend.unchanged(kept, path):
+        if kept is not None and last_segment_end.unchanged(kept, path):
             return kept.summary
         ipath = index_path(path)
         summary = read_sealed(ipath)
         if summary is not None:
             return summary
-        ident = liveend.file_id(path)
+        ident = last_segment_end.file_id(path)
         with self.hold(base) as mm:
             if kept is not None and kept.file_id == ident:
                 rels, positions = [kept.rel], [kept.position]  # resume: appended since
             else:
                 rels, positions = read_checkpoints(ipath)
             summary = live_summary(mm, len(mm) if mm is not None else 0, rels, positions)
-            self.summaries.live_end = liveend.remember(base, ident, summary, mm, rels, positions)
+            self.summaries.live_end = last_segment_end.remember(base, ident, summary, mm, rels, positions)
         return summary
 
     def light_summary(self, base: int, st: os.stat_result) -> SegmentSummary:

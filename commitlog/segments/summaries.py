@@ -20,7 +20,7 @@ import os
 
 from .. import record as rec
 from ..layout import index_path, segment_path
-from . import liveend
+from . import last_segment_end
 from .index import SegmentSummary, read_sealed, write_sealed
 from .sealed import rebuilt_summary, scan_segment
 
@@ -39,7 +39,7 @@ class SegmentSummaries:
         self._full: dict[int, tuple[int | None, SegmentSummary]] = {}  # base -> (inode, summary)
         self._light: dict[int, tuple[int, int, SegmentSummary]] = {}   # base -> (inode, size, ...)
         self._light_min = _NONE
-        self.live_end: liveend.LiveEnd | None = None  # the last segment's end, kept (liveend)
+        self.live_end: last_segment_end.LiveEnd | None = None  # the last segment's end, kept (last_segment_end)
 
     # ------------------------------------------------------------------ reading files
     def read_index(self, base: int, ino: int | None = None) -> SegmentSummary | None:

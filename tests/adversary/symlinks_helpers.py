@@ -13,7 +13,7 @@ from commitlog import record as rec
 from commitlog.archive import open_tier
 from commitlog.archive.log_archive import LogArchive
 from commitlog.spark.ledger.ledger_view import LedgerView
-from commitlog.spark.writing.turns import append_turn
+from commitlog.spark.writing.append_lock import append_turn
 from retention.deletion import owner
 from retention.deletion.hung import HungRegistry
 

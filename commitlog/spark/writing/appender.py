@@ -25,7 +25,7 @@ from ..ledger.ledger import Ledger
 from ..ledger.marking import mark_dead_records
 from ..schema import conform, encode_bounded, record_key
 from .target import WriteTarget
-from .turns import append_turn, open_for_append, sync_segments
+from .append_lock import append_turn, open_for_append, sync_segments
 
 
 class Appender:

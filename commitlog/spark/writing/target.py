@@ -23,7 +23,7 @@ from ..ledger.ledger import Ledger
 from ..ledger.marking import mark_dead_records
 from ..source_options import Options
 from ..schema import arrow_schema, merge_for_append, schema_from_json
-from .turns import append_turn, open_for_append
+from .append_lock import append_turn, open_for_append
 
 _RECORD_OVERHEAD = 21 + 64          # a record's header and writer key, generously
 

@@ -1,4 +1,4 @@
-"""The end of another process's active segment, kept between calls (commitlog.segments.liveend): never
+"""The end of another process's active segment, kept between calls (commitlog.segments.last_segment_end): never
 stale after an append in another process returned, nor after the file was replaced or sealed."""
 
 from __future__ import annotations

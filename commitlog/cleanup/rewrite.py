@@ -251,18 +251,8 @@ def _compact_run(segs: SegmentList, run: list[int], decide: Decide, marks: Marks
 def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Decide,
              marks: MarksSnapshot, writer: OutputWriter, dropped: dict[str, int]) -> int:
     """Copy the records of sealed segment `base` that `decide` keeps into `writer`; returns how
-    many. The hot loop of a compaction: headers unpacked inline, marks followed with a cursor
-    (offsets only grow), and the CRC checked of every record kept (a dropped one is never
-    copied; a wrong length would derail the walk, caught by the next kept record's CRC or by
-    the walk not ending exactly at the sealed length)."""
-    unpack, crc32, span_of = rec.HEADER.unpack_from, rec.crc32, rec.SPAN.unpack_from
-    frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
-    gap, dead, delta_bit, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.ATTR_DELTA, rec.END_MARKER
-    delta_size = rec.DELTA_SIZE
-    starts, ends = marks.starts, marks.ends
-    n = len(ends)
+    many. A walk that does not end exactly at the sealed length is CorruptLogError."""
     path = segs.segment_path(base)
-    kept = 0
     with segs.hold_file(base) as (mm, ino):
         limit, kind, _ = segs.view_limits(base, mm, ino)
         if kind != SEALED:
@@ -271,50 +261,7 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
         view = memoryview(mm)
         read0 = writer.read
         try:
-            i = bisect.bisect_right(ends, base)   # the first marked range ending after `base`
-            pos, current, bound = 0, base, limit - key_at
-            while pos <= bound:
-                length, crc, attrs, ts, klen = unpack(mm, pos)
-                if length == 0 or length == end_marker:
-                    break
-                nxt = pos + frame + length
-                if length < min_body or nxt > limit or klen < -1 or klen > length - min_body:
-                    raise CorruptLogError(path, pos, "record length does not verify")
-                ks, head = pos + key_at, min_body
-                if attrs & (gap | delta_bit):
-                    if attrs & gap:  # a format-1 compaction's gap
-                        current += span_of(mm, ks)[0]
-                        pos = nxt
-                        continue
-                    head += delta_size
-                    if length < head or klen > length - head:
-                        raise CorruptLogError(path, pos, "record length does not verify")
-                    current += span_of(mm, ks)[0]
-                    ks += delta_size
-                while i < n and ends[i] <= current:
-                    i += 1
-                marked = i < n and starts[i] <= current or attrs & dead > 0
-                if klen < 0:
-                    cause = decide(current, None, length == head, marked)
-                else:
-                    cause = decide(current, bytes(view[ks:ks + klen]), length == head + klen, marked)
-                if cause is None:
-                    if crc32(view[pos + frame:nxt]) != crc:
-                        raise CorruptLogError(path, pos, "record checksum does not verify")
-                    writer.read = read0 + nxt
-                    if current > writer.next or attrs & delta_bit:  # its delta changes
-                        writer.record(current, rec.reframed(attrs, ts, klen, view[ks:nxt],
-                                                            current - writer.next), ts)
-                    else:
-                        writer.record(current, view[pos:nxt], ts)
-                    writer.kept_marked |= marked
-                    kept += 1
-                else:
-                    dropped[cause] += 1
-                    if not current & 0x3FF:  # a run of dropped records counts as read too
-                        writer.progress(read0 + nxt)
-                current += 1
-                pos = nxt
+            pos, kept = _copy_kept(mm, view, limit, base, path, decide, marks, writer, dropped)
             if pos != summary.used_bytes:
                 raise CorruptLogError(path, pos, f"records end at byte {pos}, the index says "
                                                  f"{summary.used_bytes}")
@@ -322,6 +269,68 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
         finally:
             view.release()
     return kept
+
+
+def _copy_kept(mm, view: memoryview, limit: int, base: int, path: str, decide: Decide,
+               marks: MarksSnapshot, writer: OutputWriter, dropped: dict[str, int]) -> tuple[int, int]:
+    """The hot loop of a compaction: walk segment `base` (mapped as `mm`, `view`, up to `limit`)
+    and copy what `decide` keeps into `writer`; returns (the byte the walk ended at, records
+    kept). Headers are unpacked inline, marks followed with a cursor (offsets only grow), and the
+    CRC checked of every record kept (a dropped one is never copied; a wrong length would derail
+    the walk, caught by the next kept record's CRC or by the walk's end)."""
+    unpack, crc32, span_of = rec.HEADER.unpack_from, rec.crc32, rec.SPAN.unpack_from
+    frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
+    gap, dead, delta_bit, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.ATTR_DELTA, rec.END_MARKER
+    delta_size = rec.DELTA_SIZE
+    starts, ends = marks.starts, marks.ends
+    n = len(ends)
+    read0 = writer.read
+    kept = 0
+    i = bisect.bisect_right(ends, base)   # the first marked range ending after `base`
+    pos, current, bound = 0, base, limit - key_at
+    while pos <= bound:
+        length, crc, attrs, ts, klen = unpack(mm, pos)
+        if length == 0 or length == end_marker:
+            break
+        nxt = pos + frame + length
+        if length < min_body or nxt > limit or klen < -1 or klen > length - min_body:
+            raise CorruptLogError(path, pos, "record length does not verify")
+        ks, head = pos + key_at, min_body
+        if attrs & (gap | delta_bit):
+            if attrs & gap:  # a format-1 compaction's gap
+                current += span_of(mm, ks)[0]
+                pos = nxt
+                continue
+            head += delta_size
+            if length < head or klen > length - head:
+                raise CorruptLogError(path, pos, "record length does not verify")
+            current += span_of(mm, ks)[0]
+            ks += delta_size
+        while i < n and ends[i] <= current:
+            i += 1
+        marked = i < n and starts[i] <= current or attrs & dead > 0
+        if klen < 0:
+            cause = decide(current, None, length == head, marked)
+        else:
+            cause = decide(current, bytes(view[ks:ks + klen]), length == head + klen, marked)
+        if cause is None:
+            if crc32(view[pos + frame:nxt]) != crc:
+                raise CorruptLogError(path, pos, "record checksum does not verify")
+            writer.read = read0 + nxt
+            if current > writer.next or attrs & delta_bit:  # its delta changes
+                writer.record(current, rec.reframed(attrs, ts, klen, view[ks:nxt],
+                                                    current - writer.next), ts)
+            else:
+                writer.record(current, view[pos:nxt], ts)
+            writer.kept_marked |= marked
+            kept += 1
+        else:
+            dropped[cause] += 1
+            if not current & 0x3FF:  # a run of dropped records counts as read too
+                writer.progress(read0 + nxt)
+        current += 1
+        pos = nxt
+    return pos, kept
 
 
 def _check_unchanged(segs: SegmentList, run: list[int], inodes: list[int]) -> None:

@@ -1,26 +1,17 @@
 """The log's damage record (`damage.json`): what a writer's open found damaged in the last segment
 and what it did about it, for the operator and the retention sidecar (health problem
-`log-damaged`, one audit line per entry; see docs/troubleshooting.md).
+`log-damaged`, one audit line per entry).
 
-A torn tail (a write a crash cut, nothing verifying after it) is not damage: it is cut and logged
-at WARNING as before. Damage is a record that does not verify with records after it that do; the
-open keeps what verifies and adds an entry here, logged at ERROR:
+A torn tail (nothing verifying after it) is not damage: it is cut and logged at WARNING. Damage
+(records that verify after bytes that do not) adds an entry, logged at ERROR:
 
     {"id", "time", "segment", "position", "bytes", "kind", "offsets": [first, end) | null,
      "saved": file name | null, "detail"}
 
-kind: `record-lost` (one record failed its check, its boundary known: rewritten as a dead record,
-its offset reads as removed, every record after it kept at its offset); `length-repaired` (only its
-length field was wrong: the record verifies with the length a one-byte change gives, written back,
-nothing lost); `records-unplaced` (the damage hides where records end: what verifies after it
-cannot be given offsets, so those bytes are saved aside in `saved` and cut from the segment);
-`offsets-skipped` (consumer groups had committed past the end recovery found: the offsets between
-are skipped with a gap record, never given out again).
-
-The file is replaced atomically (a temporary created exclusively, never through a symlink) and
-only grows; the operator removes it once the damage is dealt with. `read_damage` never raises for
-its content: an unreadable file reads as one entry saying so. Functions of a directory,
-process-safe under the writer lock (the only writer of the file).
+kind: `record-lost`, `length-repaired`, `records-unplaced`, `offsets-skipped` (what each means and
+what to do: docs, Troubleshooting, "A damaged log"). The file is replaced atomically, never through
+a symlink, and only grows; the operator removes it. `read_damage` never raises for its content.
+Functions of a directory, process-safe under the writer lock (the only writer of the file).
 """
 
 from __future__ import annotations

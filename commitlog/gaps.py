@@ -1,27 +1,14 @@
 """The offsets compactions removed with whole segments, in `<log>/compacted`: what tells a
 compaction's gap between segment files from a segment lost (deleted, renamed) outside the store.
 
-Three ways an offset can be missing, each reported its own way by every reader (docs/concepts.md):
-below the start offset (commitlog.startoffset): retention removed it, OffsetOutOfRangeError; in a
-range this file records: a compaction removed it (its records were all dead), passed silently; any
-other gap between segment files, or between `start.offset` and the first segment (head removal
-advances it before it unlinks): CorruptLogError naming the range. Only on a log without
-`start.offset` (a head removal of a log from before it, on a full disk, unlinks first and advances
-after) is a gap before the first segment that this file does not record taken for retention's;
-the file, once created, starts past it (commitlog.cleanup.removal.finish_removals).
-
-Layout (big endian): magic "CLGP", u32 count, count x (u64 start, u64 end) sorted, disjoint and
-not adjacent (adjacent ranges are merged), then a CRC32 of everything before it. Replaced whole:
-written to `compacted.tmp` (any entry there unlinked first, then created O_EXCL|O_NOFOLLOW),
-fsynced, renamed over, the directory fsynced. A compaction records a range before it unlinks the
-segments (commitlog.cleanup.swap), so a crash leaves a recorded range whose files still exist
-(they are read: a recorded range matters only where no file covers an offset), never a gap
-without its record. Ranges below the start offset are pruned at each write: the file holds at
-most one range per gap between segments.
-
-Logs compacted by a store from before this file have gaps it does not record: while the file is
-missing and `.compact.lock` exists (a compaction ran), every gap is taken for a compaction's, and
-the writer's open or the next compaction adopts the gaps it finds into a new file (`adopt`).
+Below the start offset an offset was removed by retention (OffsetOutOfRangeError); in a range this
+file records, by a compaction (passed silently); any other gap between segment files, or between
+`start.offset` and the first segment, is CorruptLogError naming the range. The file (magic "CLGP",
+sorted disjoint ranges, a CRC32) is replaced whole through `compacted.tmp`; a compaction records a
+range before it unlinks the segments (commitlog.cleanup.swap), so there is never a gap without its
+record. While the file is missing and `.compact.lock` exists, every gap counts as a compaction's
+and is adopted (`adopt`). Layout, crash order and the pre-`start.offset` case: docs, Concepts,
+"The `compacted` file".
 
 Functions over a directory; process-safe for writers under the removal lock, readers lock-free
 (a rename replaces the file whole).

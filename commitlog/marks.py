@@ -3,33 +3,15 @@ every process that opens the log.
 
     entry (24 bytes): start u64, end u64 (exclusive), dead bytes u32, CRC32 u32 of the 20 before
 
-An entry's range lies in one segment and holds only records newly marked by it; its dead bytes are
-their framed sizes, so a segment's live bytes are its used bytes minus the dead bytes of the
-entries in its range (a compacted segment counts only entries from the sequence number its index
-records on: the ones before were applied by the rewrite). The file grows in MARKS_STEP steps
-reserved with posix_fallocate, so marking on a disk that has since filled still works until the
-step is used up; an all-zero entry ends the entries.
+A segment's live bytes are its used bytes minus the dead bytes of the entries in its range (a
+compacted segment counts only entries from the sequence number its index records on). A mark is
+durable when `mark_dead` returns; sequence numbers only grow, across `rewrite` too, which replaces
+the file with the entries still needed (marks.tmp, a MOVED entry, a rename). Readers keep the
+merged range set in memory and refresh it with one pread. The file's steps, the rewrite protocol
+and what a crash leaves: docs, Concepts, "The marks file" and "Crash safety".
 
-Markers of any process serialise on an exclusive flock of the file, append with pwrite and
-fdatasync before returning: a mark is durable when `mark_dead` returns. A crash mid-write leaves an
-entry whose CRC fails: readers stop there and the next marker overwrites it. Readers keep the
-merged range set in memory and refresh it with one pread of the next entry slot, so skipping dead
-records costs a bisect per chunk of records, not a query per record.
-
-The file is bounded by what is still live: `rewrite` replaces it with the entries a caller still
-needs (the others cover offsets removed or compacted away), the swap protocol's way. Under the
-flock of the old file: write `marks.tmp` (a first entry naming the sequence number it starts at,
-the old file's count, so that numbers only grow and a compacted segment's recorded number keeps
-its meaning: every entry kept counts as not applied, which it is), fsync it; append a MOVED entry
-to the old file, fdatasync (nobody appends there again); rename `marks.tmp` over `marks`, fsync
-the directory. A reader meeting MOVED reopens `marks` once its inode changed and rereads it
-whole; until then (the rename pending, or killed before it) it waits at MOVED, missing nothing,
-for nothing is appended meanwhile. A marker takes the flock of the file it opened, and on finding
-it MOVED reopens `marks` (renamed already) or does the rename a kill prevented (`marks.tmp` was
-whole and synced before MOVED was written). A `marks.tmp` left by a kill before MOVED is removed
-by the next marker.
-
-`MarkSet` is thread-safe (a lock guards its cache); process-safe through the flock.
+`MarkSet` is thread-safe (a lock guards its cache); process-safe through an exclusive flock of the
+file, which markers (and a rewrite) hold.
 """
 
 from __future__ import annotations

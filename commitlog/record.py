@@ -1,27 +1,16 @@
-"""Record framing: how one record is laid out in a segment.
+"""Record framing: how one record is laid out in a segment, and the only home of its numbers.
 
-    offset  size  field
-    0       4     body length (u32, little endian); 0 = nothing written here yet,
-                  0xFFFFFFFF = end marker of a sealed segment
-    4       4     CRC32 of the body
-    8       1     attributes (bit flags, see ATTR_*)
-    9       8     timestamp in ms (i64)
-    17      4     key length (i32; -1 = no key)
-    21      8     offset delta (u64), present only when attributes has ATTR_DELTA
-    21|29   ...   key, then value (the rest of the body)
+    length u32 LE (0: nothing written yet, 0xFFFFFFFF: end marker) | CRC32 of the body u32 |
+    attributes u8 (ATTR_*) | timestamp ms i64 | key length i32 (-1: no key) |
+    offset delta u64 (only with ATTR_DELTA) | key | value
 
 A record's offset is counted: the segment's base for its first record, one more than the record
-before it for the next, plus the offset delta of a record that carries one. Writers never set it;
-a compaction does, on the first record it keeps after a run of records it removed, so a removed
-run costs nothing but those 8 bytes on the record after it (format 2). Segments a compaction of
-format 1 wrote hold gap records instead (ATTR_GAP), which readers still follow. The delta is 8
-bytes so that the value keeps its alignment (a 29-byte header is 5 mod 8, as a 21-byte one).
-
-Small records are copied in whole, frame first (one memcpy); large ones body first, frame last.
-Either way a reader trusts no length without the CRC over the bytes it covers: a record still
-in flight reads as EMPTY or BAD, never as data. Readers verify the CRC of every record they
-return. This module is the only home of these numbers; other modules name them (FRAME_SIZE,
-BODY_HEAD_SIZE, HEADER_SIZE, END_MARKER), hot loops bind them to locals.
+before for the next, plus the offset delta of a record that carries one (only a compaction writes
+one; format-1 segments hold ATTR_GAP records instead, which readers still follow). A reader trusts
+no length without the CRC over the bytes it covers, so a record in flight reads as EMPTY or BAD,
+never as data. Other modules name these numbers (FRAME_SIZE, BODY_HEAD_SIZE, HEADER_SIZE,
+END_MARKER); hot loops bind them to locals. Why the layout is so: docs, Concepts, "Record format".
+Pure functions and constants: thread-safe.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
-"""The log's start offset in a small file written in place: head removal works on a full disk.
+"""The log's start offset in `<log>/start.offset`, a small file written in place, so that head
+removal works on a full disk (why, and the slot format: docs, Concepts, "The start offset file").
 
-Why not `state.db`: advancing a value in SQLite appends to its WAL (or a rollback journal), which
-needs a free block; on a filesystem filled to the last block (by another program, or by the
-store's own preallocated segments) head removal then fails with "database or disk is full" and the
-disk can never be cleaned. A preallocated spare file that removal releases first (the other
-candidate) is weaker: any writer racing the remover can take the freed space before SQLite does.
-
-`<log>/start.offset` is 8 KiB of real (written, not fallocated) zeros holding two slots, one per
-4 KiB page: magic, sequence number, offset, CRC32 of the three. An advance writes the slot with the
-older sequence number (pwrite) and fdatasyncs. Overwriting written blocks in place allocates
-nothing on ext4, xfs or tmpfs (fallocated blocks would: ext4 converts an unwritten extent at the
-first write); a copy-on-write filesystem (btrfs, zfs) allocates on every write, so there this
-only moves the problem. A torn slot fails its CRC and the other slot, the previous value, wins:
-the advance did not happen, and since the segment is renamed only after the fdatasync, the files
-still agree with it. The newer valid slot wins.
-
-Logs created before this file: `state.db`'s `start_offset` row is read (the start offset is the
-max of both) and copies into the file when it is created (by the writer at open or the first
-removal, with the removal lock held). From then on the file is authoritative and the row is
-never written again.
-
-Only retention (head removal) advances it. A compaction that drops the head segments leaves it
-where it is and records their range in `compacted` (commitlog.gaps): offsets below the start
-offset were removed by retention, those above it and below the first segment by a compaction.
+Two checksummed slots in 8 KiB of written zeros; an advance overwrites the older slot and
+fdatasyncs; the newer valid slot wins, a torn one loses to the other. Logs from before this file:
+`state.db`'s `start_offset` row is read too (the start offset is the max of both) and copied into
+the file when it is created; from then on the file is authoritative. Only retention (head removal)
+advances it; a compaction records the head it drops in `compacted` (commitlog.gaps) instead.
 
 Thread- and process-safe: advances serialise on an flock of the file; a reader that meets a slot
 being written sees a CRC failure there and takes the other, older slot, and a process never sees

@@ -1,30 +1,12 @@
 """Consumer progress in SQLite beside the log (`state.db`, WAL mode), and the log's start offset
 (commitlog.startoffset's `start.offset`; `state.db` held it before, and is still read for it).
 
-SQLite gives the crash-safe, multi-process B-tree with a journal that KahaDB wrote by hand. On a
-filesystem with no free block, opening a WAL database fails ("disk I/O error",
-SQLITE_IOERR_SHMSIZE) when no other connection has its `-shm` wal-index sized already: SQLite
-grows that file before the first read. Reads then go through a short-lived connection in
-`locking_mode=EXCLUSIVE`, whose wal-index lives in heap memory, so nothing is allocated and a
-crashed writer's committed WAL frames are still read (`immutable=1` would skip them). Writes
-(consumer commits) on a full disk raise StoreFullError and change nothing.
-
-An idle log holds no connection (one costs about 120 KB, and a sidecar may watch a thousand
-logs): consumer groups are reread only when `state.db` or its `-wal` changed since the last read
-(every commit writes one of them with write(2), which sets mtime); otherwise the rows read last
-time are returned and the connection, if any, is closed. A log whose state changes keeps one, as
-reconnecting costs more than a query. A file changed less than `_RACY_NS` before
-a read may change again with the same coarse timestamp, so such an answer is not reused (git's
-"racily clean" rule).
-
-Where this process cannot write the database (a read-only filesystem: a snapshot, a backup; or a
-directory or `state.db` its user may not write, commitlog.access) it is opened `mode=ro`, which
-reads a live or dead writer's committed WAL frames through the existing `-shm`; with no `-shm`
-(the last writer closed cleanly, and none can be created here), `immutable=1`, exact since then
-no `-wal` holds frames either. A `-wal` holding frames with no `-shm` beside it cannot be read
-here without missing commits: LogNotReadableError, never a stale answer. Writes raise
-LogNotWritableError naming why; once the cause is gone (remounted, permissions fixed) the next
-query reconnects normally.
+Works where SQLite alone would not (docs, Concepts, "Consumer state in SQLite"): on a full disk,
+reads use a short-lived `locking_mode=EXCLUSIVE` connection (heap wal-index) and commits raise
+StoreFullError changing nothing; an idle log holds no connection and groups are reread only when
+`state.db` or its `-wal` changed (mtime, not reused when racily recent); where this process cannot
+write, it reads `mode=ro` or `immutable=1`, raises LogNotReadableError rather than give a stale
+answer, LogNotWritableError for writes, and reconnects once the cause is gone.
 
 One `LogState` is safe to share between threads of a process (a lock serialises its
 connection); any number of processes may open the same database.

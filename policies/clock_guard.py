@@ -1,28 +1,18 @@
 """The clock guard's rules: what a forward step of the wall clock is, and what waits after one.
 
-A wall clock stepped a year ahead makes every sealed segment expired and every consumer group stale:
-a pass would delete what nobody has read. The retention side keeps a *trusted now* (the wall time
-before the step, plus the time elapsed since on a clock the step does not move) and hands it to the
-planner; these functions decide with it:
+The retention side keeps a *trusted now* (the wall time before a step plus the time elapsed since
+on a clock the step does not move) so that a clock stepped a year ahead cannot make every segment
+expired and every group stale; these functions decide with it:
 
-- :func:`forward_step`: the wall clock is ahead of the trusted time by more than the threshold
-  (``service.clock_step_threshold``); a smaller difference, or one backwards, is no step (a clock
-  going back only delays deletion).
-- :func:`judged_at`: the instant time-based rules are judged at: the trusted now when one is given
-  and earlier than ``now``, else ``now``. Expiry (``reserve``) and group staleness (``consumer_ttl``)
-  use it, so what was due before the step stays due and nothing else becomes due by the step.
-- :func:`start_reference`: at start, the time the wall clock should read. On the same boot as the
-  sidecar's last :class:`ClockMark` it is exact (the mark's wall time plus the boot clock's time
-  since), however long the logs sat idle; after a reboot (or with no mark) it is only a lower bound:
-  the newest of the mark's wall time and the newest time on disk.
-- :func:`held_trusted`: at start, the trusted now of a hold the last mark says was held: on the same
-  boot the mark's trusted time plus the boot clock's time since, after a reboot the mark's trusted
-  time itself (the times on disk were stamped by the stepped clock, so they cannot say more).
-- :func:`age_reason`: why a segment's age keeps it: ``reserved`` (young by either clock) or
-  ``clock-step`` (expired only by the stepped clock). Both yield to whatever overrides ``reserved``
-  (disk force, size cap, manual force): disk pressure acts within its own rules.
+- :func:`forward_step`: the wall clock ahead of the trusted time by more than the threshold.
+- :func:`judged_at`: the instant expiry and group staleness are judged at (the trusted now when
+  given and earlier than ``now``, else ``now``).
+- :func:`start_reference` and :func:`held_trusted`: at start, where the clock should be and the
+  trusted now of a hold the last :class:`ClockMark` says was held (exact on the same boot).
+- :func:`age_reason`: ``reserved`` or ``clock-step``; both yield to what overrides ``reserved``.
 
-Pure (every time is an input), so thread-safe.
+Why, and what is exact when: docs, Operations, "A forward clock step". Pure (every time is an
+input), so thread-safe.
 """
 
 from __future__ import annotations

@@ -1,58 +1,15 @@
 """Choosing what a compaction pass rewrites: from a log's segments, a plan of output files with reasons.
 
-The store knows each sealed segment's record bytes and live bytes (kept as records are written and
-marked, recomputed by a compaction; :mod:`policies.liveness` is the rule behind "live"). From those,
-the policy's ``compaction`` settings, the segment size, the free bytes of the filesystem and the
-time, :func:`plan_compaction` returns a :class:`CompactionPlan`: output files, each replacing a run
-of consecutive input segments, in the order an executor should write them, and for every other
-segment the reasons it is left alone. Rules:
-
-- **Candidates** are sealed segments whose live ratio, ``live_bytes / used_bytes``, is strictly
-  below ``max_live_ratio`` (a segment with no records has ratio 0). Never the active segment: the
-  last segment of the log is treated as active whether or not it is flagged, as the deletion
-  planner does, since a writer in another process may be appending to it (``active``). Never a
-  segment younger than ``min_age`` (``young``), measured from its *last* record's timestamp: records
-  are written in time order, so the last one is the newest and the whole segment is at least that
-  old (Kafka's ``min.compaction.lag.ms`` uses a segment's largest timestamp likewise; the file's
-  mtime says when the file was written, and a compaction's output is a new file of old records).
-  ``min_age: 0`` makes nothing young, even a timestamp from a clock ahead of ours. A segment without records has no age and is never young.
-  Never a segment the log's archive tier holds (``archived``): archived segments are not rewritten
-  in place (the archive keeps the bytes it verified); compaction works before the upload.
-  ``disabled`` is listed on every segment of a policy with ``enabled: false``, beside any other reason.
-- A reader holding a segment and a consumer group that has not consumed it do **not** keep it out:
-  a compaction drops only dead records (never returned to readers anyway), readers inside a replaced
-  file keep their mapping, and tombstones wait for the groups in the liveness rule itself.
-- **Order**: the lowest live ratio first (most space back per byte copied); outputs are listed
-  by their own live ratio, then base offset, so an executor stopping early (time budget) has done
-  the most profitable ones. A segment with nothing live is an output with ``write_bytes == 0``:
-  the segments just disappear, offsets stay, and such outputs come first.
-- **Merging** (``merge: true``): an output starts at the candidate with the lowest ratio not yet
-  taken and grows to its left or right neighbour (the neighbour with the lower ratio first, the
-  left on a tie), while the live bytes stay within ``segment_size`` (equal fits) and the room
-  (below). Only candidates join. Fully dead candidates join only as a bridge between the output and a candidate beyond them
-  (they add no bytes); those that bridge nothing form zero-byte outputs of their own, consecutive
-  ones together, so they never wait behind copying. Inputs of an output are always a run of
-  consecutive segments of the log. With ``merge: false`` every candidate is its own output.
-- **Room**: the outputs of a plan together fit beside one spare segment, ``sum(write_bytes) +
-  segment_size <= free_bytes``, so the writer keeps room for its next segment whatever order the
-  executor gets through them in. Outputs are formed lowest ratio first, each growing only while it
-  also fits in the room the earlier ones left; a candidate that does not fit alone is left out
-  (``no-room``) and smaller later ones are still tried. Bounding the merge by the room matters on a
-  nearly full disk: single cheap segments still come back where one merged output would not fit.
-  Space the replaced inputs free is not counted back: a file another process still maps frees
-  nothing until it lets go, which the plan cannot know; the next pass sees whatever came back. A
-  zero-byte output only frees space and is always planned.
-- **Throttle**: each output carries ``read_bytes`` (its inputs' record bytes, all read to decide
-  liveness) and ``write_bytes`` (their live bytes); :func:`throttle_delay` turns bytes moved so far
-  (read plus written) and the elapsed time into the wait ``max_bytes_per_second`` asks for, and
-  :func:`within_pass_budget` says whether another output may start before ``max_pass_duration``.
-
-The live bytes are the store's bookkeeping; a real rewrite may keep a little more (a tombstone still
-within its retention), so the executor writes what the rule keeps and relies on the store's
-reservation (``StoreFullError`` on ENOSPC) as the backstop of the room check.
-
-Under disk pressure deletion goes first; :func:`should_compact_under_pressure` says when a pressure
-pass that could not free enough must be followed by a compaction pass.
+:func:`plan_compaction` turns each sealed segment's record and live bytes, the policy's
+``compaction`` settings, the segment size, the free bytes and the time into a
+:class:`CompactionPlan`: output files, each replacing a run of consecutive segments, in the order
+to write them (lowest live ratio first, zero-byte outputs first of all), and the reasons every
+other segment is left alone (``active``, ``young``, ``archived``, ``disabled``, ``no-room``, ...).
+Invariants: never the last segment; the outputs together fit beside one spare segment
+(``sum(write_bytes) + segment_size <= free_bytes``). :func:`throttle_delay` and
+:func:`within_pass_budget` pace an executor; :func:`should_compact_under_pressure` says when a
+pressure pass must be followed by a compaction. The rules, and why each (candidates, merging,
+room, throttle): docs, Concepts, "Choosing what a compaction rewrites".
 
 Everything here is pure and its results immutable, so it is thread-safe.
 """

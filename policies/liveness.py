@@ -1,50 +1,18 @@
 """The one liveness rule: which records of a log a compaction keeps, and why it drops the others.
 
-The store decides each record from four plain facts it has at hand while it reads a segment: the
-offset, the key (None for a record without one), whether the value is empty (a *tombstone*) and
-whether the record is marked dead (``CommitLog.mark_dead``: aborted Spark jobs, failed attempts,
-duplicate micro-batches). Everything else is per-log context given once per pass to
-:class:`LivenessRule`: the policy's ``compaction.keys`` and ``compaction.tombstone_retention``, the
-newest settled offset of every key (:class:`KeyIndex`), when each tombstone was first seen by a
-compaction, the consumer groups' committed offsets and which of them are stale, the offset ranges a
-pending Spark job may still make visible (:class:`PendingRanges`), and the time.
+Per record, from its offset, key, whether its value is empty and whether it is marked, first match
+wins: **pending** (a range an unfinished Spark job may still make visible) -> live; **marked** ->
+``dead``; **superseded** (keyed logs: a later settled record of its key) -> ``superseded``;
+**tombstone** (keyed, newest of its key, older than ``tombstone_retention`` since first seen, and
+every group not stale committed past it) -> ``tombstone``; otherwise live. The newest offset of a
+key counts *settled* records only (neither marked nor pending), built from the same snapshot of
+marks and pending ranges the records are decided with. The store builds one :class:`LivenessRule`
+per pass, calls :meth:`LivenessRule.cause` with each record's plain fields, records a kept
+tombstone's :meth:`LivenessRule.first_seen`; :func:`count_dropped` gives the audit's counts. Why
+each step: docs, Concepts, "Which records a compaction keeps".
 
-The rule, first match wins (the order is the precedence):
-
-1. **pending** -> live. An offset inside a range a Spark job that has not finished may still make
-   visible is kept whatever else holds, even when it is marked: dropping is irreversible while
-   keeping costs only space until the job ends, and the next pass reclaims it then.
-2. **marked** -> ``dead``. A mark is an explicit statement about that record, so it names the cause
-   even when the record is also superseded or an old tombstone.
-3. **superseded** -> ``superseded`` (keyed logs only). A record with a key is superseded when its
-   key's newest settled record is later. Records without a key are never superseded. A tombstone
-   that a later record of its key supersedes goes as ``superseded`` at once, without waiting for
-   ``tombstone_retention`` or the groups: a consumer that missed it reads the later value instead,
-   which is the state the tombstone led to anyway (Kafka drops superseded tombstones the same way).
-4. **tombstone** -> ``tombstone`` (keyed logs only). A record with a key and an empty value that is
-   the newest of its key is dropped once (a) at least ``tombstone_retention`` has passed since the
-   compaction that first saw it (kept for ``[first_seen, first_seen + retention)``, dropped from
-   ``first_seen + retention`` on, as ``reserve`` is for deletion), and (b) every consumer group that
-   is not stale has committed past it: ``committed > offset`` (a group committed exactly at the
-   tombstone's offset has not consumed it). With no group left that is not stale, (b) holds. A
-   record with an empty value and no key deletes nothing, so it is an ordinary live record.
-5. otherwise live (in particular the newest record of every key, and every record of an unkeyed log
-   that is not marked).
-
-*Settled* records are those neither marked nor inside a pending range. The newest offset of a key is
-taken over settled records only (:class:`KeyIndex` applies this): a marked record never happened for
-readers, so it must not bury the value before it, and a pending record may still be aborted, so it
-must not either. The store must build the index and decide records from one snapshot of the marks
-and of the pending ranges (a mark arriving in between would otherwise drop the key's only value).
-
-The store applies the rule streaming: it builds one :class:`LivenessRule` per pass and calls
-:meth:`LivenessRule.cause` with the plain fields of each record it reads (no per-record object, no
-allocation on the hot path); a tombstone kept this pass and absent from ``tombstones_first_seen``
-should be recorded with :meth:`LivenessRule.first_seen` so the next pass counts its retention.
-:func:`count_dropped` gives the audit's ``dropped: {dead, superseded, tombstone}``.
-
-Everything here is pure (the time is an input). :class:`PendingRanges` and :class:`LivenessRule`
-are immutable once built and thread-safe; a :class:`KeyIndex` is a builder for one thread.
+Pure (the time is an input). :class:`PendingRanges` and :class:`LivenessRule` are immutable once
+built and thread-safe; a :class:`KeyIndex` is a builder for one thread.
 """
 
 from __future__ import annotations

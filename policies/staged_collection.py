@@ -1,27 +1,16 @@
 """The collector of a cluster log's tier: which objects under `staged/<job>/<attempt>/` are dead,
 which superseded manifest versions may go, and which job markers are left over.
 
-An object any kept manifest version lists is never dead. Any other object is kept for ``grace``
-from when the lease owner first saw it unlisted by the newest version (a reader holding an older
-version still reads it), and then it is dead when:
+Invariant: an object any kept manifest version lists is never dead. Any other is kept for
+``grace`` from when the lease owner first saw it unlisted by the newest version, then it is dead
+for one reason: ``total-reserve`` or ``total-size`` (total retention dropped it),
+``attempt-unlisted`` (its job committed without it), ``claim-expired`` or ``job-aborted`` (its
+claim past its deadline by ``claim_grace``; a claim not past it keeps it), ``job-aborted`` or
+``unclaimed`` (no claim: aborted, or seen for ``staged_max_age``; the job is fenced first with a
+claim already past its deadline). A superseded version goes after ``grace``; a job's markers go
+as ``job-done``. The rules and why: docs, Spark on a cluster, "Retention on the tier".
 
-- total retention dropped it from the manifest (its reason, ``total-reserve`` or ``total-size``);
-- its job is committed, in the newest version's `jobs`, and this object is not listed
-  (``attempt-unlisted``: an attempt that died after staging, or a retry's duplicate);
-- its job's claim is past its deadline by ``claim_grace`` (``claim-expired``, or ``job-aborted``
-  when the job is also aborted: no driver commits after its deadline); a claim not past it keeps
-  the object, aborted or not (a streaming sink's batch run again after an abort commits under the
-  same job id);
-- its job has no claim and is aborted (``job-aborted``: `jobs/<job>/aborted.json`), or has no
-  claim and the owner has seen the object for ``staged_max_age`` (``unclaimed``: a driver that
-  died before its claim; a running job stages long before it claims). Either way the collector
-  first fences the job (creates its claim with a deadline already past), so no driver can commit
-  it afterwards; a driver that claimed first keeps it under the claim's rules.
-
-A superseded version (older than the newest) that lists an object the newest does not is deleted
-once the owner has seen a newer version for ``grace``. A job's markers (its claim, its abort) go
-once nothing of it is staged and it is aborted, committed or past its claim's deadline by
-``claim_grace`` (``job-done``). Pure: every time is an input; thread-safe.
+Pure: every time is an input; thread-safe.
 """
 
 from __future__ import annotations

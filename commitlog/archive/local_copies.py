@@ -1,28 +1,20 @@
 """A host's copies of a cluster log's tier objects: the log's local directory as a cache of its
 tier (commitlog.layout: `cluster-cache.json`, `cache/<key>`, `cache/<key>.tmp`).
 
-    mark(directory, url, endpoint, region, name)  make `directory` a cache of log `name` on the
-                                      tier at `url` (creating it, its marker written once); False
-                                      when it is a log of its own (meta.json) or cannot be made
-    read_marker(directory)            the marker (CacheMarker), None without one; CorruptLogError
-                                      naming the file when it is not one, UnsafeLogFileError when
-                                      it is no regular file (a link, a FIFO: never opened through)
-    workspace(directory, key)         a fresh directory `cache/<key>.tmp` (a task's private log
-                                      while it stages: the same filesystem as its copies)
-    keep_file(directory, key, path, size)   move a finished file, cut at `size`, to `cache/<key>`
-    keep_bytes(directory, key, data)  write `data` to `cache/<key>.tmp`, then rename it there
-    valid_copy(directory, key, size, sha256)  the copy's path when it is whole and its SHA-256
-                                      matches; a copy that differs is removed, never an error
-    CachedTier(tier, directory, name) the tier, its reads of the log's listed objects served from
-                                      valid copies (the newest manifest version's sizes and
-                                      SHA-256s), every other call the tier's
+    mark(directory, url, endpoint, region, name)  make `directory` a cache of log `name` on the tier
+        at `url` (its marker written once); False when it is a log of its own or cannot be made
+    read_marker(directory)   the CacheMarker, None without one; CorruptLogError naming a bad file,
+        UnsafeLogFileError for no regular file (never opened through)
+    workspace(directory, key)  a fresh `cache/<key>.tmp` directory (a task's private log)
+    keep_file / keep_bytes     a finished file (cut at `size`) or bytes, renamed to `cache/<key>`
+    valid_copy(directory, key, size, sha256)  the copy's path when whole and matching; a copy
+        that differs is removed, never an error
+    CachedTier(tier, directory, name)  the tier; reads of the objects the newest manifest version
+        lists served from valid copies, every other call the tier's
 
-No credential is written: the marker names the tier, its endpoint and region only. Every file and
-directory below the log's directory is created without following a symbolic link
-(commitlog.safeopen); the directory's own path may be one. Thread- and process-safe: copies are
-renamed into place whole, and a copy's bytes are checked whole before any is served; they are
-served from the descriptor that was checked (never the path again), and not when the file changed
-since.
+No credential is written; nothing below the directory is created through a symlink. Thread- and
+process-safe: copies are renamed into place whole and served only from a descriptor checked whole
+(docs, Spark on a cluster, "Local copies and where tasks run").
 """
 
 from __future__ import annotations

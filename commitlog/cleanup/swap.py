@@ -1,36 +1,13 @@
-"""The swap of a compaction's output, crash-safe: the one place its protocol is written down.
+"""The swap of a compaction's output, crash-safe: the one place its protocol is implemented.
 
-A compaction rewrites a run of consecutive sealed segments `b1 < b2 < ... < bk` (never the last
-segment, never one being prepared) into one file named `b1` that covers exactly [b1, end(bk)):
-its live records, byte for byte (offsets, timestamps, keys, values, attributes, CRCs) but the
-offset delta (record.ATTR_DELTA) a record after a removed run carries, and a gap record
-(record.ATTR_GAP) when a removed run ends an input, so the data file alone says every record's
-offset and its end. Steps:
-
-1. write `<b1>.log.cleaned` and `<b1>.index.cleaned` (a sealed index flagged compacted, naming the
-   data file's inode), fsync both, fsync the directory. A crash here: `.cleaned` files, removed
-   at open (nothing else changed).
-2. under `<log>/.remove.lock` (head removers wait), check the inputs are still there, unchanged;
-   rename the index over `<b1>.index`. A crash here: the old `<b1>.log` with an index naming
-   another inode, which readers ignore (they rebuild the summary from the data): the old state.
-3. rename the data over `<b1>.log`: the commit point. From here on `<b1>.log` covers the whole run.
-4. rename `<b2..bk>.log` and their indexes to `.deleted`, unlink them, fsync the directory. A crash
-   here leaves inputs whose base lies below the end of the segment before them: leftovers,
-   superseded by it, removed at open (`finish_swaps`) and passed by readers meanwhile.
-An output with no live record at all is no file: its range [b1, end(bk)) is first recorded in
-`<log>/compacted` (commitlog.gaps, durably), then the inputs are removed as in step 4 and their
-offsets become a gap (per offset: the old record, or no record, never both). A crash after the
-record leaves a recorded range whose files still serve it; there is no gap without its record, so
-a reader never takes a compaction's gap for a lost segment (CorruptLogError) or for retention.
-
-So after a SIGKILL at any instant every offset is served by the old segments or by the new one,
-never both (leftovers are told apart by offsets, not by timing) and never neither. A reader of
-another process inside a replaced file keeps its descriptor and mapping (rename and unlink leave
-the inode alive), and checks what it cached about a segment against the inode it holds.
-
-A compacted file is `used_bytes + 4` bytes (its end marker), smaller than segment_size; at open it
-is told apart from a torn or foreign file by its index (flag and inode), or without one by its
-data verifying up to an end marker in its last four bytes (SegmentList.compacted_summary).
+A run of consecutive sealed segments `b1 < ... < bk` (never the last one) becomes one file `b1`
+covering exactly [b1, end(bk)): write `<b1>.log.cleaned` and `<b1>.index.cleaned`, fsync; under
+the removal lock check the inputs unchanged, rename the index, then the data over `<b1>.log` (the
+commit point); rename the other inputs to `.deleted`, unlink, fsync the directory. An output with
+nothing live is no file: its range goes into `compacted` (commitlog.gaps) first, then the inputs.
+After a SIGKILL at any instant every offset is served by the old segments or the new one, never
+both and never neither; `finish_swaps` removes the leftovers at open. Each step's crash state, and
+how a compacted file is recognised: docs, Concepts, "A compaction's swap".
 
 Compactions of every process serialise on `<log>/.compact.lock` (`compaction_lock`). Functions
 over a SegmentList; call them with the removal lock held.

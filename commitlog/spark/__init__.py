@@ -5,36 +5,14 @@
     commitlog.spark.write(df, p)                 # fast path: one atomic append job
     commitlog.spark.read(spark, p)               # fast path: the committed rows
     spark.readStream.format("commitlog").option("path", p).option("group", "etl").load()
-    df.writeStream.format("commitlog").option("path", p).option("checkpointLocation", c).start()
     commitlog.spark.await_termination(query)     # and its group committed up to its last batch
-    df.write.format("commitlog").option("path", p).mode("append").save()    # same as write
-    spark.read.format("commitlog").option("path", p).load()                  # same rows as read
 
-Importing this package imports neither pyspark nor pyarrow: the names that need them (`register`,
-`read`, `write`, `await_termination`, ...) load their module on first use (PEP 562), so the ledger
-(`ledger.marking.pending_ranges`) and the helpers below serve a process without Spark (retention).
-Importing `commitlog` alone never imports this package. Spark's python workers must run this
-environment's interpreter (PYSPARK_PYTHON). A log lives on one host: tasks on another host than the
-planning driver fail (WrongHostError), except for partitions the log's archive tier holds (option
-`archive`), which run on any host.
-
-Modules, by concept, each layer importing only the layers above it (writing and reading never each
-other):
-- staging_errors (its errors), source_options (parsing the data source's options), host (the
-  one-host check);
-- ledger/, the staging ledger in <log>/spark.db: ledger_tables (its tables), ledger_view (which
-  records are visible: what readers ask), ledger (staging into it: jobs, writers, sink batches),
-  marking (dead records marked in the store, pending ranges for compaction), processes (whether a
-  job's driver or task process still lives: abandoned jobs);
-- schema (the log's schema, kept in the ledger; the record payload);
-- writing/: target (driver-side preparation of a write), turns (the writer lock taken in turns),
-  appender (task-side appends), batch_writer (batch writes), sink (the streaming sink);
-  reading/: reader (batch reads), stream (the streaming source);
-- the public face: source (the DataSource Spark instantiates), fastpath (read and write helpers),
-  progress (the listener committing groups exactly), protector (what compaction must keep, for
-  retention), jvm/ (the JVM reader's jar; jvm.read_planner, what the JVM reader calls back to plan;
-  jvm.archive_plan, what a plan tells it of a `file://` archive tier, and that an S3 tier is read
-  by the Python data source).
+Importing this package imports neither pyspark nor pyarrow (the names that need them load their
+module on first use, PEP 562), so the ledger and helpers serve a process without Spark; importing
+`commitlog` alone never imports it. Spark's python workers must run this environment's interpreter
+(PYSPARK_PYTHON). A log lives on one host: tasks elsewhere fail (WrongHostError), except for
+partitions its archive tier holds. Usage, options and how it works: docs, Spark; the modules and
+their layering: docs, Development, "Layout".
 """
 
 from __future__ import annotations

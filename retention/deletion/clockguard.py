@@ -2,23 +2,13 @@
 judges expiry and group staleness at until the operator accepts the new time or the clock returns
 (the rules: `policies.clock_guard`).
 
-- Between looks (every disk check and every pass): the wall clock against the time elapsed on the
-  kernel's boot clock (`/proc/uptime`, which no settimeofday and no LD_PRELOAD clock faker moves; it
-  counts a suspend, so a resumed VM is no step). A jump beyond `threshold` holds, the trusted now
-  being the wall time before the jump plus the time elapsed since.
-- At start: the wall clock against where the clock record (`clockrecord`, beside the audit trail)
-  says it should be: on the same boot, the recorded time plus the boot clock's time since, exact
-  however idle the logs; after a reboot or without a record, the newest of the recorded time and the
-  newest time the logs hold (every file's mtime in each log directory: segments, and `state.db` and
-  its WAL for the groups' commits) and the audit trail (its mtime and its lines' times)
-  (`policies.start_reference`). A hold the record says was held resumes instead
-  (`policies.held_trusted`); without one (an older record), a hold the audit trail's tail records as
-  not lifted.
-- The record holds the time the guard trusts (the trusted now and the step while held), rewritten at
-  the start look, at every transition and at most once a minute (`MARK_EVERY`) at looks.
-- A backward step beyond `threshold` holds nothing: a WARNING and a `clock-set-back` line.
-- The hold lifts when the wall clock comes back within `threshold` of the trusted now
-  (`clock-returned`), or on `accept()` (`clock-accepted`). Each transition is an audit line.
+Between looks (every disk check and pass) it compares the wall clock with the boot clock
+(`/proc/uptime`); at start with its clock record (`clockrecord`, beside the audit trail) and, after
+a reboot or without one, the newest time the logs and the audit trail hold. The record keeps the
+trusted time, rewritten at the start look, at every transition and at most once a minute
+(`MARK_EVERY`). A backward step beyond `threshold` holds nothing (a WARNING and `clock-set-back`);
+a hold lifts with `clock-returned` or `accept()` (`clock-accepted`), each an audit line. What it
+compares at start and why: docs, Operations, "A forward clock step"; Security, "Clock steps".
 
 Thread-safe: one lock guards the state; the audit and the logs are read without it.
 """

@@ -7,26 +7,9 @@ Wall clock steps: `StepSafeInterval` skips a forward step's missed runs at once,
 `StepSafeScheduler` wakes at least every second and brings back to now an interval job a clock set
 back left scheduled far ahead.
 
-The jobs of a `RetentionScheduler`:
-
-- `cleanup:POLICY` every `interval`: one pass over the logs of POLICY, the first right after
-  `start()` (a pass first finishes any `.deleted` file an interrupted removal left behind).
-- `hung:POLICY` every `hung.retry_every`: a pass over the logs of POLICY that have hung segments, so
-  a held segment is retried on time even when `interval` is longer.
-- `disk-check` every `disk_check_interval` (the smallest of the policies in use; a statvfs per
-  filesystem): crossing `clean_ratio` or `force_ratio` upwards starts a pass over every log on that
-  filesystem at once, and while the disk forces, passes run back to back down to `force_target`
-  (`retention.scheduling.pressure_watch`).
-- the roll watch (`retention.scheduling.rollwatch`, Linux inotify): a writer preparing or rolling a segment
-  gets its filesystem checked at once, so pressure is acted on within milliseconds.
-- `archive:LOG` every `archive.interval` for each log with an archive tier, on a pool of its own
-  (`retention.archiving`): a tier that hangs holds neither another log's uploads nor a pass.
-- `cluster:LOG` every `archive.cluster.interval` for each log with an archive tier, on the same
-  pool (`retention.archiving.cluster_keeper`): on a cluster log's tier, the lease, and by its
-  owner total retention and the collector of staged objects.
-- `compact:POLICY` every `compaction.interval` (policies with compaction enabled), and a compaction
-  right after a pressure pass that deleted nothing while the disk forces (`retention.scheduling.compaction_passes`:
-  one compaction per filesystem, beside the deletion lock, not inside it; why is written there).
+The jobs (`cleanup:POLICY`, `hung:POLICY`, `disk-check`, `archive:LOG`, `cluster:LOG`,
+`compact:POLICY`; the roll watch beside them), what each does and how often: docs, Operations,
+"What the sidecar does, and when".
 """
 
 from __future__ import annotations

@@ -1,36 +1,19 @@
 """The retention scheduler: cleanup passes on an interval, on disk pressure and for hung segments,
 and compaction passes.
 
-`RetentionScheduler(config)` runs inside any process (the sidecar's, or an application's own, as
-RocketMQ's broker runs its CleanCommitLogService)::
+`RetentionScheduler(config)` runs inside any process (the sidecar's, or an application's own)::
 
-    from retention import RetentionScheduler
     scheduler = RetentionScheduler(load_config("conf/retention.yaml"))
     scheduler.start()            # returns at once; the work runs in background threads
-    ...
     scheduler.stop()             # cuts a running pass short between two files, then returns
 
-The jobs (`cleanup:POLICY`, `hung:POLICY`, `disk-check`, `compact:POLICY`, `archive:LOG`,
-`cluster:LOG`, the roll watch) are
-described in `retention.scheduling.jobs`.
-
-Passes are per filesystem: logs are grouped by the filesystem holding them, each group has its own
-`Cleaner` and lock, so at most one pass runs per filesystem at a time while different disks are
-cleaned independently. A pressure pass covers every log on its filesystem, so the globally oldest
-segment goes first whatever policy its log has. A pass that raises is logged and counted
-(`retention_passes_total{outcome="error"}`) and never stops the scheduler; APScheduler's job errors,
-missed runs and skipped runs are logged and counted (`retention_scheduler_job_events_total`).
-
-`reload(config)` applies a new configuration without a restart: jobs are rescheduled (new
-intervals), added or removed (policies), the per-filesystem cleaners are swapped (logs, hours,
-ratios), a running pass is cut short between two files and its logs get a `resumed` pass at once
-on the new settings (not an interval later). Open manual triggers carry over.
-
-Rooms: `scheduler_state` (what the parts share and a reload replaces), `passes` (deletion passes),
-`pressure_watch` (readings, levels, back-to-back passes), `compaction_passes`, `jobs` (APScheduler
-wiring), `rollwatch` (inotify), `filesystems` (logs grouped by disk), `health` (per-log pass
-ledger), `checkup` (liveness, problems, readiness), `statusview` (the `/status` object). This module
-is the facade that ties them together.
+At most one pass per filesystem at a time (a `Cleaner` and a lock per filesystem); a pass that
+raises is logged and counted, never stops the scheduler. `reload(config)` applies a new
+configuration without a restart: jobs rescheduled, added or removed, cleaners swapped, a running
+pass cut short and its logs given a `resumed` pass at once; open manual triggers carry over. The
+jobs and why: docs, Operations, "What the sidecar does, and when". This module is the facade over
+its rooms (scheduler_state, passes, pressure_watch, compaction_passes, jobs, rollwatch,
+filesystems, health, checkup, statusview).
 """
 
 from __future__ import annotations

@@ -1,47 +1,16 @@
 """The sidecar's HTTP server: waitress serving `RetentionApp` (`retention/web/routes.py`) on `service.listen`.
 
-    GET  /healthz   200 {"status": "ok"} when the scheduler runs and every log had a pass no older
-                    than three of its intervals; 503 {"status": "unhealthy", "problems": [...]};
-                    200 {"status": "warning", "warnings": [...]} for a warning alone (reload-failed)
-    GET  /readyz    200 once the first pass over every log is done; 503 before, and while stopping
-    GET  /livez     503 only for a problem a restart can fix (the scheduler thread gone, the disk
-                    check stalled): the liveness probe's endpoint
-    GET  /metrics   Prometheus text format (prometheus-client, a registry of the sidecar's own)
-    GET  /status    JSON: per log its disk, segments, bytes, triggers, last pass, hung segments,
-                    processes pinning deleted files, consumer groups with lag; the policies and jobs
-    GET  /plan      JSON of `retention plan --json` (what a pass would do now, and why);
-                    ?manual=1 plans as if a manual trigger were opened now, ?force=1 a forced one
-    POST /clean     a manual trigger and a pass now; ?force=1 also ignores the reserve. Returns the
-                    pass as `retention clean --json` does; 409 naming the running pass while one
-                    runs.
-    POST /compact   a compaction pass now; ?dry_run=1 what it would do.
-    POST /clock/accept  accept the wall clock after a forward step (problem clock-stepped): what
-                    only the step made due goes from the next pass.
-
-Only the POSTs change anything; like every state change they need a header no page of another
-origin can send, and the token when service.token is set (mandatory beyond loopback); every
-request needs a Host naming the sidecar (`retention/web/admission.py`, docs/security.md). The GET
-endpoints need no token (like any Prometheus exporter); bind to loopback, the default, when paths
-and process command lines must not leave the machine.
-/status, /plan and /metrics are shared for a second between clients (`routes.VIEW_TTL`).
-
-What no client can do to it (waitress: one I/O thread multiplexing every connection, a fixed pool
-of worker threads):
-- hang up or reset mid-answer: the connection is dropped (SIGPIPE is ignored in `serve`);
-- hold a thread: idle connections cost none; `WORKER_THREADS` answer requests, and the probes
-  (/livez, /healthz, /readyz) have a lane (`PROBE_THREADS`) of their own, so they never queue behind
-  /status, /plan, /metrics or POST /clean;
-- stay idle, or take longer than `service.http_timeout` to send one request (a slow-loris): closed;
-- fill every connection slot with idle or trickling connections: at `service.max_connections`,
-  each new connection closes the longest-idle one that is not being answered (a request still
-  arriving counts as idle since its first byte), so probes and scrapes are accepted at once; only
-  when every slot is answering a request do new connections wait in the listen backlog (`BACKLOG`,
-  big enough that a burst is not dropped and retried after TCP's 1 s SYN timeout);
-- send garbage, an oversized request line or header (431 past `MAX_HEADER_BYTES`), a body or a
-  Content-Length past `MAX_BODY_BYTES` (413, refused before reading it), an unknown method (405),
-  or a query that would repeat a handler's work (414, 400: `admission.parse_query`).
-Every refusal is counted in `retention_http_requests_total{path,code}` (one refused before routing,
-unparsable or too large, under path="other") and logged at DEBUG.
+Endpoints: GET /healthz, /readyz, /livez, /metrics, /status, /plan (and what routes.py adds);
+POST /clean, /compact, /clock/accept. Only the POSTs change anything; every request passes
+admission first (`retention/web/admission.py`: Host, then for state changes a header no page of
+another origin can send and the token when service.token is set). /status, /plan and /metrics are
+shared for a second between clients (`routes.VIEW_TTL`). No client can hold it: one I/O thread
+multiplexes every connection, `WORKER_THREADS` answer requests and the probes have their own lane
+(`PROBE_THREADS`); idle or trickling connections are closed after `service.http_timeout` and, at
+`service.max_connections`, the longest-idle one makes room (`BACKLOG` past that); requests are
+bounded (`MAX_HEADER_BYTES`, `MAX_BODY_BYTES`); SIGPIPE is ignored in `serve`. Every refusal is
+counted and logged at DEBUG. Each endpoint's answers, the limits and why: docs, HTTP API and
+Security.
 
 `RetentionHTTPServer` is thread-safe: `update()` and `stop()` may be called from any thread.
 """

@@ -3,26 +3,14 @@ through `CommitLog.mark_dead`) and which may still become visible (`pending_rang
 
 Imports neither pyspark nor pyarrow: retention calls `pending_ranges` without them.
 
-**Marking.** A writer (task attempt) becomes dead in the ledger when its job aborts, when its job
-commits without it (a failed or duplicate attempt), when its micro-batch was already staged
-(a duplicate), when its task fails, or when its processes are found gone (`resolve_abandoned`).
-Each of those places calls `mark_dead_records` right after the ledger's transaction; the same
-call is the catch-up when a job, a read or a stream opens the log. It marks the records of every
-dead writer whose `marked` flag is still 0, then sets the flag (guarded: a writer that gained a
-record meanwhile stays to mark).
-
-Order, and why it is crash-safe: (1) the ledger commits the writer dead (durable, SQLite
-synchronous=FULL); (2) the store marks its records (durable when `mark_dead` returns); (3) the
-ledger sets `marked`. A crash after (1) leaves the flag 0: the next catch-up marks them. A crash
-after (2) marks them again next time, which the store passes over. The reverse order could mark
-the records of a job whose abort never committed, and a job that then commits would have rows no
-reader returns: marks are irreversible, so they follow the decision, never lead it. A dead writer
-never becomes visible again (commit_job requires `written`), so a mark is never wrong.
-
-Marking works while another process writes: the log is opened read-only (`mark_dead` from any
-process) and markers serialise on the store's marks lock. A failure to mark (disk full for the
-marks file, a log replaced under the ledger) is logged, never fails the Spark job: the flag stays
-0 and the next catch-up retries.
+`mark_dead_records` marks the records of every dead writer whose `marked` flag is still 0, then
+sets the flag; it is called right after each ledger transaction that makes a writer dead, and as
+the catch-up when a job, a read or a stream opens the log. Invariant: marks follow the ledger's
+decision, never lead it (ledger commits the writer dead, the store marks, the ledger sets
+`marked`), so a crash leaves records unmarked for the next catch-up, never a committed row marked.
+A failure to mark is logged, never fails the Spark job. The order's reasoning: docs, Spark ("How
+it works inside"). Works while another process writes: the log is opened read-only and markers
+serialise on the store's marks lock.
 """
 
 from __future__ import annotations

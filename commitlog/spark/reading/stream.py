@@ -1,29 +1,15 @@
 """Streaming reads: `spark.readStream.format("commitlog").option("path", p).option("group", g)`.
 
-Offsets are log offsets, `{"offset": n, "commitlog": path, "group": g}` (no "group" without one): a
-micro-batch (start, end] reads the visible records in [start, end). The log and group in the offset
-let `progress`'s listener, which sees only Spark's progress events, commit the group. A checkpoint
-written before they were added (`{"offset": n}`) still resumes: only "offset" is read back.
-
-The end of a micro-batch never passes the *frontier*: the log's end offset, or the
-first offset an unresolved writer may have appended at, whichever is lower, so records of a job
-that commits later are never skipped; records of dead writers inside a range are simply not read.
-
-- `maxRowsPerTrigger` is the default read limit (`ReadMaxRows`); a micro-batch takes whole
-  records, at least one, so it may exceed the limit by less than one record.
-- `Trigger.AvailableNow`: `prepareForTriggerAvailableNow` pins the frontier of that moment.
-- Progress: the group's offset in the log's own consumer state (`CommitLog.commit`, through a
-  read-only open) is what retention protects (`unconsumed:GROUP`). `progress.ProgressListener`
-  commits each batch's end once the sink has committed it. Spark plans a batch only once the one
-  before is in its commit log, so `latestOffset(start)` commits `start`: a restarted query thus
-  catches up a group its killed driver left behind, even with nothing new to read. Spark's own
-  `commit(end)`, which comes only when it plans the next batch, commits too.
-- `failOnDataLoss` (default true): a start below the log's start offset (retention removed it)
-  fails the query with a DataLossError naming the lost range; false skips it with a warning.
-- `startingOffset` for a new query (no checkpoint yet): `group` (default: the group's committed
-  offset, or the log's start when the group has none), `earliest`, `latest`, or an offset.
-
-A cluster log (on its archive tier alone) is streamed by `reading.cluster_stream` instead.
+Offsets are log offsets, `{"offset": n, "commitlog": path, "group": g}` (no "group" without one;
+a checkpoint holding `{"offset": n}` alone still resumes): a micro-batch (start, end] reads the
+visible records in [start, end). Invariant: the end of a micro-batch never passes the *frontier*
+(the log's end offset, or the first offset an unresolved writer may have appended at, whichever
+is lower), so records of a job that commits later are never skipped. Options: `maxRowsPerTrigger`
+(whole records, at least one), `Trigger.AvailableNow` (the frontier pinned), `failOnDataLoss`,
+`startingOffset` (`group`, `earliest`, `latest` or an offset). The group's progress is committed
+by `latestOffset(start)`, Spark's `commit(end)` and `progress.ProgressListener`. Why, and the
+details: docs, Spark ("How it works inside"). A cluster log is streamed by
+`reading.cluster_stream` instead.
 """
 
 from __future__ import annotations

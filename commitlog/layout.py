@@ -1,53 +1,12 @@
 """A log directory's files: every name and suffix the store writes, and the one listing of them.
 
-    <log>/
-        meta.json                       format and segment_size (a directory is a log if it has one)
-        start.offset                    the start offset, two slots written in place (commitlog.startoffset)
-        start.offset.tmp                start.offset being created
-        state.db (-wal, -shm)           consumer commits; a log's start offset before start.offset
-        .lock                           the writer's flock, naming its pid (commitlog.locks)
-        marks                           offset ranges marked dead (commitlog.marks)
-        marks.tmp                       marks being replaced
-        tombstones                      when a compaction first saw each tombstone it kept
-        compacted                       offset ranges compactions removed whole segments of (commitlog.gaps)
-        compacted.tmp                   compacted being replaced
-        .remove.lock                    serialises head removers of any process
-        .compact.lock                   serialises compactions of any process
-        .retention.lock                 the retention owner's flock, naming its pid (retention.deletion.owner)
-        .retention-hung.json            segments held by readers, since when (retention.deletion.hung)
-        .retention-hung.json.tmp        that file being replaced
-        spark.db (-wal, -shm)           the Spark integration's ledger (commitlog.spark.ledger)
-        .spark-append.lock              the Spark append turn, a flock (commitlog.spark.writing.append_lock)
-        00000000000000000000.log        a segment, named by the 20-digit offset of its first record
-        00000000000000000000.index      its sparse index (commitlog.segments.index)
-        <segment>.index.tmp             an index being rebuilt (write_sealed's temporary)
-        <segment or index>.deleted      renamed by a head removal, about to be unlinked
-        .prepared-segment-N.log/.index  prepared ahead by the preallocator (hidden, counts as used)
-        .prepared-segment-N.*.stale     a crash's prepared files, set aside at open
-        meta.json.tmp                   meta.json being written
-        <segment>.log.cleaned           a compaction's output being written (commitlog.cleanup.swap)
-        <segment>.index.cleaned         its index; both removed at open when found
-        archive-manifest.json           the archive tier's manifest of this log, as last seen (commitlog.archive)
-        archive-manifest.json.tmp       that copy being replaced
-        damage.json                     damage a writer's open found, and what it kept (commitlog.damage)
-        damage.json.tmp                 that record being replaced
-        <segment>.log.<byte>.damaged    bytes after damage that could not be given offsets, saved aside
-        archive-state.json              the archive tier's identity and when it last confirmed (commitlog.archive.identity)
-        archive-state.json.tmp          that state being replaced
-
-On each host, the directory of a *cluster log* (its truth on its archive tier, written through
-commitlog.spark.cluster) is no log (no meta.json) but a cache of the tier:
-
-    <cluster log>/
-        cluster-cache.json              marks the directory a cache: the tier URL and the log's name on it
-        cache/<key>                     a copy of the tier object `<name>/<key>` kept on this host (such as
-                                        a segment a task staged here: cache/staged/<job>/<attempt>/<k>.log)
-        cache/<key>.tmp                 that copy being written
-
-Anything else in the directory is the user's and never touched. Every name above is opened
-through commitlog.safeopen: a symbolic link there is refused, never followed (`layout_names()`
-lists the names, an example of each pattern, for the tests that plant links). Pure names and
-listings: this module opens nothing but the directory it lists. Thread- and process-safe (no state).
+`LOG_DIRECTORY` is the table of a log directory's files and `CLUSTER_CACHE_DIRECTORY` that of a
+cluster log's cache directory on a host (no log: a cache of its archive tier, written through
+commitlog.spark.cluster). Anything else in a directory is the user's and never touched. Every name
+in the tables is opened through commitlog.safeopen: a symbolic link there is refused, never
+followed (`layout_names()` lists the names, an example of each pattern, for the tests that plant
+links). Pure names and listings: this module opens nothing but the directory it lists. Thread-
+and process-safe (no state).
 """
 
 from __future__ import annotations
@@ -90,12 +49,60 @@ CLUSTER_CACHE_MARKER = "cluster-cache.json"     # a cluster log's cache director
 CLUSTER_CACHE_DIR = "cache"
 _NAME_DIGITS = 20
 
+LOG_DIRECTORY = """\
+    <log>/
+        meta.json                       format and segment_size (a directory is a log if it has one)
+        start.offset                    the start offset, two slots written in place (commitlog.startoffset)
+        start.offset.tmp                start.offset being created
+        state.db (-wal, -shm)           consumer commits; a log's start offset before start.offset
+        .lock                           the writer's flock, naming its pid (commitlog.locks)
+        marks                           offset ranges marked dead (commitlog.marks)
+        marks.tmp                       marks being replaced
+        tombstones                      when a compaction first saw each tombstone it kept
+        compacted                       offset ranges compactions removed whole segments of (commitlog.gaps)
+        compacted.tmp                   compacted being replaced
+        .remove.lock                    serialises head removers of any process
+        .compact.lock                   serialises compactions of any process
+        .retention.lock                 the retention owner's flock, naming its pid (retention.deletion.owner)
+        .retention-hung.json            segments held by readers, since when (retention.deletion.hung)
+        .retention-hung.json.tmp        that file being replaced
+        spark.db (-wal, -shm)           the Spark integration's ledger (commitlog.spark.ledger)
+        .spark-append.lock              the Spark append turn, a flock (commitlog.spark.writing.append_lock)
+        00000000000000000000.log        a segment, named by the 20-digit offset of its first record
+        00000000000000000000.index      its sparse index (commitlog.segments.index)
+        <segment>.index.tmp             an index being rebuilt (write_sealed's temporary)
+        <segment or index>.deleted      renamed by a head removal, about to be unlinked
+        .prepared-segment-N.log/.index  prepared ahead by the preallocator (hidden, counts as used)
+        .prepared-segment-N.*.stale     a crash's prepared files, set aside at open
+        meta.json.tmp                   meta.json being written
+        <segment>.log.cleaned           a compaction's output being written (commitlog.cleanup.swap)
+        <segment>.index.cleaned         its index; both removed at open when found
+        archive-manifest.json           the archive tier's manifest of this log, as last seen (commitlog.archive)
+        archive-manifest.json.tmp       that copy being replaced
+        damage.json                     damage a writer's open found, and what it kept (commitlog.damage)
+        damage.json.tmp                 that record being replaced
+        <segment>.log.<byte>.damaged    bytes after damage that could not be given offsets, saved aside
+        archive-state.json              the archive tier's identity and when it last confirmed (commitlog.archive.identity)
+        archive-state.json.tmp          that state being replaced
+"""
+"""Every file the store or the sidecar writes in a log directory, one row each: its name (or
+pattern) and what it holds. `layout_names()` reads this table."""
+
+CLUSTER_CACHE_DIRECTORY = """\
+    <cluster log>/
+        cluster-cache.json              marks the directory a cache: the tier URL and the log's name on it
+        cache/<key>                     a copy of the tier object `<name>/<key>` kept on this host (such as
+                                        a segment a task staged here: cache/staged/<job>/<attempt>/<k>.log)
+        cache/<key>.tmp                 that copy being written
+"""
+"""A cluster log's directory on a host: no log (no meta.json) but a cache of its archive tier."""
+
 
 def layout_names(damaged_at: int = 0) -> tuple[str, ...]:
-    """Every name of the module docstring's table, in its order, a pattern given by one example
+    """Every name of the `LOG_DIRECTORY` table, in its order, a pattern given by one example
     (base offset 0, prepared slot 0, byte `damaged_at`: by default the first record's): read from
     the table, so a row added there is listed."""
-    rows = __doc__.split("<log>/\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    rows = LOG_DIRECTORY.split("<log>/\n", 1)[1].splitlines()
     names: list[str] = []
     for row in rows:
         column = re.split(r"\s{2,}", row.strip())[0]

@@ -1,48 +1,11 @@
 """The compaction runner: for each log whose policy has `compaction.enabled`, plan a pass
 (`policies.plan_compaction`), decide every record with the one liveness rule
 (`policies.LivenessRule.cause`) and let the store rewrite and swap (`CommitLog.compact`), one output
-at a time, throttled, within the pass's time budget, audited.
-
-Per log and pass:
-
-1. One `marks_snapshot()`; for a keyed log (`compaction.keys`) the `KeyIndex` is built from
-   `record_facts` under that snapshot (the whole log, the active segment too), so a mark arriving
-   meanwhile cannot drop a key's only value. Tombstone first-seen times come from the store
-   (`tombstones_first_seen`); tombstones this pass keeps and sees for the first time are noted
-   (`note_tombstones`). Consumer groups: `committed()` with `commit_times()`, stale ones decided by
-   the deletion side's rule (`policies.stale_groups`, the policy's `consumer_ttl`).
-2. The plan's input (`plan_input`): `CommitLog.segments()` as `CompactionSegment`s (the active one last), the
-   filesystem's free bytes, the time. The store's `live_bytes` know marks only; for a keyed log a
-   second read of its sealed segments (`scan`) counts each segment's output record by record (the
-   records the rule keeps, their offset deltas), so segments the rule thins are chosen too. A
-   keyed log thus costs two reads a pass. An unkeyed log's output size counts what each run of
-   marked offsets costs (an 8-byte delta, or a gap record where it ends the segment).
-3. Each output: an `action: "compact"` intent is fsynced to the audit trail, then
-   `CommitLog.compact([inputs], rule.cause, marks=...)`, then a `compacted` outcome (or `aborted`
-   with a reason: `no-room`, `too-large`, `inputs-changed`, `error`; an output of several inputs
-   refused for room or size is retried as its two halves). A SIGKILL between the two leaves the intent;
-   the next pass (of any process) settles it once its process is gone: the first input's file still
-   the inode named in the intent means the swap never reached its commit point (`aborted`,
-   `not-compacted`); replaced or gone means it did (`compacted`, without `dropped`, which only the
-   dead process knew). Both with `recovered: true`.
-4. Throttle: `on_bytes` counts bytes read plus written and sleeps `policies.throttle_delay` (the
-   sleep is injectable); the budget (`within_pass_budget`) is checked before each output, so a pass
-   ends between two outputs (`interrupted`).
-
-**Pending ranges** of unfinished Spark jobs are kept whatever else holds (rule 1 of
-`policies.liveness`): `pending(log_path)` returns them as `(start, end)` offset ranges, called once
-per log and pass *after* the segments were listed and the marks snapshot taken (see `_log_pass`
-for why the order matters). The default is the union of the installed protectors' ranges
-(`retention.compaction.protection`: the Spark integration's unfinished task attempts, empty for a
-log without `spark.db`); the engine imports no integration. A hook that raises fails that log's
-pass (nothing is compacted without it). A log a protector refuses to compact as keyed (a Spark
-staging log: its keys are writer ids) with `keys: true` is that log's error.
-
-**Dry run** (`dry_run=True`) changes no file (no intent, no settle, no tombstone note, no rewrite):
-each planned output is reported with its inputs and `bytes_before` (the inputs' file bytes), and
-`dropped` *measured* by applying the rule to `record_facts` of its inputs (a read, no write; the
-store offers no measuring rewrite); `bytes_after` is the plan's figure, the inputs' live record
-bytes and what the runs of dropped offsets cost: what the output holds but its end marker.
+at a time, throttled, within the pass's time budget, audited (an intent before each output, its
+outcome after; an intent whose process died is settled by the next pass). Pending ranges of
+unfinished Spark jobs come from the installed protectors and are always kept; a protector that
+raises fails that log's pass. A dry run changes no file. The steps of a pass, and why in that
+order: docs/concepts.md, "A compaction pass".
 
 `Compactor` is not thread-safe: one pass at a time per instance (the scheduler keeps a lock per
 filesystem); `progress()` may be read from any thread. Several processes may compact one log: the

@@ -1,46 +1,13 @@
 """Health problems: the named conditions `/healthz` lists, what each probe does about them, and
 their transitions.
 
-The health contract (docs/operations.md, "Health"): `/healthz` is 503 while any problem below is
-active, except a warning (`WARNINGS`: listed, 200); `/livez` is 503 only for the problems a restart
-can fix (`RESTART_HELPS`). Each problem is a kind and a subject (a log name, or "" for the process):
-
-- `scheduler-stopped`: the scheduler is not running (stopped, or stopping). Stopping on request
-  (SIGTERM, SIGINT) is listed too, but is no fault: its start is an INFO line, not a WARNING.
-- `disk-check-stalled`: the disk check has not run for max(3 x disk_check_interval, 5 s).
-- `passes-failing`: a log's last `service.failed_passes_unhealthy` passes failed or could not
-  read it (a corrupt log, a read-only mount, a pass that raised).
-- `passes-late`: a log had no completed pass for more than three of its intervals.
-- `log-missing`: a log directory that existed in this process's life is gone (a directory never
-  created yet is normal: a writer creates it).
-- `log-owned-elsewhere`: another process owns the log's retention (a second sidecar).
-- `reload-failed` (a warning): the last reload failed, so an older configuration runs and cleans
-  (until a good reload); a restart would fail on the same file.
-- `archive-lagging`: a log's oldest segment due for upload to its archive tier has waited longer
-  than its `archive.lag_unhealthy` (the tier is down or refuses it, or uploads cannot keep up):
-  nothing it holds can be evicted locally meanwhile.
-- `log-damaged`: a writer's open found damage in the log's last segment and recorded it in the
-  log's `damage.json` (records lost, saved aside, or offsets skipped; commitlog.damage): active
-  until the operator has dealt with it and removed that file (docs/troubleshooting.md).
-- `clock-stepped`: the wall clock jumped forward past `service.clock_step_threshold` (between two
-  looks, or ahead of the newest time on disk at start): what only the step would expire or make
-  stale waits until `retention clock accept` (`POST /clock/accept`) or the clock returns.
-- `archive-missing`: a log's archive tier cannot prove it is the tier the log archived to (its
-  `tier-identity.json` is gone or another: an unmounted directory, a bucket recreated empty), lost
-  its manifest while this host's copy lists segments, or lacks objects its manifest lists. Uploads
-  to it and evictions of what it lists wait; nothing is reset (`commitlog.archive.identity`).
-- `log-permission-denied`: the sidecar's user may not read a log's directory (nothing is planned;
-  never taken for a log not created yet), or may read but not write it (planned and read,
-  nothing deleted); the message names the path, the user, and the mode and owner it met.
-- `cluster-lease-failing`: the lease on a cluster log's archive tier (`commitlog.archive.lease`)
-  cannot be read or renewed (the tier is down, refuses, or holds a damaged term): no sidecar
-  may be running that log's retention on the tier. Another sidecar owning it is no problem.
-- `audit-unwritable`: the sidecar's user cannot append to the audit trail (or create it): no
-  deletion happens unaudited, so none happens; planning goes on (`commitlog.access`).
-
-`HealthProblems.update` takes the full set of active problems each time it is evaluated and logs
-exactly one WARNING when a problem starts and one INFO when it clears, and keeps the gauge
-`retention_health_problems{problem}` (active problems of each kind, every kind always exported).
+`/healthz` is 503 while any problem is active, except a warning (`WARNINGS`: listed, 200);
+`/livez` is 503 only for the problems a restart can fix (`RESTART_HELPS`). Each problem is a
+`ProblemKind` (each member documents its condition) and a subject (a log name, or "" for the
+process). `HealthProblems.update` takes the full set of active problems each time it is evaluated,
+logs exactly one WARNING when a problem starts and one INFO when it clears (a stop on request is
+INFO), and keeps the gauge `retention_health_problems{problem}` (every kind always exported).
+The health contract, with what an operator does about each: docs/operations.md, "Health".
 Thread-safe: every method takes the tracker's lock.
 """
 
@@ -57,24 +24,56 @@ from loguru import logger
 __all__ = ["CRITICAL", "KINDS", "RESTART_HELPS", "WARNING", "WARNINGS", "HealthProblems", "Problem", "ProblemKind"]
 
 
-
 class ProblemKind(StrEnum):
     """A health problem's kind (its value is what `/healthz`, `/status` and the gauge show)."""
 
     SCHEDULER_STOPPED = "scheduler-stopped"
+    """The scheduler is not running (stopped, or stopping). Stopping on request (SIGTERM,
+    SIGINT) is listed too, but is no fault: its start is an INFO line, not a WARNING."""
     DISK_CHECK_STALLED = "disk-check-stalled"
+    """The disk check has not run for max(3 x disk_check_interval, 5 s)."""
     PASSES_FAILING = "passes-failing"
+    """A log's last `service.failed_passes_unhealthy` passes failed or could not read it (a
+    corrupt log, a read-only mount, a pass that raised)."""
     PASSES_LATE = "passes-late"
+    """A log had no completed pass for more than three of its intervals."""
     LOG_MISSING = "log-missing"
+    """A log directory that existed in this process's life is gone (a directory never created
+    yet is normal: a writer creates it)."""
     LOG_OWNED_ELSEWHERE = "log-owned-elsewhere"
+    """Another process owns the log's retention (a second sidecar)."""
     RELOAD_FAILED = "reload-failed"
+    """A warning: the last reload failed, so an older configuration runs and cleans (until a
+    good reload); a restart would fail on the same file."""
     ARCHIVE_LAGGING = "archive-lagging"
+    """A log's oldest segment due for upload to its archive tier has waited longer than its
+    `archive.lag_unhealthy` (the tier is down or refuses it, or uploads cannot keep up): nothing
+    it holds can be evicted locally meanwhile."""
     LOG_DAMAGED = "log-damaged"
+    """A writer's open found damage in the log's last segment and recorded it in the log's
+    `damage.json` (records lost, saved aside, or offsets skipped; commitlog.damage): active
+    until the operator has dealt with it and removed that file (docs/troubleshooting.md)."""
     CLOCK_STEPPED = "clock-stepped"
+    """The wall clock jumped forward past `service.clock_step_threshold` (between two looks, or
+    ahead of the newest time on disk at start): what only the step would expire or make stale
+    waits until `retention clock accept` (`POST /clock/accept`) or the clock returns."""
     ARCHIVE_MISSING = "archive-missing"
+    """A log's archive tier cannot prove it is the tier the log archived to (its `tier-
+    identity.json` is gone or another: an unmounted directory, a bucket recreated empty), lost
+    its manifest while this host's copy lists segments, or lacks objects its manifest lists.
+    Uploads to it and evictions of what it lists wait; nothing is reset
+    (`commitlog.archive.identity`)."""
     LOG_PERMISSION_DENIED = "log-permission-denied"
+    """The sidecar's user may not read a log's directory (nothing is planned; never taken for a
+    log not created yet), or may read but not write it (planned and read, nothing deleted); the
+    message names the path, the user, and the mode and owner it met."""
     AUDIT_UNWRITABLE = "audit-unwritable"
+    """The sidecar's user cannot append to the audit trail (or create it): no deletion happens
+    unaudited, so none happens; planning goes on (`commitlog.access`)."""
     CLUSTER_LEASE_FAILING = "cluster-lease-failing"
+    """The lease on a cluster log's archive tier (`commitlog.archive.lease`) cannot be read or
+    renewed (the tier is down, refuses, or holds a damaged term): no sidecar may be running that
+    log's retention on the tier. Another sidecar owning it is no problem."""
 
 
 SCHEDULER_STOPPED, DISK_CHECK_STALLED = ProblemKind.SCHEDULER_STOPPED, ProblemKind.DISK_CHECK_STALLED

@@ -140,18 +140,8 @@ class Compactor:
             select=lambda info: not too_live_to_compact(cfg, info.live_bytes, info.used_bytes))
         end = infos[-1].end_offset if infos else log.start_offset
         marks = log.marks_snapshot()
-        try:
-            protectors = installed_protectors()
-            hook = self._pending if self._pending is not None else pending_of(protectors)
-            pending = PendingRanges(hook(watched.path))
-            refusal = keyed_refusal(protectors, watched.path) if cfg.keys else None
-        except Exception as exc:  # noqa: BLE001 (without the pending ranges nothing is safe to drop)
-            entry.error = f"the pending-ranges hook failed, nothing compacted: {exc}"
-            logger.error("{}: {}", watched.name, entry.error)
-            return False
-        if refusal:
-            entry.error = refusal
-            logger.error("{}: {}", watched.name, entry.error)
+        pending = self._protected(watched, entry, cfg.keys)
+        if pending is None:
             return False
         rule, live, runs, fresh = self._rule(log, policy, at, marks, pending, infos, end)
         segments = compaction_segments(infos, live, runs, watched.archived() if watched.archive is not None else None)
@@ -167,13 +157,37 @@ class Compactor:
             for out in plan.outputs:
                 entry.outputs.append(self._measure(log, marks, rule, out))
             return False
-        queue = list(plan.outputs)
+        return self._run_outputs(watched, entry, plan.outputs, segments, marks, rule, cfg, started, on_output)
+
+    def _protected(self, watched: WatchedLog, entry: LogCompaction, keyed: bool) -> PendingRanges | None:
+        """The log's pending ranges from the installed protectors (or the injected hook); None,
+        with `entry.error` set, when the hook failed or a protector refuses a keyed compaction."""
+        try:
+            protectors = installed_protectors()
+            hook = self._pending if self._pending is not None else pending_of(protectors)
+            pending = PendingRanges(hook(watched.path))
+            refusal = keyed_refusal(protectors, watched.path) if keyed else None
+        except Exception as exc:  # noqa: BLE001 (without the pending ranges nothing is safe to drop)
+            entry.error = f"the pending-ranges hook failed, nothing compacted: {exc}"
+            logger.error("{}: {}", watched.name, entry.error)
+            return None
+        if refusal:
+            entry.error = refusal
+            logger.error("{}: {}", watched.name, entry.error)
+            return None
+        return pending
+
+    def _run_outputs(self, watched: WatchedLog, entry: LogCompaction, outputs, segments, marks, rule,
+                     cfg, started: float, on_output) -> bool:
+        """Write the planned `outputs` one at a time, an output refused for room or size retried as
+        its two halves; True when the budget or a stop ended the pass."""
+        queue = list(outputs)
         by_base = {seg.base_offset: seg for seg in segments}
         while queue:
             out = queue.pop(0)
             if self._stop() or not within_pass_budget(self._mono() - started, cfg):
                 return True
-            done = self._output(watched, log, marks, rule, cfg, out, entry)
+            done = self._output(watched, watched.log, marks, rule, cfg, out, entry)
             if done is _SPLIT:
                 queue[:0] = [_sub_output(by_base, out.inputs[:len(out.inputs) // 2]),
                              _sub_output(by_base, out.inputs[len(out.inputs) // 2:])]

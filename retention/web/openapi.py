@@ -22,7 +22,7 @@ from .answers import (ClockAnswer, CompactAnswer, ErrorAnswer, HealthAnswer, Liv
                       ReadyAnswer)
 from .page_models import PageData
 
-__all__ = ["ANSWERS", "OPENAPI_PATH", "TEXT_ANSWERS", "openapi_document"]
+__all__ = ["ANSWERS", "OPENAPI_PATH", "TEXT_ANSWERS", "openapi_document", "summary_table"]
 
 OPENAPI_PATH = "/openapi.json"
 REF = "#/components/schemas/{model}"
@@ -135,3 +135,21 @@ def openapi_document(routes: dict, *, token: bool = False) -> dict:
         document["components"]["securitySchemes"] = {
             "bearer": {"type": "http", "scheme": "bearer", "description": "service.token"}}
     return document
+
+
+def summary_table(document: dict) -> str:
+    """The document's endpoints as a Markdown table (docs/http-api.md shows it, and a test compares)."""
+    error = REF.format(model=ErrorAnswer.__name__)
+    lines = ["| method | path | answers | error bodies (`ErrorAnswer`) |", "| --- | --- | --- | --- |"]
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            answers, errors = [], []
+            for code, response in operation["responses"].items():
+                (media, spec), = response["content"].items()
+                ref = spec["schema"].get("$ref")
+                if ref == error:
+                    errors.append(code)
+                else:
+                    answers.append(f"{code} {ref.rsplit('/', 1)[-1] if ref else media}")
+            lines.append(f"| {method.upper()} | `{path}` | {', '.join(answers)} | {', '.join(errors)} |")
+    return "\n".join(lines) + "\n"

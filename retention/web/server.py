@@ -17,6 +17,7 @@
     POST /compact   a compaction pass now; ?dry_run=1 what it would do.
     POST /clock/accept  accept the wall clock after a forward step (problem clock-stepped): what
                     only the step made due goes from the next pass.
+    GET  /openapi.json  the OpenAPI 3.1 document of these endpoints (retention/web/openapi.py)
 
 Only the POSTs change anything; like every state change they need a header no page of another
 origin can send, and the token when service.token is set (mandatory beyond loopback); every

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -15,7 +16,7 @@ from openapi_spec_validator import validate as validate_spec
 from commitlog import CommitLog
 from retention.scheduling.status_models import LogStatus, Status, StrictModel
 from retention.web.admission import CLIENT_HEADER
-from retention.web.openapi import ANSWERS, OPENAPI_PATH, openapi_document
+from retention.web.openapi import ANSWERS, OPENAPI_PATH, openapi_document, summary_table
 from retention.web.routes import ROUTES
 
 from retention_helpers import config_text, make_log, set_age, write_config
@@ -145,3 +146,9 @@ def test_the_served_status_has_exactly_the_keys_its_schema_declares(sidecar):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.Draft202012Validator(schema).validate(changed)
     assert Status.model_validate(status).to_json() == status     # the model reads back what it serves
+
+
+def test_the_http_api_page_shows_the_documents_endpoints():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "http-api.md").read_text()
+    assert summary_table(openapi_document(ROUTES, token=True)) in page
+    assert "`GET /openapi.json`" in page and "curl -s http://127.0.0.1:9464/openapi.json" in page

@@ -30,7 +30,7 @@ from policies import RetentionConfig
 
 from .metrics import RetentionMetrics
 
-__all__ = ["DEFAULT_POOL", "JOB_DISK", "PRESSURE_PREFIX", "JobSpec", "add_once", "describe_jobs", "desired_jobs", "disk_check_every",
+__all__ = ["DEFAULT_POOL", "JOB_DISK", "PRESSURE_PREFIX", "JobSpec", "add_once", "cleanup_job", "describe_jobs", "desired_jobs", "disk_check_every",
            "list_jobs", "new_scheduler", "seconds", "sync_jobs"]
 
 DEFAULT_POOL = 16          # threads are created lazily, only as jobs run concurrently
@@ -113,6 +113,11 @@ def new_scheduler(max_workers: int, metrics: RetentionMetrics) -> BackgroundSche
     return scheduler
 
 
+def cleanup_job(policy: str) -> str:
+    """The id of the job running the passes of `policy` (`cleanup:POLICY`)."""
+    return f"cleanup:{policy}"
+
+
 def desired_jobs(config: RetentionConfig, *, cleanup: Callable[[str], None], hung: Callable[[str], None],
                  disk_check: Callable[[], None], compact: Callable[[str], None] | None = None,
                  upload: Callable[[str], object] | None = None,
@@ -125,7 +130,7 @@ def desired_jobs(config: RetentionConfig, *, cleanup: Callable[[str], None], hun
     jobs: dict[str, JobSpec] = {}
     for p in used:
         policy = config.policies[p]
-        jobs[f"cleanup:{p}"] = JobSpec(cleanup, (p,), policy.interval, "default")
+        jobs[cleanup_job(p)] = JobSpec(cleanup, (p,), policy.interval, "default")
         jobs[f"hung:{p}"] = JobSpec(hung, (p,), policy.hung.retry_every, "default")
         # A log's overrides may turn compaction on under a policy that has it off.
         if compact is not None and any(config.policy_for(n).compaction.enabled

@@ -18,6 +18,7 @@ filesystems, health, checkup, statusview).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -49,7 +50,9 @@ from .pressure_watch import PressureWatch
 from .problems import WARNING, Problem
 from .rollwatch import RollWatch
 from .scheduler_state import SchedulerState
-from .statusview import LAG_NOTE, build_status, primary_trigger
+from .status_models import Status
+from .statusview import (LAG_NOTE, filesystem_views, iso, log_views, policy_views, primary_trigger,
+                         shortest_interval, uptime)
 
 _REGROUP_EVERY = 10.0     # seconds between two looks for a log directory moved to another filesystem
 
@@ -362,22 +365,26 @@ class RetentionScheduler:
         return self.checkup.not_ready_reasons()
 
     def status(self) -> dict:
-        """The `/status` object (see `retention/web/server.py`)."""
+        """The `/status` object (see `retention/web/server.py`): `status_report()` as JSON."""
+        return self.status_report().to_json()
+
+    def status_report(self) -> Status:
+        """The `/status` answer (`retention.scheduling.status_models.Status`)."""
         state = self._state
         config = state.config
         found = self.checkup.evaluate()
         problems = [p.describe() for p in found if p.severity != WARNING]
-        status = build_status(config=config, healthy=not problems, problems=problems, ready=self.ready,
-                              filesystems=list(state.filesystems.values()), pressure_running=set(self.pressure.running),
-                              manual=self._open_manual(config), ledger=self.ledger, jobs=self.jobs(),
-                              audit=state.audit.path, loaded_at=self.checkup.loaded_at,
-                              started_mono=self.checkup.started_mono)
-        status["warnings"] = [p.describe() for p in found if p.severity == WARNING]
-        status["config"] = self.config_source
-        status["clock"] = state.guard.state()       # a forward step held (ClockGuard.state), or None
-        status["compaction"] = self.compactions.status()
-        status["archive"] = self.archiver.status()
-        status["cluster"] = self.cluster.status()
-        status["health"] = {"problems": self.problems.describe_active(), "reload_error": self.checkup.reload_error,
-                            "not_ready": self.not_ready_reasons()}
-        return status
+        filesystems = list(state.filesystems.values())
+        policies = policy_views(config)
+        return Status(
+            service="retention", pid=os.getpid(), healthy=not problems, problems=problems, ready=self.ready,
+            config_loaded_at=iso(self.checkup.loaded_at), uptime_seconds=uptime(self.checkup.started_mono),
+            interval_seconds=shortest_interval(policies), policies=policies,
+            filesystems=filesystem_views(filesystems, set(self.pressure.running)),
+            logs=log_views(config, self.ledger, filesystems, self._open_manual(config)),
+            jobs=self.jobs(), audit=state.audit.path, lag_note=LAG_NOTE,
+            warnings=[p.describe() for p in found if p.severity == WARNING], config=self.config_source,
+            clock=state.guard.state(),       # a forward step held (ClockGuard.state), or None
+            compaction=self.compactions.status(), archive=self.archiver.status(), cluster=self.cluster.status(),
+            health={"problems": self.problems.describe_active(), "reload_error": self.checkup.reload_error,
+                    "not_ready": self.not_ready_reasons()})

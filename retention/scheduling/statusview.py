@@ -1,5 +1,6 @@
-"""The status view: the `/status` object built from the scheduler's state, and what a pass saw of
-each log (segments, bytes, hung segments, pinned files, consumer lag).
+"""The status view: the parts of the `/status` answer (`status_models.Status`) built from the
+scheduler's state, and what a pass saw of each log (segments, bytes, hung segments, pinned files,
+consumer lag).
 
 Pure builders over what they are given; they read the log's committed offsets and hung registry
 (best effort) and nothing else, so they are as thread-safe as their inputs.
@@ -8,7 +9,6 @@ Pure builders over what they are given; they read the log's committed offsets an
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
@@ -19,8 +19,10 @@ from policies import (DELETED, DISK_CLEAN, DISK_FORCE, LEVEL_NAMES, MANUAL, REFU
 
 from ..deletion.pinned import pinned_bytes
 from ..deletion.results import LogPassResult
+from .status_models import FilesystemView, LogDisk, LogStatus, PolicyView
 
-__all__ = ["LAG_NOTE", "build_status", "describe_log", "empty_state", "iso", "primary_trigger"]
+__all__ = ["LAG_NOTE", "describe_log", "empty_state", "filesystem_views", "iso", "log_views", "policy_views",
+           "primary_trigger", "shortest_interval", "uptime"]
 
 LAG_NOTE = ("lag_bytes is approximate: the bytes of the segment files at or after the committed "
             "offset (the active segment counts whole, as preallocated)")
@@ -43,9 +45,11 @@ def primary_trigger(decision: SegmentDecision, triggers: Iterable[str]) -> str:
     return next(iter(triggers), _NO_TRIGGER)
 
 
-def _policy_view(config: RetentionConfig, name: str) -> dict:
-    return {**_policy_fields(config.policies[name]),
-            "logs": [n for n, log in config.logs.items() if log.policy == name]}
+def policy_views(config: RetentionConfig) -> dict[str, PolicyView]:
+    """`/status`'s `policies`: each policy some log uses, with its logs, by name."""
+    return {name: PolicyView(**_policy_fields(config.policies[name]),
+                             logs=[n for n, log in config.logs.items() if log.policy == name])
+            for name in sorted({log.policy for log in config.logs.values()})}
 
 
 def _policy_fields(p: PolicyConfig) -> dict:
@@ -63,52 +67,54 @@ def _policy_fields(p: PolicyConfig) -> dict:
     }
 
 
-def build_status(*, config: RetentionConfig, healthy: bool, problems: list[str], ready: bool,
-                 filesystems: Iterable, pressure_running: set[int], manual: Mapping[str, ManualTrigger],
-                 ledger, jobs: list[dict], audit: str, loaded_at: float, started_mono: float | None) -> dict:
-    """The `/status` object (see `retention/web/server.py`); `ledger` is the scheduler's `PassLedger`."""
-    fs_views = []
-    by_log_fs = {}
-    for fs in filesystems:
-        for n in fs.logs:
-            by_log_fs[n] = fs
-        fs_views.append({
-            "mountpoint": fs.mountpoint, "logs": list(fs.logs),
-            "used_ratio": fs.used_ratio, "total_bytes": fs.total_bytes, "free_bytes": fs.free_bytes,
-            "pressure": LEVEL_NAMES[fs.level], "forcing": fs.forcing,
-            "checked_at": iso(fs.checked_at), "pressure_pass_running": fs.dev in pressure_running,
-        })
-    policies = {name: _policy_view(config, name) for name in sorted({log.policy for log in config.logs.values()})}
+def shortest_interval(policies: Mapping[str, PolicyView]) -> float | None:
+    """`/status`'s `interval_seconds`: the shortest interval of the policies in use, None without logs."""
+    return min((p.interval_seconds for p in policies.values()), default=None)
+
+
+def uptime(started_mono: float | None) -> float:
+    """Seconds since `started_mono` (time.monotonic()), 0.0 before the start."""
+    return round(time.monotonic() - started_mono, 3) if started_mono else 0.0
+
+
+def filesystem_views(filesystems: Iterable, pressure_running: set[int]) -> list[FilesystemView]:
+    """`/status`'s `filesystems` from the scheduler's `FilesystemState`s."""
+    return [FilesystemView(mountpoint=fs.mountpoint, logs=list(fs.logs), used_ratio=fs.used_ratio,
+                           total_bytes=fs.total_bytes, free_bytes=fs.free_bytes, pressure=LEVEL_NAMES[fs.level],
+                           forcing=fs.forcing, checked_at=iso(fs.checked_at),
+                           pressure_pass_running=fs.dev in pressure_running)
+            for fs in filesystems]
+
+
+def _log_disk(fs) -> LogDisk:
+    if fs is None:
+        return LogDisk(mountpoint=None, used_ratio=None, total_bytes=None, free_bytes=None, pressure=None)
+    return LogDisk(mountpoint=fs.mountpoint, used_ratio=fs.used_ratio, total_bytes=fs.total_bytes,
+                   free_bytes=fs.free_bytes, pressure=LEVEL_NAMES[fs.level])
+
+
+def log_views(config: RetentionConfig, ledger, filesystems: Iterable,
+              manual: Mapping[str, ManualTrigger]) -> list[LogStatus]:
+    """`/status`'s `logs`: each configured log's settings, disk, last seen state (`ledger`, the
+    scheduler's `PassLedger`) and the manual passes its policy has left."""
+    by_log_fs = {n: fs for fs in filesystems for n in fs.logs}
     logs = []
     for name, log in config.logs.items():
-        fs = by_log_fs.get(name)
         state, last = ledger.view(name)
         trigger = manual.get(log.policy)
-        logs.append({
-            "name": name, "path": str(log.path), "policy": log.policy,
-            "interval_seconds": config.policies[log.policy].interval,
-            "retention_bytes": config.policy_for(name).retention_bytes,
+        logs.append(LogStatus(
+            name=name, path=str(log.path), policy=log.policy,
+            interval_seconds=config.policies[log.policy].interval,
+            retention_bytes=config.policy_for(name).retention_bytes,
             # A log's overrides, and the policy they make in force for it (None: its policy's own).
-            "overrides": log.model_dump(mode="json")["overrides"],
-            "policy_in_force": _policy_fields(config.policy_for(name)) if log.overrides else None,
-            "disk": {"mountpoint": fs.mountpoint if fs else None,
-                     "used_ratio": fs.used_ratio if fs else None,
-                     "total_bytes": fs.total_bytes if fs else None,
-                     "free_bytes": fs.free_bytes if fs else None,
-                     "pressure": LEVEL_NAMES[fs.level] if fs else None},
+            overrides=log.model_dump(mode="json")["overrides"],
+            policy_in_force=_policy_fields(config.policy_for(name)) if log.overrides else None,
+            disk=_log_disk(by_log_fs.get(name)),
             **(state or empty_state(is_log_directory(str(log.path)))),
-            "manual_passes_left": trigger.remaining if trigger else 0,
-            "last_pass": last,
-        })
-    return {
-        "service": "retention", "pid": os.getpid(),
-        "healthy": healthy, "problems": problems, "ready": ready,
-        "config_loaded_at": iso(loaded_at),
-        "uptime_seconds": round(time.monotonic() - started_mono, 3) if started_mono else 0.0,
-        "interval_seconds": min((p["interval_seconds"] for p in policies.values()), default=None),
-        "policies": policies, "filesystems": fs_views, "logs": logs, "jobs": jobs,
-        "audit": audit, "lag_note": LAG_NOTE,
-    }
+            manual_passes_left=trigger.remaining if trigger else 0,
+            last_pass=last,
+        ))
+    return logs
 
 
 def empty_state(exists: bool) -> dict:

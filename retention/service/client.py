@@ -18,9 +18,12 @@ import urllib.parse
 import urllib.request
 from datetime import datetime
 
+from pydantic import ValidationError
+
 from commitlog import META_FILE
 from policies import humanize_size
 
+from ..scheduling.status_models import ArchiveStatus, LogStatus, Status
 from ..web.admission import CLIENT_HEADER
 from .embedded import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
@@ -112,7 +115,15 @@ def print_status(url: str, *, as_json: bool = False, wait: float = 0.0) -> int:
         json.dump(status, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_status(status, url))
+        try:
+            # A newer sidecar's extra keys are not this client's business; a missing one is.
+            report = Status.model_validate(status, extra="ignore")
+        except ValidationError as exc:
+            where = ".".join(str(part) for part in exc.errors()[0]["loc"])
+            print(f"retention: {url}/status answered what this client cannot read: {where}: "
+                  f"{exc.errors()[0]['msg']}", file=sys.stderr)
+            return EXIT_FAILED
+        sys.stdout.write(render_status(report, url))
     return EXIT_OK if status.get("healthy") else EXIT_FAILED
 
 
@@ -155,8 +166,8 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
 
 
-def _offsets(log: dict) -> str:
-    start, end = log.get("start_offset"), log.get("end_offset")
+def _offsets(log: LogStatus) -> str:
+    start, end = log.start_offset, log.end_offset
     if start is None or end is None:
         return "offsets unknown"
     return "no records yet" if start == end == 0 else f"offsets {start} to {end} (exclusive)"
@@ -170,77 +181,80 @@ def _size(value) -> str:
     return "?" if value is None else humanize_size(int(value))
 
 
-def render_status(s: dict, url: str = "") -> str:
-    lines = [f"retention sidecar {url} pid {s.get('pid')}, up {_duration(s.get('uptime_seconds') or 0)}, "
-             f"{'healthy' if s.get('healthy') else 'UNHEALTHY'}, {'ready' if s.get('ready') else 'not ready'}; "
-             f"configuration loaded {_ago(s.get('config_loaded_at'))}"]
-    for problem in s.get("problems", []):
-        lines.append(f"  problem: {problem}")
-    for warning in s.get("warnings", []):
-        lines.append(f"  warning: {warning}")
+def render_status(s: Status, url: str = "") -> str:
+    """The text `retention status` prints of a `/status` answer."""
+    lines = [f"retention sidecar {url} pid {s.pid}, up {_duration(s.uptime_seconds or 0)}, "
+             f"{'healthy' if s.healthy else 'UNHEALTHY'}, {'ready' if s.ready else 'not ready'}; "
+             f"configuration loaded {_ago(s.config_loaded_at)}"]
+    lines += [f"  problem: {problem}" for problem in s.problems]
+    lines += [f"  warning: {warning}" for warning in s.warnings]
     lines.append("")
-    for name, p in s.get("policies", {}).items():
-        hours = ("every hour" if len(p["delete_at_hours"]) == 24
-                 else ", ".join(f"{h:02d}" for h in p["delete_at_hours"]) or "none")
-        lines.append(f"policy {name}: every {_duration(p['interval_seconds'])}, delete hours {hours}"
-                     f"{' (' + p['timezone'] + ')' if p.get('timezone') else ''}, reserve "
-                     f"{_duration(p['reserve_seconds'])}, {p['files_per_pass']} files a pass; disk clean "
-                     f"{p['clean_ratio']:.0%} / force {p['force_ratio']:.0%}"
-                     f"{'' if p['force'] else ' (off)'} / refuse writes {p['refuse_writes_ratio']:.0%}")
-    for fs in s.get("filesystems", []):
-        lines.append(f"filesystem {fs['mountpoint']}: {_ratio(fs['used_ratio'])} used of "
-                     f"{_size(fs['total_bytes'])}, {_size(fs['free_bytes'])} free, pressure {fs['pressure']}"
-                     f"{' (pressure passes running)' if fs.get('pressure_pass_running') else ''}")
-    for name, c in s.get("cluster", {}).items():
-        lines.append(f"cluster log {name}: tier lease held by {c.get('owner') or 'nobody'} until "
-                     f"{c.get('until') or '-'}{' (this sidecar: it runs retention on the tier)' if c.get('mine') else ''}"
-                     f"{'; lease error: ' + c['lease_error'] if c.get('lease_error') else ''}")
-    for log in s.get("logs", []):
+    for name, p in s.policies.items():
+        hours = ("every hour" if len(p.delete_at_hours) == 24
+                 else ", ".join(f"{h:02d}" for h in p.delete_at_hours) or "none")
+        lines.append(f"policy {name}: every {_duration(p.interval_seconds)}, delete hours {hours}"
+                     f"{' (' + p.timezone + ')' if p.timezone else ''}, reserve "
+                     f"{_duration(p.reserve_seconds)}, {p.files_per_pass} files a pass; disk clean "
+                     f"{p.clean_ratio:.0%} / force {p.force_ratio:.0%}"
+                     f"{'' if p.force else ' (off)'} / refuse writes {p.refuse_writes_ratio:.0%}")
+    for fs in s.filesystems:
+        lines.append(f"filesystem {fs.mountpoint}: {_ratio(fs.used_ratio)} used of "
+                     f"{_size(fs.total_bytes)}, {_size(fs.free_bytes)} free, pressure {fs.pressure}"
+                     f"{' (pressure passes running)' if fs.pressure_pass_running else ''}")
+    for name, c in s.cluster.items():
+        lines.append(f"cluster log {name}: tier lease held by {c.owner or 'nobody'} until "
+                     f"{c.until or '-'}{' (this sidecar: it runs retention on the tier)' if c.mine else ''}"
+                     f"{'; lease error: ' + c.lease_error if c.lease_error else ''}")
+    for log in s.logs:
         lines.append("")
-        lines.append(f"log {log['name']} ({log['path']}), policy {log['policy']}")
-        if not log.get("exists"):
-            lines.append(f"  not a commit log yet (no {META_FILE})")
-        if log.get("segments") is not None:
-            lines.append(f"  {log['segments']} segments, {_size(log['bytes'])}; {_offsets(log)}; triggers: "
-                         f"{', '.join(log.get('triggers') or []) or 'none'}"
-                         f"{'; manual passes left: ' + str(log['manual_passes_left']) if log.get('manual_passes_left') else ''}")
-        last = log.get("last_pass")
-        if last:
-            lines.append(f"  last pass {_ago(last.get('finished_at'))} ({last['kind']}): {last['outcome']}, "
-                         f"deleted {last['deleted']} ({_size(last['freed_bytes'])}) in "
-                         f"{last['duration_seconds']:.3f}s" + (f"; {last['error']}" if last.get("error") else ""))
-        else:
-            lines.append("  no pass yet")
-        for g in log.get("consumer_groups", []):
-            flags = (" (stale: not protecting)" if g.get("stale") else "") + \
-                    (" (behind the start: data lost)" if g.get("behind_start") else "")
-            lines.append(f"  consumer {g['group']}: committed {g['committed_offset']}, lag {g['lag_records']} "
-                         f"records, about {_size(g['lag_bytes'])}{flags}")
-        for h in log.get("hung", []):
-            lines.append(f"  hung {h['segment']}: held for {_duration(h['held_seconds'])}")
-        for p in log.get("pinned", []):
-            lines.append(f"  pinned: pid {p['pid']} ({p['command']}) still {p['how']} {p['path']}, "
-                         f"{_size(p['bytes'])}")
-        archive = s.get("archive", {}).get(log["name"])
-        if archive:
-            lines.append(_archive_line(archive))
-        if log.get("error") and log.get("exists"):
-            lines.append(f"  error: {log['error']}")
-    if any(log.get("consumer_groups") for log in s.get("logs", [])):
+        lines += _log_lines(log, s.archive.get(log.name))
+    if any(log.consumer_groups for log in s.logs):
         lines.append("")
-        lines.append(f"({s.get('lag_note', '')})")
+        lines.append(f"({s.lag_note})")
     return "\n".join(lines) + "\n"
 
 
-def _archive_line(a: dict) -> str:
+def _log_lines(log: LogStatus, archive: ArchiveStatus | None) -> list[str]:
+    """The lines of one log in `render_status`."""
+    lines = [f"log {log.name} ({log.path}), policy {log.policy}"]
+    if not log.exists:
+        lines.append(f"  not a commit log yet (no {META_FILE})")
+    if log.segments is not None:
+        lines.append(f"  {log.segments} segments, {_size(log.bytes)}; {_offsets(log)}; triggers: "
+                     f"{', '.join(log.triggers) or 'none'}"
+                     f"{'; manual passes left: ' + str(log.manual_passes_left) if log.manual_passes_left else ''}")
+    last = log.last_pass
+    if last:
+        lines.append(f"  last pass {_ago(last.finished_at)} ({last.kind}): {last.outcome}, "
+                     f"deleted {last.deleted} ({_size(last.freed_bytes)}) in "
+                     f"{last.duration_seconds:.3f}s" + (f"; {last.error}" if last.error else ""))
+    else:
+        lines.append("  no pass yet")
+    for g in log.consumer_groups:
+        flags = (" (stale: not protecting)" if g.stale else "") + \
+                (" (behind the start: data lost)" if g.behind_start else "")
+        lines.append(f"  consumer {g.group}: committed {g.committed_offset}, lag {g.lag_records} "
+                     f"records, about {_size(g.lag_bytes)}{flags}")
+    for h in log.hung:
+        lines.append(f"  hung {h.segment}: held for {_duration(h.held_seconds)}")
+    for p in log.pinned:
+        lines.append(f"  pinned: pid {p.pid} ({p.command}) still {p.how} {p.path}, {_size(p.bytes)}")
+    if archive:
+        lines.append(_archive_line(archive))
+    if log.error and log.exists:
+        lines.append(f"  error: {log.error}")
+    return lines
+
+
+def _archive_line(a: ArchiveStatus) -> str:
     """A log's archive tier (the `archive` object of /status): what it holds, the upload lag, trouble."""
-    line = (f"  archive {a['url']}: {a['archived_segments']} segments, {_size(a['archived_bytes'])}; upload lag "
-            f"{_duration(a['lag_seconds'] or 0)}, {_size(a['lag_bytes'])}; last upload "
-            f"{_ago(a.get('last_success_at'))}")
-    if a.get("missing"):
+    line = (f"  archive {a.url}: {a.archived_segments} segments, {_size(a.archived_bytes)}; upload lag "
+            f"{_duration(a.lag_seconds or 0)}, {_size(a.lag_bytes)}; last upload "
+            f"{_ago(a.last_success_at)}")
+    if a.missing:
         line += "; MISSING: the tier lost what its manifest lists"
-    if a.get("owned_elsewhere"):
+    if a.owned_elsewhere:
         line += "; another host uploads this log"
-    if a.get("last_error"):
-        line += f"; {a['failures']} failures, last: {a['last_error']}"
+    if a.last_error:
+        line += f"; {a.failures} failures, last: {a.last_error}"
     return line

@@ -1,6 +1,6 @@
 """The status page: `GET /` serves one self-contained HTML file (retention/web/static/status.html, every
-asset inline) that polls `GET /ui/data`, the JSON `page_data()` builds here from the scheduler's own
-`status()`, `plan()` and `history`, plus the tail of the audit trail.
+asset inline) that polls `GET /ui/data`, the `PageData` (retention/web/page_models.py) built here from
+the scheduler's own `status_report()`, `plan()` and `history`, plus the tail of the audit trail.
 
 Bounded for any size of log: a log's segments, oldest first, are drawn as runs of consecutive
 segments that the next pass would treat alike (same action and reasons), at most `max_runs` bars per
@@ -28,6 +28,10 @@ from importlib import resources
 
 from policies import DELETED, PolicyConfig, SegmentDecision, format_hours, next_delete_window
 from policies.reasons import ACTIVE, ARCHIVED, HELD, NOT_ARCHIVED, NO_TRIGGER, PREFIX, RESERVED, BATCH_LIMIT
+
+from ..scheduling.jobs import cleanup_job
+from ..scheduling.status_models import FilesystemView, LogStatus, Status
+from .page_models import PageData, PageFilesystem, PageLog, PagePinned, PageService
 
 __all__ = ["PageBuilder", "build_page_data", "page_html", "segment_runs", "tail_audit", "TOTAL_RUNS", "MAX_RUNS"]
 
@@ -137,9 +141,9 @@ def _counts(decisions: Iterable[SegmentDecision]) -> dict[str, int]:
     return counts
 
 
-def _rules_key(log: dict, rules: dict[str, dict], policy: PolicyConfig) -> str:
+def _rules_key(log: LogStatus, rules: dict[str, dict], policy: PolicyConfig) -> str:
     """The key in `rules` of what the page shows of ``log``'s policy in force (its own with overrides)."""
-    key = f"log:{log['name']}" if log.get("overrides") else f"policy:{log['policy']}"
+    key = f"log:{log.name}" if log.overrides else f"policy:{log.policy}"
     if key not in rules:
         rules[key] = {"delete_at_hours": format_hours(policy.delete_at_hours), "reserve_seconds": policy.reserve,
                       "compaction_enabled": policy.compaction.enabled,
@@ -217,81 +221,74 @@ class PageBuilder:
             # A build that took long (a plan over 100,000 segments) is reused longer: an open page
             # costs the sidecar at most a fifth of a core.
             if self._cached is None or now - self._built_at >= max(self.min_interval, 5 * self._build_seconds):
-                self._cached = json.dumps(self.data(), separators=(",", ":"), default=str).encode()
+                self._cached = json.dumps(self.data().to_json(), separators=(",", ":"), default=str).encode()
                 self._built_at = time.monotonic()
                 self._build_seconds = self._built_at - now
             return self._cached
 
-    def data(self) -> dict:
+    def data(self) -> PageData:
         scheduler = self.scheduler
-        status = scheduler.status()
+        status = scheduler.status_report()
         config = scheduler.config
         return build_page_data(status, scheduler.plan(), config.policies_in_force, scheduler.history,
-                               tail_audit(status["audit"]), self._clock())
+                               tail_audit(status.audit), self._clock())
 
 
-def build_page_data(status: dict, result, policies: Mapping[str, PolicyConfig], history, deletions: list[dict],
-                    now: float) -> dict:
-    """The `/ui/data` object from the scheduler's `status()`, a `plan()` result (`PassResult`), the
-    policy in force of each log by name, the `StatusHistory`, the audit tail (newest first) and the time."""
+def build_page_data(status: Status, result, policies: Mapping[str, PolicyConfig], history, deletions: list[dict],
+                    now: float) -> PageData:
+    """The `/ui/data` answer from the scheduler's `status_report()`, a `plan()` result (`PassResult`),
+    the policy in force of each log by name, the `StatusHistory`, the audit tail (newest first) and the time."""
     plans = {r.name: r for r in result.logs}
-    disks = {name: policy.disk for name, policy in policies.items()}
-    next_runs = {job["id"]: job["next_run_time"] for job in status.get("jobs", [])}
-    compactions = status.get("compaction", {}).get("logs", {})
-    archives = status.get("archive", {})
-    at = datetime.fromtimestamp(now, timezone.utc)
     rules: dict[str, dict] = {}   # what the page shows of each policy in force, once for the logs sharing it
-    budget = max(MIN_RUNS, min(MAX_RUNS, TOTAL_RUNS // max(1, len(status["logs"]))))
-    filesystems = []
-    for fs in status["filesystems"]:
-        ds = [disks[n] for n in fs["logs"]]
-        filesystems.append({
-            "mountpoint": fs["mountpoint"], "logs": fs["logs"][:LIST_CAP], "used_ratio": fs["used_ratio"],
-            "total_bytes": fs["total_bytes"], "free_bytes": fs["free_bytes"], "pressure": fs["pressure"],
-            "forcing": fs["forcing"],
-            "clean_ratio": min(d.clean_ratio for d in ds), "force_ratio": min(d.force_ratio for d in ds),
-            "refuse_writes_ratio": min(d.refuse_writes_ratio for d in ds),
-            "force_target": min(d.force_target_ratio for d in ds),
-            "history": history.disk_series(fs["mountpoint"], now),
-        })
-    logs = []
-    shown = status["logs"]
+    budget = max(MIN_RUNS, min(MAX_RUNS, TOTAL_RUNS // max(1, len(status.logs))))
+    shown = status.logs
     if len(shown) > MAX_LOGS:      # the largest logs are the ones an operator with a full disk needs
-        shown = sorted(shown, key=lambda log: -(log["bytes"] or 0))[:MAX_LOGS]
-    for log in shown:
-        r = plans.get(log["name"])
-        lp = r.plan if r is not None else None
-        decisions = lp.decisions if lp is not None else ()
-        policy = policies[log["name"]]
-        window = next_delete_window(policy, at)
-        logs.append({
-            "name": log["name"], "path": log["path"], "policy": log["policy"], "exists": log["exists"],
-            "not_created": not log["exists"],
-            "next_pass_at": next_runs.get(f"cleanup:{log['policy']}"),
-            "next_delete_window": None if window is None else window.isoformat(),
-            "rules": _rules_key(log, rules, policy),
-            "compaction": {"live_ratio": _live_ratio(decisions), "last": compactions.get(log["name"])},
-            "archive": archives.get(log["name"]),
-            "segments": len(decisions) if lp is not None else log["segments"],
-            "bytes": sum(d.bytes for d in decisions) if lp is not None else log["bytes"],
-            "retention_bytes": log.get("retention_bytes"),
-            "overridden": sorted(log.get("overrides") or ()),
-            "start_offset": log["start_offset"], "end_offset": log["end_offset"],
-            "mountpoint": log["disk"]["mountpoint"],
-            "triggers": list(lp.triggers) if lp is not None else log["triggers"],
-            "counts": _counts(decisions), "runs": segment_runs(decisions, budget),
-            "consumer_groups": log["consumer_groups"][:LIST_CAP], "hung": log["hung"][:LIST_CAP],
-            "pinned_bytes": log["pinned_bytes"], "last_pass": log["last_pass"],
-            "manual_passes_left": log["manual_passes_left"],
-            "error": (r.error if r is not None else None) or (log["error"] if log["exists"] else None),
-        })
-    pinned = [dict(p, log=log["name"]) for log in status["logs"] for p in log["pinned"]][:LIST_CAP]
-    return {
-        "generated_at": now, "plan_at": result.at.isoformat(),
-        "service": {**{k: status.get(k) for k in ("pid", "healthy", "problems", "warnings", "ready", "uptime_seconds",
-                                                  "config_loaded_at", "audit", "config")},
-                    "health": status.get("health", {"problems": [], "reload_error": None, "not_ready": []})},
-        "filesystems": filesystems, "logs": logs, "logs_not_shown": max(0, len(status["logs"]) - len(logs)),
-        "pinned": pinned, "deletions": [_deletion(e) for e in deletions], "rules": rules,
-        "passes": history.passes()[:LIST_CAP // 2],
-    }
+        shown = sorted(shown, key=lambda log: -(log.bytes or 0))[:MAX_LOGS]
+    at = datetime.fromtimestamp(now, timezone.utc)
+    logs = [_page_log(log, plans.get(log.name), status, policies[log.name], rules, budget, at) for log in shown]
+    pinned = [PagePinned(**p.model_dump(), log=log.name) for log in status.logs for p in log.pinned][:LIST_CAP]
+    return PageData(
+        generated_at=now, plan_at=result.at.isoformat(),
+        service=status.model_dump(include=set(PageService.model_fields), exclude_unset=True),
+        filesystems=[_page_filesystem(fs, policies, history, now) for fs in status.filesystems],
+        logs=logs, logs_not_shown=max(0, len(status.logs) - len(logs)),
+        pinned=pinned, deletions=[_deletion(e) for e in deletions], rules=rules,
+        passes=history.passes()[:LIST_CAP // 2],
+    )
+
+
+def _page_filesystem(fs: FilesystemView, policies: Mapping[str, PolicyConfig], history, now: float) -> PageFilesystem:
+    """A filesystem with the lowest thresholds of its logs' policies and its last hour of used ratios."""
+    ds = [policies[n].disk for n in fs.logs]
+    return PageFilesystem(
+        mountpoint=fs.mountpoint, logs=fs.logs[:LIST_CAP], used_ratio=fs.used_ratio,
+        total_bytes=fs.total_bytes, free_bytes=fs.free_bytes, pressure=fs.pressure, forcing=fs.forcing,
+        clean_ratio=min(d.clean_ratio for d in ds), force_ratio=min(d.force_ratio for d in ds),
+        refuse_writes_ratio=min(d.refuse_writes_ratio for d in ds),
+        force_target=min(d.force_target_ratio for d in ds),
+        history=history.disk_series(fs.mountpoint, now))
+
+
+def _page_log(log: LogStatus, r, status: Status, policy: PolicyConfig, rules: dict[str, dict], budget: int,
+              at: datetime) -> PageLog:
+    """One log on the page: its `/status` entry with the runs of its plan `r` (a `LogPassResult`, or None)."""
+    lp = r.plan if r is not None else None
+    decisions = lp.decisions if lp is not None else ()
+    window = next_delete_window(policy, at)
+    return PageLog(
+        name=log.name, path=log.path, policy=log.policy, exists=log.exists, not_created=not log.exists,
+        next_pass_at=status.next_run(cleanup_job(log.policy)),
+        next_delete_window=None if window is None else window.isoformat(),
+        rules=_rules_key(log, rules, policy),
+        compaction={"live_ratio": _live_ratio(decisions), "last": status.compaction.logs.get(log.name)},
+        archive=status.archive.get(log.name),
+        segments=len(decisions) if lp is not None else log.segments,
+        bytes=sum(d.bytes for d in decisions) if lp is not None else log.bytes,
+        retention_bytes=log.retention_bytes, overridden=sorted(log.overrides),
+        start_offset=log.start_offset, end_offset=log.end_offset, mountpoint=log.disk.mountpoint,
+        triggers=list(lp.triggers) if lp is not None else log.triggers,
+        counts=_counts(decisions), runs=segment_runs(decisions, budget),
+        consumer_groups=log.consumer_groups[:LIST_CAP], hung=log.hung[:LIST_CAP],
+        pinned_bytes=log.pinned_bytes, last_pass=log.last_pass, manual_passes_left=log.manual_passes_left,
+        error=(r.error if r is not None else None) or (log.error if log.exists else None),
+    )

@@ -1,7 +1,8 @@
 """The sidecar's endpoints as a WSGI application (served by `retention/web/server.py`).
 
 `ROUTES` maps each path to its method and the `RetentionApp` method that answers it; adding an
-endpoint is one line there and one method. Before any route runs, every request passes the checks of
+endpoint is one line there, one method, and the models of its answers in `openapi.ANSWERS` (the
+document at `/openapi.json` is generated from them). Before any route runs, every request passes the checks of
 `retention/web/admission.py`: its Host (421), its query's size (414, 400); and a route whose method is
 not GET is a state change, so its requests also pass the cross-origin and token checks (403, 401)
 without the handler doing anything for it. Every answer is counted in
@@ -22,11 +23,15 @@ from functools import partial
 from http import HTTPStatus
 
 from loguru import logger
+from pydantic import BaseModel
 
 from policies import ServiceConfig
 
 from ..lookup import offsets_at, parse_time
 from .admission import Refusal, check_host, check_state_change, parse_query
+from .answers import (ClockAnswer, CompactAnswer, ErrorAnswer, HealthAnswer, LiveAnswer, OffsetsAnswer,
+                      ReadyAnswer)
+from .openapi import OPENAPI_PATH, openapi_document
 from .page import PageBuilder, page_html
 from ..scheduling.problems import WARNING
 from ..scheduling.scheduler import PassRunningError, RetentionScheduler
@@ -68,6 +73,7 @@ ROUTES: dict[str, Route] = {
     "/clock/accept": Route("POST", "clock_accept"),
     "/": Route("GET", "index"),
     "/ui/data": Route("GET", "ui_data"),
+    OPENAPI_PATH: Route("GET", "openapi"),
 }
 ENDPOINTS = {path: route.method for path, route in ROUTES.items()}
 PROBE_PATHS = frozenset(path for path, route in ROUTES.items() if route.probe)
@@ -109,7 +115,15 @@ def _query_problem(request: Request, route: Route) -> str | None:
 
 
 def json_response(status: int, obj, headers: dict[str, str] | None = None) -> Response:
+    """`obj` (a model of retention/web/answers.py, or a dict) as the JSON answer."""
+    if isinstance(obj, BaseModel):
+        obj = obj.to_json()
     return Response(status, _json_bytes(obj), _JSON, headers or {})
+
+
+def error_response(status: int, error: str, headers: dict[str, str] | None = None, **more) -> Response:
+    """An `ErrorAnswer`: `{"error": one line}`, and `more` (`endpoints`, `running`)."""
+    return json_response(status, ErrorAnswer(error=error, **more), headers)
 
 
 def _json_bytes(obj) -> bytes:
@@ -127,6 +141,7 @@ class RetentionApp:
         self.page = PageBuilder(scheduler)
         self._status = SharedView(lambda: _json_bytes(scheduler.status()), VIEW_TTL)
         self._metrics = SharedView(scheduler.metrics.exposition, VIEW_TTL)
+        self._documents: dict[bool, bytes] = {}      # the OpenAPI document, by whether a token is set
         self._plans = {(manual, force): SharedView(partial(self._plan_bytes, manual, force), VIEW_TTL)
                        for manual in (False, True) for force in (False, True)}
 
@@ -147,7 +162,7 @@ class RetentionApp:
             request.query = parse_query(environ.get("QUERY_STRING", ""))
             response = self.respond(request)
         except Refusal as refusal:
-            response = json_response(refusal.code, {"error": str(refusal)}, refusal.headers)
+            response = error_response(refusal.code, str(refusal), refusal.headers)
         if response.status >= 400:
             reason = ""
             if response.content_type == _JSON:
@@ -172,13 +187,13 @@ class RetentionApp:
     def respond(self, request: Request) -> Response:
         route = ROUTES.get(request.path)
         if route is None:
-            return json_response(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {request.path[:120]}",
-                                                        "endpoints": sorted(ROUTES)})
+            return error_response(HTTPStatus.NOT_FOUND, f"no such endpoint {request.path[:120]}",
+                                  endpoints=sorted(ROUTES))
         method = "GET" if request.method in ("GET", "HEAD") else request.method
         if method != route.method:
             allow = "GET, HEAD" if route.method == "GET" else route.method
-            return json_response(HTTPStatus.METHOD_NOT_ALLOWED,
-                                 {"error": f"{request.path} takes {route.method}"}, {"Allow": allow})
+            return error_response(HTTPStatus.METHOD_NOT_ALLOWED, f"{request.path} takes {route.method}",
+                                  {"Allow": allow})
         if route.method != "GET":           # every state change: see admission.check_state_change
             try:
                 check_state_change(request.environ, self.service, f"{request.method} {request.path}")
@@ -187,12 +202,12 @@ class RetentionApp:
                 raise
             problem = _query_problem(request, route)
             if problem is not None:
-                return json_response(HTTPStatus.BAD_REQUEST, {"error": problem})
+                return error_response(HTTPStatus.BAD_REQUEST, problem)
         try:
             return getattr(self, route.handler)(request)
         except Exception as exc:  # noqa: BLE001 (one request fails, the server goes on)
             logger.opt(exception=exc).error("{} {} failed: {}", request.method, request.path, exc)
-            return json_response(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)})
+            return error_response(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc))
 
     # ------------------------------------------------------------------ endpoints
     def healthz(self, request: Request) -> Response:
@@ -201,23 +216,23 @@ class RetentionApp:
         problems = [p for p in found if p.severity != WARNING]
         warnings = [p for p in found if p.severity == WARNING]
         return json_response(HTTPStatus.SERVICE_UNAVAILABLE if problems else HTTPStatus.OK,
-                             {"status": "unhealthy" if problems else "warning" if warnings else "ok",
-                              "problems": [p.describe() for p in problems],
-                              "warnings": [p.describe() for p in warnings],
-                              "details": [p.as_json() for p in found]})
+                             HealthAnswer(status="unhealthy" if problems else "warning" if warnings else "ok",
+                                          problems=[p.describe() for p in problems],
+                                          warnings=[p.describe() for p in warnings],
+                                          details=[p.as_json() for p in found]))
 
     def livez(self, request: Request) -> Response:
         """503 only for a problem a restart can fix (the liveness probe's endpoint)."""
         problem = self.scheduler.restart_problem()
         if problem is None:
-            return json_response(HTTPStatus.OK, {"status": "ok", "problems": [], "details": []})
-        return json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"status": "unhealthy", "problems": [problem.describe()],
-                                                              "details": [problem.as_json()]})
+            return json_response(HTTPStatus.OK, LiveAnswer(status="ok", problems=[], details=[]))
+        return json_response(HTTPStatus.SERVICE_UNAVAILABLE, LiveAnswer(
+            status="unhealthy", problems=[problem.describe()], details=[problem.as_json()]))
 
     def readyz(self, request: Request) -> Response:
         reasons = ["the HTTP server is stopping"] if self.stopping else self.scheduler.not_ready_reasons()
         return json_response(HTTPStatus.SERVICE_UNAVAILABLE if reasons else HTTPStatus.OK,
-                             {"status": "not ready" if reasons else "ready", "reasons": reasons})
+                             ReadyAnswer(status="not ready" if reasons else "ready", reasons=reasons))
 
     def metrics(self, request: Request) -> Response:
         return Response(HTTPStatus.OK, self._metrics.get(), self.scheduler.metrics.content_type)
@@ -232,15 +247,15 @@ class RetentionApp:
         """?at=TIME (ISO 8601), optionally &log=NAME (repeatable): see retention/lookup.py."""
         unknown = sorted(set(request.query) - {"at", "log"})
         if unknown:
-            return json_response(HTTPStatus.BAD_REQUEST, {"error": f"/offsets takes at and log, not {unknown[0][:60]!r}"})
+            return error_response(HTTPStatus.BAD_REQUEST, f"/offsets takes at and log, not {unknown[0][:60]!r}")
         if len(request.query.get("at", [])) != 1:
-            return json_response(HTTPStatus.BAD_REQUEST, {"error": "/offsets needs one at=TIME (ISO 8601)"})
+            return error_response(HTTPStatus.BAD_REQUEST, "/offsets needs one at=TIME (ISO 8601)")
         try:
             at = parse_time(request.query["at"][0], "at")
-            return json_response(HTTPStatus.OK, self._labelled(
-                offsets_at(self.scheduler.config, at, request.query.get("log", []))))
+            return json_response(HTTPStatus.OK, OffsetsAnswer(**self._labelled(
+                offsets_at(self.scheduler.config, at, request.query.get("log", [])))))
         except ValueError as exc:  # a bad time, or a log the configuration does not define
-            return json_response(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+            return error_response(HTTPStatus.BAD_REQUEST, str(exc))
 
     def _plan_bytes(self, manual: bool, force: bool) -> bytes:
         return _json_bytes(self._labelled(self.scheduler.plan(manual=manual, force=force).to_json_dict()))
@@ -256,15 +271,22 @@ class RetentionApp:
         """The status page's data (retention/web/page.py), bounded in size; the page polls it."""
         return Response(HTTPStatus.OK, self.page.json_bytes())
 
+    def openapi(self, request: Request) -> Response:
+        """The OpenAPI document of these routes (retention/web/openapi.py), the token as configured."""
+        token = self.service.token is not None
+        if token not in self._documents:
+            self._documents[token] = _json_bytes(openapi_document(ROUTES, token=token))
+        return Response(HTTPStatus.OK, self._documents[token])
+
     def _refuse(self, request: Request) -> Response | None:
         """The answer refusing a state change while the service stops, or None to go on (the
         Host, origin and token checks are made for every state change before its handler runs)."""
         if self.stopping or not self.scheduler.running:
-            return json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the service is stopping"})
+            return error_response(HTTPStatus.SERVICE_UNAVAILABLE, "the service is stopping")
         return None
 
     def _post(self, request: Request, run: Callable[[], object], running: str,
-              body: Callable[[object], dict]) -> Response:
+              body: Callable[[object], dict | BaseModel]) -> Response:
         """A POST that runs a pass: refused while stopping, 409 naming `running` when one runs."""
         refused = self._refuse(request)
         if refused is not None:
@@ -272,19 +294,19 @@ class RetentionApp:
         try:
             result = run()
         except PassRunningError as exc:
-            return json_response(HTTPStatus.CONFLICT, {"error": str(exc), "running": running})
+            return error_response(HTTPStatus.CONFLICT, str(exc), running=running)
         self.invalidate()
         return json_response(HTTPStatus.OK, body(result))
 
     def compact(self, request: Request) -> Response:
         """One compaction pass now (`?dry_run=1`: what it would do); 409 while one runs on a filesystem."""
         return self._post(request, lambda: self.scheduler.compact(dry_run=request.flag("dry_run")), "compaction",
-                          lambda result: self._labelled(result.to_json_dict()))
+                          lambda result: CompactAnswer(**self._labelled(result.to_json_dict())))
 
     def clock_accept(self, request: Request) -> Response:
         """The operator accepts the wall clock after a forward step (`retention clock accept`)."""
         return self._post(request, self.scheduler.accept_clock, "clock accept",
-                          lambda accepted: self._labelled({"clock": accepted}))
+                          lambda accepted: ClockAnswer(**self._labelled({"clock": accepted})))
 
     def clean(self, request: Request) -> Response:
         return self._post(request, lambda: self.scheduler.clean(force=request.flag("force")), "manual pass",

@@ -1,6 +1,7 @@
 """The sidecar's HTTP server: waitress serving `RetentionApp` (`retention/web/routes.py`) on `service.listen`.
 
-Endpoints: GET /healthz, /readyz, /livez, /metrics, /status, /plan (and what routes.py adds);
+Endpoints: GET /healthz, /readyz, /livez, /metrics, /status, /plan, /openapi.json (the OpenAPI 3.1
+document of them all, retention/web/openapi.py);
 POST /clean, /compact, /clock/accept. Only the POSTs change anything; every request passes
 admission first (`retention/web/admission.py`: Host, then for state changes a header no page of
 another origin can send and the token when service.token is set). /status, /plan and /metrics are

@@ -74,13 +74,13 @@ def test_page_json_stays_bounded_for_100000_segments_and_for_many_logs(tmp_path)
         f"  {n}:\n    path: {tmp_path / n}\n" for n in names)
     _, config = write_config(tmp_path, body)
     scheduler = RetentionScheduler(config)
-    status = scheduler.status()          # real, not started: no log exists yet
+    status = scheduler.status_report()   # real, not started: no log exists yet
     disks = config.policies_in_force
     history = StatusHistory()
     for i in range(100_000):             # a day of one-second disk checks: the ring keeps one hour
-        history.disk(status["filesystems"][0]["mountpoint"], 0.5 + (i % 7) / 100, 1_000_000.0 + i)
+        history.disk(status.filesystems[0].mountpoint, 0.5 + (i % 7) / 100, 1_000_000.0 + i)
     one_big = PassResult(NOW, [LogPassResult("log0", str(tmp_path / "log0"), big_plan("log0"))], executed=False)
-    data = build_page_data(status, one_big, disks, history, [], 1_100_000.0)
+    data = build_page_data(status, one_big, disks, history, [], 1_100_000.0).to_json()
     size = len(json.dumps(data, separators=(",", ":")))
     assert data["logs"][0]["segments"] == N
     assert len(data["filesystems"][0]["history"]) == 360
@@ -93,7 +93,7 @@ def test_page_json_stays_bounded_for_100000_segments_and_for_many_logs(tmp_path)
                           for i in range(2000))
         lp = big_plan(n, segments=3)
         alternating.append(LogPassResult(n, str(tmp_path / n), type(lp)(n, lp.path, "default", lp.disk, (), decisions)))
-    data = build_page_data(status, PassResult(NOW, alternating, executed=False), disks, history, [], 1_100_000.0)
+    data = build_page_data(status, PassResult(NOW, alternating, executed=False), disks, history, [], 1_100_000.0).to_json()
     assert len(data["logs"]) + data["logs_not_shown"] == 300 and data["logs_not_shown"] == 100
     assert sum(len(log["runs"]) for log in data["logs"]) <= TOTAL_RUNS
     assert all(len(log["runs"]) <= MAX_RUNS for log in data["logs"])

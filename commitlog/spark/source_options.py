@@ -76,11 +76,7 @@ class Options:
         on_full = str(opts.get("onfull", "raise")).strip().lower()
         if on_full not in ("raise", "block"):
             raise OptionError(f'option "onFull" must be raise or block, got {opts["onfull"]!r}')
-        refuse = opts.get("refusewritesratio")
-        if refuse is not None and str(refuse).strip().lower() in ("none", "off", ""):
-            refuse_ratio = None
-        else:
-            refuse_ratio = _float(opts, "refusewritesratio", 0.90, low=0.0, high=1.0)
+        refuse_ratio = _refuse_ratio(opts)
         group = opts.get("group")
         if group is not None and not str(group).strip():
             raise OptionError('option "group" must be a non-empty consumer group name')
@@ -108,21 +104,34 @@ class Options:
             archive_endpoint=_text(opts, "archiveendpoint"),
             archive_region=_text(opts, "archiveregion"),
         )
-        for timestamp, offsets in (("startingtimestamp", ("startoffset", starting_key)),
-                                   ("endingtimestamp", ("endoffset",))):
-            clash = next((o for o in offsets if timestamp in opts and o in opts), None)
-            if clash:
-                raise OptionError(f'options "{_name(timestamp)}" and "{_name(clash)}" both say where to '
-                                  f'{"start" if timestamp[0] == "s" else "end"}: give one')
-        if (result.starting_timestamp is not None and result.ending_timestamp is not None
-                and result.ending_timestamp < result.starting_timestamp):
-            raise OptionError(f'option "endingTimestamp" ({result.ending_timestamp}) is below '
-                              f'"startingTimestamp" ({result.starting_timestamp})')
-        if (result.start_offset is not None and result.end_offset is not None
-                and result.end_offset < result.start_offset):
-            raise OptionError(f'option "endOffset" ({result.end_offset}) is below "startOffset" '
-                              f'({result.start_offset})')
+        _check_bounds(result, opts, starting_key)
         return result
+
+
+def _refuse_ratio(opts: dict) -> float | None:
+    """`refuseWritesRatio`: a ratio in [0, 1] (default 0.90), or none/off for no refusal."""
+    refuse = opts.get("refusewritesratio")
+    if refuse is not None and str(refuse).strip().lower() in ("none", "off", ""):
+        return None
+    return _float(opts, "refusewritesratio", 0.90, low=0.0, high=1.0)
+
+
+def _check_bounds(result: "Options", opts: dict, starting_key: str) -> None:
+    """OptionError when two options say where to start (or end), or an end lies below its start."""
+    for timestamp, offsets in (("startingtimestamp", ("startoffset", starting_key)),
+                               ("endingtimestamp", ("endoffset",))):
+        clash = next((o for o in offsets if timestamp in opts and o in opts), None)
+        if clash:
+            raise OptionError(f'options "{_name(timestamp)}" and "{_name(clash)}" both say where to '
+                              f'{"start" if timestamp[0] == "s" else "end"}: give one')
+    if (result.starting_timestamp is not None and result.ending_timestamp is not None
+            and result.ending_timestamp < result.starting_timestamp):
+        raise OptionError(f'option "endingTimestamp" ({result.ending_timestamp}) is below '
+                          f'"startingTimestamp" ({result.starting_timestamp})')
+    if (result.start_offset is not None and result.end_offset is not None
+            and result.end_offset < result.start_offset):
+        raise OptionError(f'option "endOffset" ({result.end_offset}) is below "startOffset" '
+                          f'({result.start_offset})')
 
 
 def _archive_url(opts: dict) -> str | None:

@@ -1,27 +1,16 @@
-"""Archive tiers: where sealed segments are kept beyond the local disk, addressed by a URL.
+"""Archive tiers: where sealed segments are kept beyond the local disk, addressed by a URL
+(`file:///mnt/archive/prefix`, a directory; `s3://bucket/prefix`, any S3 API through boto3, with
+credentials only from boto3's standard chain, never from configuration).
 
-- `file:///mnt/archive/prefix`: a directory (an NFS mount, a second disk). An object is written
-  to a temporary name, synced, read back and hashed, then renamed into place: a reader never
-  sees half an object, and what was stored is what was verified.
-- `s3://bucket/prefix`: any S3 API (AWS, MinIO, Ceph RGW) through boto3, with `endpoint` and
-  `region`; credentials come from boto3's standard chain (environment, profile, instance role),
-  never from configuration. An object is hashed first (MD5 and SHA-256), then put with both (AWS
-  refuses a body that does not match them; not every S3 API checks), and the digest the server
-  reports for what it stored is compared: a single-part put's ETag (the MD5 of the bytes it
-  received), or its SHA-256 where the ETag is no digest (encrypted objects). An object that does
-  not match is deleted and the put fails.
-
-Keys are relative to the URL's prefix. Objects are written whole and replaced whole (the one key
-rewritten is a log's manifest), or created only where no object is (`create`: S3's `If-None-Match:
-*`, a hard link on a directory). Reads take byte ranges. Every failure is an `ArchiveError`
-naming the URL and the key; a checksum that differs is an `ArchiveCorruptError`.
-
-Thread-safe (boto3 clients are; the directory tier holds no state); process-safe as the
-underlying store is (last writer of a key wins, but `create` has one winner).
-
-The two tiers are `directory_tier.DirectoryTier` and `s3_tier.S3Tier`, opened by URL with
+Keys are relative to the URL's prefix. Every object stored is verified: a directory tier reads its
+copy back and hashes it before renaming it into place; an S3 put sends MD5 and SHA-256 and
+compares the digest the server reports. Objects are written and replaced whole, or created only
+where no object is (`create`: one winner). Reads take byte ranges. Every failure is an
+`ArchiveError` naming the URL and the key; a checksum that differs is an `ArchiveCorruptError`.
+Thread-safe (boto3 clients are; the directory tier holds no state); process-safe as the store
+underneath is. The tiers are `directory_tier.DirectoryTier` and `s3_tier.S3Tier`, opened by
 `tier_url.open_tier`; this module holds what they share (the protocol, `ObjectInfo`, hashing while
-copying).
+copying). How each verifies and creates: docs/archive.md, "How an upload goes".
 """
 
 from __future__ import annotations

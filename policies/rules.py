@@ -1,0 +1,153 @@
+"""Why the planner keeps a segment: one rule per reason, each a pure function
+``(segment, context) -> findings``, applied in the order of ``RULES``:
+
+1. ``active``  2. ``no-trigger``  3. ``reserved`` / ``clock-step``  4. ``not-archived``
+5. ``unconsumed:GROUP``  6. ``held``  7. ``prefix``  8. ``batch-limit``
+
+A rule returns ``()`` when its reason does not apply, else one ``Finding`` per code (the unconsumed
+rule one per protecting group). A finding keeps the segment (``KEEPS``), would keep it but is
+overridden by what forces (``OVERRIDDEN``), or, for ``held`` only, notes that a deletion retries or
+forces a held segment (``RETRIED``, ``FORCED``). A kept segment's reasons are its ``KEEPS`` codes in
+rule order; docs/concepts.md (A pass, The rules) says why that order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from policies.archive_trust import not_archived_detail, unarchived_may_go
+from policies.clock_guard import age_reason, clock_step_detail
+from policies.config import PolicyConfig
+from policies.plans import (UnconsumedRange, batch_detail, forced_detail, no_trigger_detail, prefix_detail,
+                            reserved_detail, retried_detail, unconsumed_detail, waiting_detail)
+from policies.reasons import (ACTIVE, BATCH_LIMIT, HELD, NOT_ARCHIVED, NO_TRIGGER, PREFIX, RESERVED,
+                              unconsumed)
+from policies.snapshot import LogSnapshot, SegmentSnapshot
+from policies.triggers import SIZE_CAP
+
+__all__ = [
+    "FORCED", "KEEPS", "OVERRIDDEN", "RETRIED", "RULES", "Context", "Finding", "Rule", "active", "batch_limit",
+    "held", "no_trigger", "not_archived", "prefix", "unconsumed_by", "young",
+]
+
+KEEPS = "keeps"
+OVERRIDDEN = "overridden"
+RETRIED = "retried"
+FORCED = "forced"
+
+
+class Finding(NamedTuple):
+    """A code a rule found for a segment, the facts its explanation is made of
+    (``(formatter, *facts)``, see ``policies.plan_details``) and its effect."""
+
+    code: str
+    detail: tuple
+    effect: str = KEEPS
+
+
+class Context(NamedTuple):
+    """The walk of one log as it reaches a segment: the log's facts, and the pass's state there."""
+
+    policy: PolicyConfig
+    log: LogSnapshot
+    triggers: tuple[str, ...]           # the log's active triggers (``LogPlan.triggers``)
+    now: float                          # the trusted time (epoch seconds): ages, staleness, holds
+    wall: float                         # the wall clock's time
+    protecting: frozenset[str]          # the consumer groups whose unconsumed records keep segments
+    is_last: bool                       # the segment is the log's last
+    age: float                          # seconds since the segment's last write, at ``now``
+    ranges: tuple[UnconsumedRange, ...]  # what each consumer group has not consumed of it
+    forcing: str | None                 # the trigger forcing here (disk-force above force_target), or None
+    over_cap: bool                      # the bytes still left exceed retention_bytes
+    overridden_by: str | None           # what forces deleting it whatever its age, or None
+    left_bytes: int                     # the log's bytes less those planned for deletion so far
+    first_kept: str | None              # the name of the first segment kept so far
+    deleted: int                        # segments planned for deletion so far
+
+
+Rule = Callable[[SegmentSnapshot, Context], tuple[Finding, ...]]
+
+
+def active(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ...]:
+    """The segment being written: flagged so, or the log's last one not sealed."""
+    if segment.active or (context.is_last and not segment.sealed):
+        return (Finding(ACTIVE, (str, "the segment being written")),)
+    return ()
+
+
+def no_trigger(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ...]:
+    """No trigger is active, or only a size cap the bytes left are within."""
+    triggers = context.triggers
+    if triggers and (triggers != (SIZE_CAP,) or context.over_cap):
+        return ()
+    policy = context.policy
+    return (Finding(NO_TRIGGER, (no_trigger_detail, policy.delete_at_hours, context.log.disk.used_ratio,
+                                 policy.disk.clean_ratio, policy.retention_bytes, context.left_bytes)),)
+
+
+def young(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ...]:
+    """Younger than reserve (``reserved``), or only by a forward clock step (``clock-step``);
+    overridden by what forces."""
+    reserve = context.policy.reserve
+    code = age_reason(context.age, context.wall - segment.mtime, reserve)
+    if code is None:
+        return ()
+    detail = ((reserved_detail, reserve, context.age) if code == RESERVED
+              else (clock_step_detail, context.wall - context.now, context.age))
+    return (Finding(code, detail, OVERRIDDEN if context.overridden_by else KEEPS),)
+
+
+def not_archived(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ...]:
+    """The log's archive tier does not hold it yet; overridden when the disk forces and the tier
+    cannot be waited for (``policies.archive_trust``)."""
+    archive = context.policy.archive
+    if not archive.enabled or segment.archived_at is not None:
+        return ()
+    log = context.log
+    may_go = context.forcing is not None and unarchived_may_go(context.triggers, log.archive_up)
+    return (Finding(NOT_ARCHIVED, (not_archived_detail, archive.url, log.archive_doubt),
+                    OVERRIDDEN if may_go else KEEPS),)
+
+
+def unconsumed_by(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ...]:
+    """Each protecting group that has not consumed it (``unconsumed:GROUP``), overridden when the
+    disk forces; an archived segment stays readable from the archive and is protected by none."""
+    if not context.protecting or (segment.archived_at is not None and context.policy.archive.enabled):
+        return ()
+    effect = OVERRIDDEN if context.forcing is not None else KEEPS
+    return tuple(Finding(unconsumed(found.group), (unconsumed_detail, found), effect)
+                 for found in context.ranges if found.group in context.protecting)
+
+
+def held(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ...]:
+    """A reader held it at an earlier attempt: kept until ``retry_every`` since the last attempt
+    passed, then retried; deleted even if held (forced) once ``force_after`` since the first."""
+    hung = context.log.hung.get(segment.base_offset)
+    if hung is None:
+        return ()
+    limits = context.policy.hung
+    held_for = context.now - hung.first_attempt_at
+    since_attempt = context.now - hung.last_attempt_at
+    if held_for >= limits.force_after:
+        return (Finding(HELD, (forced_detail, held_for, limits.force_after), FORCED),)
+    if since_attempt >= limits.retry_every:
+        return (Finding(HELD, (retried_detail, held_for, since_attempt), RETRIED),)
+    return (Finding(HELD, (waiting_detail, held_for, limits.retry_every - since_attempt)),)
+
+
+def prefix(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ...]:
+    """An older segment of the log is kept: deletion never leaves a hole."""
+    if context.first_kept is None:
+        return ()
+    return (Finding(PREFIX, (prefix_detail, context.first_kept)),)
+
+
+def batch_limit(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ...]:
+    """``files_per_pass`` deletions of the log are planned already."""
+    limit = context.policy.files_per_pass
+    return (Finding(BATCH_LIMIT, (batch_detail, limit)),) if context.deleted >= limit else ()
+
+
+RULES: tuple[Rule, ...] = (active, no_trigger, young, not_archived, unconsumed_by, held, prefix, batch_limit)
+"""Every rule, in the order they are applied and a kept segment's reasons are listed."""

@@ -1,45 +1,13 @@
-"""The planner: from snapshots, policies and the time, a delete-or-keep decision for every segment.
+"""The planner: from snapshots, the policy in force for each log and the time, a delete-or-keep
+decision for every segment.
 
-Rules, per log (``plan`` applies them; every input is plain data and nothing is read or changed):
+``plan`` walks each log oldest first and applies the rules of ``policies.rules`` to each segment, in
+their order: a segment goes when none keeps it; a kept one lists every reason that applies, each
+sufficient on its own. Logs on one filesystem are walked together, oldest last write first (archived
+segments first), and a disk force lasts while the projected used ratio is above ``force_target``.
+docs/concepts.md (A pass) gives the rules and the walk in full.
 
-- Nothing is deleted without an active trigger (``no-trigger``).
-- A log whose segment files take more than ``retention_bytes`` has the ``size-cap`` trigger: its
-  oldest segments go, unexpired ones too (``reserved`` overridden by ``size-cap``), until the bytes
-  left are within the cap; then the cap justifies nothing more. Unconsumed segments, held ones, the
-  active segment, the prefix rule and ``files_per_pass`` still keep segments, as for any trigger.
-- A segment expires ``reserve`` after its last write. Only expired segments go, unless the pass
-  forces: ``disk-force`` (``disk.force`` on) or a manual trigger with force, which take the oldest
-  segments whatever their age. With ``disk.force`` off nothing forces: above
-  ``refuse_writes_ratio`` the writers are refused and only expired, consumed segments go.
-- With a *trusted now* (``trusted_now``, earlier than ``now``: the wall clock stepped forward),
-  expiry and group staleness are judged at it, not at ``now``: a segment expired only by the step is
-  kept (``clock-step``) unless what overrides ``reserved`` forces (``policies.clock_guard``).
-- With ``protect_unconsumed``, a segment holding an offset a consumer group has not consumed is kept
-  (``unconsumed:GROUP``) unless the disk forces; a manual force does not override this. A group silent
-  for longer than ``consumer_ttl`` protects nothing and is reported as stale.
-- The last segment is never deleted (``active``): it is the one being written, whether or not the
-  snapshot flags it, since a writer in another process may be appending to it.
-- The walk goes oldest first and never leaves a hole: once a segment is kept, every later one is kept
-  too (``prefix``). At most ``files_per_pass`` segments go per log per pass (``batch-limit``).
-- A segment an earlier attempt found held by a reader is kept (``held``) until ``retry_every`` has
-  passed since the last attempt; after ``force_after`` since the first attempt it is deleted even if
-  still held (``forced``).
-- A log whose policy has an archive tier (``archive.url``) evicts archived segments only: one the
-  tier does not hold whole yet is kept (``not-archived``) unless the disk forces and the tier is
-  down or did not keep up (``policies.archive_trust``). The walk of a
-  filesystem takes the archived segments at the logs' heads before any unarchived one, so a force
-  evicts what the archive holds first and loses data only when that is not enough. An archived
-  segment's deletion says so (``archived`` in ``because``). A consumer group's unconsumed records do
-  not keep an archived segment: they stay readable through the archive, whose total retention
-  protects them (``commitlog.archive``; ``policies.archive_expiry``).
-- Logs on one filesystem (the same ``filesystem_id``) are walked together in global age order, oldest
-  last write first, each from its own head. A log's disk force lasts while the projected used ratio,
-  the used bytes less those planned for deletion so far over used plus free, is above its
-  ``force_target`` (the low-water mark; ``clean_ratio`` when unset), so a forced pass leaves room below
-  ``force_ratio`` for the writer it let resume; then its segments follow the unforced rules.
-
-A kept segment lists every reason that applies to it, each sufficient on its own. ``plan`` is pure and
-deterministic, and its results are immutable, so it is thread-safe.
+``plan`` is pure and deterministic and its results are immutable, so it is thread-safe.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange, expl
 from policies.plans import (archived_detail, clean_detail, expired_detail, force_detail, manual_detail,
                             size_cap_detail, window_detail)
 from policies.reasons import ARCHIVED, EXPIRED, HELD
-from policies.rules import FORCED, KEEPS, OVERRIDDEN, RETRIED, RULES, Context
+from policies.rules import FORCED, Context, apply_rules
 from policies.snapshot import DiskSnapshot, GroupSnapshot, LogSnapshot, SegmentSnapshot
 from policies.triggers import (
     DISK_CLEAN,
@@ -168,6 +168,9 @@ class _LogWalk:
         self.first_kept: str | None = None
         self.decisions: list[SegmentDecision] = []
         self.archive = policy.archive
+        self.force_target = policy.disk.force_target_ratio
+        self.manual_forcing = manual.forcing
+        self.context = Context(policy, log, self.triggers, self.now, self.wall, self.protecting)
 
     def has_next(self) -> bool:
         return self.index < len(self.log.segments)
@@ -193,24 +196,15 @@ class _LogWalk:
     def _decide(self, segment: SegmentSnapshot, is_last: bool, projected_ratio: float) -> SegmentDecision:
         """Apply the rules (``policies.rules``) to ``segment``: it goes when none keeps it."""
         context = self._context(segment, is_last, projected_ratio)
-        findings = [found for rule in RULES for found in rule(segment, context)]
-        reasons = tuple(found.code for found in findings if found.effect == KEEPS)
-        details = {found.code: found.detail for found in findings}
+        reasons, overridden, details, hold = apply_rules(segment, context)
         deleting = not reasons
-        overridden: tuple[str, ...] = ()
         because: tuple[str, ...] = ()
-        retry = forced = False
         # A delete explains why it goes, what it overrode and any earlier hold; a keep its reasons.
         if deleting:
-            overridden = tuple(found.code for found in findings if found.effect == OVERRIDDEN)
-            retry = any(found.effect in (RETRIED, FORCED) for found in findings)
-            forced = any(found.effect == FORCED for found in findings)
-            because, shown = self._deletion(segment, context, projected_ratio, details)
-            shown.update(overridden)
-            if retry:
-                shown.add(HELD)
-        else:
-            shown = set(reasons)
+            because, facts = self._deletion(segment, context, projected_ratio, details, overridden, hold)
+        else:   # the codes found, less any a force overrode or a hold that waits no more
+            facts = details if len(details) == len(reasons) else \
+                {code: fact for code, fact in details.items() if code in reasons}
         return SegmentDecision(
             log=self.log.name,
             base_offset=segment.base_offset,
@@ -220,54 +214,59 @@ class _LogWalk:
             action=DELETE if deleting else KEEP,
             reasons=reasons,
             because=because,
-            forced=forced,
-            retry=retry,
+            forced=deleting and hold == FORCED,
+            retry=deleting and hold is not None,
             unconsumed=context.ranges,
-            overridden=overridden,
-            overridden_by=context.overridden_by if overridden else None,
+            overridden=overridden if deleting else (),
+            overridden_by=context.overridden_by if deleting and overridden else None,
             age_seconds=context.age,
             used_bytes=segment.used_bytes,
             live_bytes=segment.live_bytes,
             index_bytes=segment.index_bytes,
-            detail_facts=MappingProxyType({code: fact for code, fact in details.items() if code in shown}),
+            detail_facts=MappingProxyType(facts),
         )
 
     def _context(self, segment: SegmentSnapshot, is_last: bool, projected_ratio: float) -> Context:
-        """The walk's state as it reaches ``segment``, for the rules."""
+        """The walk's state as it reaches ``segment``, for the rules: ``self.context``, updated."""
+        context = self.context
         # Pressure forces until the projected ratio is back at or below the low-water mark.
-        forcing = (self.forcing_trigger if self.forcing_trigger is not None
-                   and projected_ratio > self.policy.disk.force_target_ratio else None)
-        left_bytes = self.log_bytes - self.freed_bytes
-        over_cap = over_size_cap(self.policy, left_bytes)
-        ranges = tuple(found for found in (_unconsumed_range(group, segment) for group in self.groups_by_name)
-                       if found is not None)
-        return Context(self.policy, self.log, self.triggers, self.now, self.wall, self.protecting, is_last,
-                       self.now - segment.mtime, ranges, forcing, over_cap,
-                       forcing or (SIZE_CAP if over_cap else MANUAL if self.manual.forcing else None),
-                       left_bytes, self.first_kept, self.deleted)
+        forcing = self.forcing_trigger if self.forcing_trigger is not None and projected_ratio > self.force_target \
+            else None
+        context.left_bytes = left_bytes = self.log_bytes - self.freed_bytes
+        context.over_cap = over_cap = over_size_cap(self.policy, left_bytes)
+        context.forcing = forcing
+        context.overridden_by = forcing or (SIZE_CAP if over_cap else MANUAL if self.manual_forcing else None)
+        context.is_last = is_last
+        context.age = self.now - segment.mtime
+        context.ranges = tuple(found for found in (_unconsumed_range(group, segment) for group in self.groups_by_name)
+                               if found is not None) if self.groups_by_name else ()
+        context.first_kept = self.first_kept
+        context.deleted = self.deleted
+        return context
 
-    def _deletion(self, segment: SegmentSnapshot, context: Context, projected_ratio: float,
-                  details: dict[str, tuple]) -> tuple[tuple[str, ...], set[str]]:
-        """Why ``segment`` goes (``because``) and the codes its deletion shows; adds their facts to
-        ``details``."""
+    def _deletion(self, segment: SegmentSnapshot, context: Context, projected_ratio: float, found: Mapping[str, tuple],
+                  overridden: tuple[str, ...], hold: str | None) -> tuple[tuple[str, ...], dict[str, tuple]]:
+        """Why ``segment`` goes (``because``), and the facts its deletion shows: those ``found`` by the
+        rules it overrode or that held it before, then those of why it goes."""
         policy = self.policy
         because = self._because(context.age, context.overridden_by, context.forcing is not None, context.over_cap)
-        shown = set(because)
+        facts = {code: fact for code, fact in found.items() if code in overridden or code == HELD} if found else {}
         if EXPIRED in because:
-            details[EXPIRED] = (expired_detail, context.age, policy.reserve)
+            facts[EXPIRED] = (expired_detail, context.age, policy.reserve)
         if context.forcing is not None:
-            details[context.forcing] = (force_detail, projected_ratio, policy.disk.force_target_ratio)
+            facts[context.forcing] = (force_detail, projected_ratio, self.force_target)
         if context.over_cap:
-            details[SIZE_CAP] = (size_cap_detail, context.left_bytes, policy.retention_bytes)
-            shown.add(SIZE_CAP)
+            facts[SIZE_CAP] = (size_cap_detail, context.left_bytes, policy.retention_bytes)
         if segment.archived_at is not None and self.archive.enabled:
             because = (*because, ARCHIVED)
-            shown.add(ARCHIVED)
-            details[ARCHIVED] = (archived_detail, segment.archived_at, self.archive.url)
-        details[TIME_WINDOW] = (window_detail, policy, self.at)
-        details[DISK_CLEAN] = (clean_detail, self.log.disk.used_ratio, policy.disk.clean_ratio)
-        details[MANUAL] = (manual_detail, self.manual.remaining, self.manual.forcing)
-        return because, shown
+            facts[ARCHIVED] = (archived_detail, segment.archived_at, self.archive.url)
+        if TIME_WINDOW in because:
+            facts[TIME_WINDOW] = (window_detail, policy, self.at)
+        if DISK_CLEAN in because:
+            facts[DISK_CLEAN] = (clean_detail, self.log.disk.used_ratio, policy.disk.clean_ratio)
+        if MANUAL in because:
+            facts[MANUAL] = (manual_detail, self.manual.remaining, self.manual.forcing)
+        return because, facts
 
     def _because(self, age: float, overridden_by: str | None, force_disk: bool, over_cap: bool) -> tuple[str, ...]:
         """Why a segment goes: ``expired`` unless it is younger than reserve, and the triggers that let

@@ -13,7 +13,8 @@ rule order; docs/concepts.md (A pass, The rules) says why that order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 from policies.archive_trust import not_archived_detail, unarchived_may_go
@@ -27,8 +28,8 @@ from policies.snapshot import LogSnapshot, SegmentSnapshot
 from policies.triggers import SIZE_CAP
 
 __all__ = [
-    "FORCED", "KEEPS", "OVERRIDDEN", "RETRIED", "RULES", "Context", "Finding", "Rule", "active", "batch_limit",
-    "held", "no_trigger", "not_archived", "prefix", "unconsumed_by", "young",
+    "FORCED", "KEEPS", "OVERRIDDEN", "RETRIED", "RULES", "Context", "Finding", "Rule", "Verdict", "active",
+    "apply_rules", "batch_limit", "held", "no_trigger", "not_archived", "prefix", "unconsumed_by", "young",
 ]
 
 KEEPS = "keeps"
@@ -46,24 +47,34 @@ class Finding(NamedTuple):
     effect: str = KEEPS
 
 
-class Context(NamedTuple):
-    """The walk of one log as it reaches a segment: the log's facts, and the pass's state there."""
+class Context:
+    """The walk of one log as it reaches a segment: the log's facts (fixed for the walk) and the
+    pass's state there (updated by the walk before each segment, never by a rule)."""
 
-    policy: PolicyConfig
-    log: LogSnapshot
-    triggers: tuple[str, ...]           # the log's active triggers (``LogPlan.triggers``)
-    now: float                          # the trusted time (epoch seconds): ages, staleness, holds
-    wall: float                         # the wall clock's time
-    protecting: frozenset[str]          # the consumer groups whose unconsumed records keep segments
-    is_last: bool                       # the segment is the log's last
-    age: float                          # seconds since the segment's last write, at ``now``
-    ranges: tuple[UnconsumedRange, ...]  # what each consumer group has not consumed of it
-    forcing: str | None                 # the trigger forcing here (disk-force above force_target), or None
-    over_cap: bool                      # the bytes still left exceed retention_bytes
-    overridden_by: str | None           # what forces deleting it whatever its age, or None
-    left_bytes: int                     # the log's bytes less those planned for deletion so far
-    first_kept: str | None              # the name of the first segment kept so far
-    deleted: int                        # segments planned for deletion so far
+    __slots__ = ("policy", "log", "triggers", "now", "wall", "protecting", "archiving", "is_last", "age", "ranges",
+                 "forcing", "over_cap", "overridden_by", "left_bytes", "first_kept", "deleted")
+
+    def __init__(self, policy: PolicyConfig, log: LogSnapshot, triggers: tuple[str, ...], now: float, wall: float,
+                 protecting: frozenset[str], *, is_last: bool = False, age: float = 0.0,
+                 ranges: tuple[UnconsumedRange, ...] = (), forcing: str | None = None, over_cap: bool = False,
+                 overridden_by: str | None = None, left_bytes: int = 0, first_kept: str | None = None,
+                 deleted: int = 0) -> None:
+        self.policy = policy
+        self.log = log
+        self.triggers = triggers            # the log's active triggers (``LogPlan.triggers``)
+        self.now = now                      # the trusted time (epoch seconds): ages, staleness, holds
+        self.wall = wall                    # the wall clock's time
+        self.protecting = protecting        # the groups whose unconsumed records keep segments
+        self.archiving = policy.archive.enabled
+        self.is_last = is_last              # the segment is the log's last
+        self.age = age                      # seconds since its last write, at ``now``
+        self.ranges = ranges                # what each consumer group has not consumed of it
+        self.forcing = forcing              # the trigger forcing here (disk-force above force_target), or None
+        self.over_cap = over_cap            # the bytes still left exceed retention_bytes
+        self.overridden_by = overridden_by  # what forces deleting it whatever its age, or None
+        self.left_bytes = left_bytes        # the log's bytes less those planned for deletion so far
+        self.first_kept = first_kept        # the name of the first segment kept so far
+        self.deleted = deleted              # segments planned for deletion so far
 
 
 Rule = Callable[[SegmentSnapshot, Context], tuple[Finding, ...]]
@@ -101,19 +112,18 @@ def young(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ...]:
 def not_archived(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ...]:
     """The log's archive tier does not hold it yet; overridden when the disk forces and the tier
     cannot be waited for (``policies.archive_trust``)."""
-    archive = context.policy.archive
-    if not archive.enabled or segment.archived_at is not None:
+    if not context.archiving or segment.archived_at is not None:
         return ()
     log = context.log
     may_go = context.forcing is not None and unarchived_may_go(context.triggers, log.archive_up)
-    return (Finding(NOT_ARCHIVED, (not_archived_detail, archive.url, log.archive_doubt),
+    return (Finding(NOT_ARCHIVED, (not_archived_detail, context.policy.archive.url, log.archive_doubt),
                     OVERRIDDEN if may_go else KEEPS),)
 
 
 def unconsumed_by(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ...]:
     """Each protecting group that has not consumed it (``unconsumed:GROUP``), overridden when the
     disk forces; an archived segment stays readable from the archive and is protected by none."""
-    if not context.protecting or (segment.archived_at is not None and context.policy.archive.enabled):
+    if not context.ranges or not context.protecting or (segment.archived_at is not None and context.archiving):
         return ()
     effect = OVERRIDDEN if context.forcing is not None else KEEPS
     return tuple(Finding(unconsumed(found.group), (unconsumed_detail, found), effect)
@@ -151,3 +161,37 @@ def batch_limit(segment: SegmentSnapshot, context: Context) -> tuple[Finding, ..
 
 RULES: tuple[Rule, ...] = (active, no_trigger, young, not_archived, unconsumed_by, held, prefix, batch_limit)
 """Every rule, in the order they are applied and a kept segment's reasons are listed."""
+
+
+class Verdict(NamedTuple):
+    """What the rules found for one segment, in rule order: it goes when ``reasons`` is empty."""
+
+    reasons: tuple[str, ...]            # the codes that keep it
+    overridden: tuple[str, ...]         # the codes that would keep it, overridden by what forces
+    details: Mapping[str, tuple]        # every code found: the facts of its explanation
+    hold: str | None                    # RETRIED or FORCED: a held segment a deletion retries or forces
+
+
+_NOTHING_FOUND = Verdict((), (), MappingProxyType({}), None)
+
+
+def apply_rules(segment: SegmentSnapshot, context: Context) -> Verdict:
+    """Every rule of ``RULES`` applied to ``segment``, in order."""
+    found: list[Finding] = []
+    for rule in RULES:
+        found += rule(segment, context)
+    if not found:
+        return _NOTHING_FOUND
+    reasons: list[str] = []
+    overridden: list[str] = []
+    details: dict[str, tuple] = {}
+    hold = None
+    for code, detail, effect in found:
+        details[code] = detail
+        if effect == KEEPS:
+            reasons.append(code)
+        elif effect == OVERRIDDEN:
+            overridden.append(code)
+        else:
+            hold = effect
+    return Verdict(tuple(reasons), tuple(overridden), details, hold)

@@ -14,8 +14,8 @@ import policies.rules
 from policies import (ACTIVE, BATCH_LIMIT, CLOCK_STEP, DISK_FORCE, HELD, MANUAL, NO_MANUAL_TRIGGER, NO_TRIGGER,
                       NOT_ARCHIVED, PREFIX, REFUSE_WRITES, RESERVED, SIZE_CAP, TIME_WINDOW, ManualTrigger,
                       UnconsumedRange, log_triggers, segments_to_examine, unconsumed)
-from policies.rules import (FORCED, KEEPS, OVERRIDDEN, RETRIED, RULES, Context, active, batch_limit, held,
-                            no_trigger, not_archived, prefix, unconsumed_by, young)
+from policies.rules import (FORCED, KEEPS, OVERRIDDEN, RETRIED, RULES, Context, active, apply_rules, batch_limit,
+                            held, no_trigger, not_archived, prefix, unconsumed_by, young)
 
 URL = "s3://bucket/prod"
 SNAPSHOT = log([100, 50, 1])
@@ -75,9 +75,10 @@ def test_not_archived_keeps_what_the_tier_does_not_hold_unless_a_force_cannot_wa
     assert (found.code, found.effect) == (NOT_ARCHIVED, KEEPS) and URL in words(found)
     down = context(policy=archiving, triggers=(DISK_FORCE,), forcing=DISK_FORCE)
     assert [f.effect for f in not_archived(OLD, down)] == [OVERRIDDEN]
-    up = down._replace(log=replace(SNAPSHOT, archive_up=True))
+    up = context(policy=archiving, triggers=(DISK_FORCE,), forcing=DISK_FORCE, log=replace(SNAPSHOT, archive_up=True))
     assert [f.effect for f in not_archived(OLD, up)] == [KEEPS]
-    refused = up._replace(triggers=(DISK_FORCE, REFUSE_WRITES))
+    refused = context(policy=archiving, triggers=(DISK_FORCE, REFUSE_WRITES), forcing=DISK_FORCE,
+                      log=replace(SNAPSHOT, archive_up=True))
     assert [f.effect for f in not_archived(OLD, refused)] == [OVERRIDDEN]
     assert not_archived(replace(OLD, archived_at=NOW_TS), context(policy=archiving)) == ()
     assert not_archived(OLD, context()) == ()
@@ -142,12 +143,22 @@ def test_the_rules_module_and_the_concepts_page_state_the_order_the_rules_are_ap
         ("unconsumed:GROUP", ""), ("held", ""), ("prefix", ""), ("batch-limit", "")]
 
 
-def test_a_kept_segment_lists_its_reasons_in_rule_order():
+def test_applying_the_rules_lists_a_kept_segments_reasons_in_rule_order():
     crowded = context(triggers=(), age=HOUR, ranges=(UnconsumedRange("etl", 0, 100),),
                       protecting=frozenset({"etl"}), first_kept="x", deleted=10, is_last=True,
                       policy=policy(archive={"url": URL}))
-    found = [f.code for rule in RULES for f in rule(LAST, crowded)]
-    assert found == [ACTIVE, NO_TRIGGER, RESERVED, NOT_ARCHIVED, unconsumed("etl"), PREFIX, BATCH_LIMIT]
+    verdict = apply_rules(LAST, crowded)
+    assert verdict.reasons == (ACTIVE, NO_TRIGGER, RESERVED, NOT_ARCHIVED, unconsumed("etl"), PREFIX, BATCH_LIMIT)
+    assert list(verdict.details) == list(verdict.reasons) and verdict.overridden == () and verdict.hold is None
+
+
+def test_applying_the_rules_sorts_what_a_force_overrides_from_a_hold_it_retries():
+    holding = replace(SNAPSHOT, hung={MIDDLE.base_offset: hung(300, 150)})
+    forced = context(age=50 * HOUR, forcing=DISK_FORCE, overridden_by=DISK_FORCE, protecting=frozenset({"etl"}),
+                     ranges=(UnconsumedRange("etl", 100, 200),), log=holding, policy=policy(hung={"force_after": "10m"}))
+    verdict = apply_rules(MIDDLE, forced)
+    assert verdict.reasons == () and verdict.overridden == (RESERVED, unconsumed("etl"))
+    assert verdict.hold == RETRIED and list(verdict.details) == [RESERVED, unconsumed("etl"), HELD]
 
 
 # --- how much of a log a pass reads ---------------------------------------------------------------

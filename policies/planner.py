@@ -110,7 +110,7 @@ def segments_to_examine(policy: PolicyConfig, disk: DiskSnapshot, now: datetime,
     trigger, so with none active the head stands for the log; a capped log's size needs every file."""
     if policy.retention_bytes is not None:
         return None
-    return policy.files_per_pass + 1 if log_triggers(policy, disk, now, manual, 0) else 1
+    return policy.files_per_pass + 1 if log_triggers(policy, disk, now, manual, 0) else 1   # uncapped: 0 bytes
 
 
 def _walk_filesystem(walks: list[_LogWalk]) -> None:

@@ -7,8 +7,9 @@
 A rule returns ``()`` when its reason does not apply, else one ``Finding`` per code (the unconsumed
 rule one per protecting group). A finding keeps the segment (``KEEPS``), would keep it but is
 overridden by what forces (``OVERRIDDEN``), or, for ``held`` only, notes that a deletion retries or
-forces a held segment (``RETRIED``, ``FORCED``). A kept segment's reasons are its ``KEEPS`` codes in
-rule order; docs/concepts.md (A pass, The rules) says why that order.
+forces a held segment (``RETRIED``, ``FORCED``). ``apply_rules`` applies them all: a kept segment's
+reasons are its ``KEEPS`` codes in rule order; docs/concepts.md (The rules, in order) says why that
+order. Rules read their arguments and change nothing; a ``Context`` belongs to one walk.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ FORCED = "forced"
 
 class Finding(NamedTuple):
     """A code a rule found for a segment, the facts its explanation is made of
-    (``(formatter, *facts)``, see ``policies.plan_details``) and its effect."""
+    (``(formatter, *facts)``, the formatters of ``policies.plans``) and its effect."""
 
     code: str
     detail: tuple

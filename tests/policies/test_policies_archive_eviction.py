@@ -38,7 +38,8 @@ def test_without_an_archive_nothing_changes_and_no_segment_is_called_archived():
 
 def test_the_size_cap_evicts_archived_segments_only():
     snapshot = archived(log([5, 4, 3, 2, 1]), 0)
-    decided = plan_by_policy([snapshot], {"default": policy(retention_bytes="2000B", **ARCHIVING)}, NOW).log("staging").decisions
+    decided = (plan_by_policy([snapshot], {"default": policy(retention_bytes="2000B", **ARCHIVING)}, NOW)
+               .log("staging").decisions)
     assert [d.action for d in decided] == [DELETE, KEEP, KEEP, KEEP, KEEP]
     assert decided[0].because == (SIZE_CAP, ARCHIVED) and NOT_ARCHIVED in decided[1].reasons
 
@@ -83,14 +84,16 @@ def _up(snapshot):
 def test_a_disk_force_keeps_unarchived_segments_for_a_tier_that_is_up():
     # Below refuse_writes_ratio, with the tier up: the force uploads first (policies.archive_trust).
     snapshot = _up(log([50, 40, 20, 1], disk_snapshot=disk(0.90, capacity=10_000), groups=[group("etl", 0)]))
-    decided = plan_by_policy([snapshot], {"default": policy(disk={"force_target": 0.75}, **ARCHIVING)}, NOW).log("staging").decisions
+    decided = (plan_by_policy([snapshot], {"default": policy(disk={"force_target": 0.75}, **ARCHIVING)}, NOW)
+               .log("staging").decisions)
     assert [d.action for d in decided] == [KEEP, KEEP, KEEP, KEEP]
     assert decided[0].reasons == (NOT_ARCHIVED,)      # its group's protection is overridden, not this
 
 
 def test_at_refuse_writes_ratio_a_tier_that_did_not_keep_up_loses_unarchived_segments():
     snapshot = _up(log([50, 40, 20, 1], disk_snapshot=disk(0.97, capacity=10_000)))
-    decided = plan_by_policy([snapshot], {"default": policy(disk={"force_target": 0.75}, **ARCHIVING)}, NOW).log("staging").decisions
+    decided = (plan_by_policy([snapshot], {"default": policy(disk={"force_target": 0.75}, **ARCHIVING)}, NOW)
+               .log("staging").decisions)
     assert decided[0].action == DELETE and decided[0].overridden_by == "disk-force"
     assert NOT_ARCHIVED in decided[0].overridden and ARCHIVED not in decided[0].because
 

@@ -21,7 +21,8 @@ def outcome(log_plan):
 
 def plan_at(snapshot, now, trusted=None, manual=None, **overrides):
     manual = {"default": manual} if manual else {}
-    return plan_by_policy([snapshot], policies(default=policy(**overrides)), now, manual, trusted_now=trusted).log(snapshot.name)
+    return plan_by_policy([snapshot], policies(default=policy(**overrides)), now, manual,
+                          trusted_now=trusted).log(snapshot.name)
 
 
 def test_a_forward_step_beyond_the_threshold_is_a_step_and_a_backward_one_is_not():

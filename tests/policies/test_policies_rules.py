@@ -155,7 +155,8 @@ def test_applying_the_rules_lists_a_kept_segments_reasons_in_rule_order():
 def test_applying_the_rules_sorts_what_a_force_overrides_from_a_hold_it_retries():
     holding = replace(SNAPSHOT, hung={MIDDLE.base_offset: hung(300, 150)})
     forced = context(age=50 * HOUR, forcing=DISK_FORCE, overridden_by=DISK_FORCE, protecting=frozenset({"etl"}),
-                     ranges=(UnconsumedRange("etl", 100, 200),), log=holding, policy=policy(hung={"force_after": "10m"}))
+                     ranges=(UnconsumedRange("etl", 100, 200),), log=holding,
+                     policy=policy(hung={"force_after": "10m"}))
     verdict = apply_rules(MIDDLE, forced)
     assert verdict.reasons == () and verdict.overridden == (RESERVED, unconsumed("etl"))
     assert verdict.hold == RETRIED and list(verdict.details) == [RESERVED, unconsumed("etl"), HELD]

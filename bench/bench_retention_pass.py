@@ -8,7 +8,8 @@ beside the store's bare `remove_head` loop over an identical log in the same run
 interleaved rounds.
 
 The logs are real: one sealed 4 KiB segment is written by the store, then copied under each base
-offset (records carry no offsets, so a copy is a valid segment of the next range).
+offset (records carry no offsets, so a copy is a valid segment of the next range; its index is
+copied without the base offset it records).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from loguru import logger
 
 from commitlog import CommitLog
+from commitlog.segments.index import without_base
 from policies import load_config
 from retention import Cleaner
 
@@ -38,7 +40,8 @@ def build_log(path: Path, segments: int) -> None:
     path.mkdir()
     shutil.copy(template / "meta.json", path / "meta.json")
     seg = (template / f"{0:020d}.log").read_bytes()
-    idx = (template / f"{0:020d}.index").read_bytes()
+    # The index without the base offset it records, so it is valid under every copy's name.
+    idx = without_base((template / f"{0:020d}.index").read_bytes())
     old = time.time() - 3600
     for i in range(segments):
         base = i * per_segment

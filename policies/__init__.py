@@ -7,7 +7,7 @@ configuration file. Dependencies point inward only; it imports nothing from ``co
 Typical use::
 
     config = load_config("conf/retention.yaml")
-    the_plan = plan(snapshots, config.policies, now)   # now: an aware datetime from the caller's clock
+    the_plan = plan(snapshots, config.policies_in_force, now)   # now: aware, from the caller's clock
     for decision in the_plan.log("staging").to_delete: ...
 """
 

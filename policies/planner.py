@@ -1,45 +1,13 @@
-"""The planner: from snapshots, policies and the time, a delete-or-keep decision for every segment.
+"""The planner: from snapshots, the policy in force for each log and the time, a delete-or-keep
+decision for every segment.
 
-Rules, per log (``plan`` applies them; every input is plain data and nothing is read or changed):
+``plan`` walks each log oldest first and applies the rules of ``policies.rules`` to each segment, in
+their order: a segment goes when none keeps it; a kept one lists every reason that applies, each
+sufficient on its own. Logs on one filesystem are walked together, oldest last write first (archived
+segments first), and a disk force lasts while the projected used ratio is above ``force_target``.
+docs/concepts.md (A pass) gives the rules and the walk in full.
 
-- Nothing is deleted without an active trigger (``no-trigger``).
-- A log whose segment files take more than ``retention_bytes`` has the ``size-cap`` trigger: its
-  oldest segments go, unexpired ones too (``reserved`` overridden by ``size-cap``), until the bytes
-  left are within the cap; then the cap justifies nothing more. Unconsumed segments, held ones, the
-  active segment, the prefix rule and ``files_per_pass`` still keep segments, as for any trigger.
-- A segment expires ``reserve`` after its last write. Only expired segments go, unless the pass
-  forces: ``disk-force`` (``disk.force`` on) or a manual trigger with force, which take the oldest
-  segments whatever their age. With ``disk.force`` off nothing forces: above
-  ``refuse_writes_ratio`` the writers are refused and only expired, consumed segments go.
-- With a *trusted now* (``trusted_now``, earlier than ``now``: the wall clock stepped forward),
-  expiry and group staleness are judged at it, not at ``now``: a segment expired only by the step is
-  kept (``clock-step``) unless what overrides ``reserved`` forces (``policies.clock_guard``).
-- With ``protect_unconsumed``, a segment holding an offset a consumer group has not consumed is kept
-  (``unconsumed:GROUP``) unless the disk forces; a manual force does not override this. A group silent
-  for longer than ``consumer_ttl`` protects nothing and is reported as stale.
-- The last segment is never deleted (``active``): it is the one being written, whether or not the
-  snapshot flags it, since a writer in another process may be appending to it.
-- The walk goes oldest first and never leaves a hole: once a segment is kept, every later one is kept
-  too (``prefix``). At most ``files_per_pass`` segments go per log per pass (``batch-limit``).
-- A segment an earlier attempt found held by a reader is kept (``held``) until ``retry_every`` has
-  passed since the last attempt; after ``force_after`` since the first attempt it is deleted even if
-  still held (``forced``).
-- A log whose policy has an archive tier (``archive.url``) evicts archived segments only: one the
-  tier does not hold whole yet is kept (``not-archived``) unless the disk forces and the tier is
-  down or did not keep up (``policies.archive_trust``). The walk of a
-  filesystem takes the archived segments at the logs' heads before any unarchived one, so a force
-  evicts what the archive holds first and loses data only when that is not enough. An archived
-  segment's deletion says so (``archived`` in ``because``). A consumer group's unconsumed records do
-  not keep an archived segment: they stay readable through the archive, whose total retention
-  protects them (``commitlog.archive``; ``policies.archive_expiry``).
-- Logs on one filesystem (the same ``filesystem_id``) are walked together in global age order, oldest
-  last write first, each from its own head. A log's disk force lasts while the projected used ratio,
-  the used bytes less those planned for deletion so far over used plus free, is above its
-  ``force_target`` (the low-water mark; ``clean_ratio`` when unset), so a forced pass leaves room below
-  ``force_ratio`` for the writer it let resume; then its segments follow the unforced rules.
-
-A kept segment lists every reason that applies to it, each sufficient on its own. ``plan`` is pure and
-deterministic, and its results are immutable, so it is thread-safe.
+``plan`` is pure and deterministic and its results are immutable, so it is thread-safe.
 """
 
 from __future__ import annotations
@@ -49,18 +17,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 
-from policies.clock_guard import age_reason, clock_step_detail, judged_at
-from policies.plan_details import (archived_detail, batch_detail, clean_detail, expired_detail, force_detail,
-                                    forced_detail, manual_detail, no_trigger_detail, prefix_detail,
-                                    reserved_detail, retried_detail, size_cap_detail, unconsumed_detail,
-                                    waiting_detail, window_detail)
-from policies.archive_trust import not_archived_detail, unarchived_may_go
+from policies.clock_guard import judged_at
 from policies.config import PolicyConfig
 from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
 from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange, explain_codes  # re-exported
-from policies.reasons import (ACTIVE, ARCHIVED, BATCH_LIMIT, EXPIRED, HELD, NOT_ARCHIVED, NO_TRIGGER,
-                              PREFIX, RESERVED, unconsumed)
-from policies.snapshot import GroupSnapshot, LogSnapshot, SegmentSnapshot
+from policies.plans import (archived_detail, clean_detail, expired_detail, force_detail, manual_detail,
+                            size_cap_detail, window_detail)
+from policies.reasons import ARCHIVED, EXPIRED, HELD
+from policies.rules import FORCED, Context, apply_rules
+from policies.snapshot import DiskSnapshot, GroupSnapshot, LogSnapshot, SegmentSnapshot
 from policies.triggers import (
     DISK_CLEAN,
     DISK_FORCE,
@@ -87,25 +52,27 @@ __all__ = [
     "SegmentDecision",
     "UnconsumedRange",
     "explain_codes",
+    "log_triggers",
     "plan",
+    "segments_to_examine",
     "stale_groups",
 ]
 
 
 def plan(
     logs: Sequence[LogSnapshot],
-    policies: Mapping[str, PolicyConfig],
+    in_force: Mapping[str, PolicyConfig],
     now: datetime,
     manual: Mapping[str, ManualTrigger] = MappingProxyType({}),
-    in_force: Mapping[str, PolicyConfig] = MappingProxyType({}),
     trusted_now: datetime | None = None,
 ) -> Plan:
-    """Decide every segment of ``logs`` at ``now``; ``manual`` holds open manual triggers by policy name;
-    ``in_force``: by log name, the policy a log's ``overrides`` make of its own (``policy_for``);
-    ``trusted_now``: the time before a forward clock step, at which expiry and staleness are judged.
+    """Decide every segment of ``logs`` at ``now``. ``in_force``: by log name, the policy in force for
+    it (its policy with its ``overrides`` applied, ``RetentionConfig.policies_in_force``); ``manual``:
+    open manual triggers by policy name (``LogSnapshot.policy``); ``trusted_now``: the time before a
+    forward clock step, at which expiry and staleness are judged.
 
-    Raises ``ValueError`` for a naive ``now`` or ``trusted_now``, a log naming a policy absent from
-    ``policies`` or two logs with one name.
+    Raises ``ValueError`` for a naive ``now`` or ``trusted_now``, a log absent from ``in_force`` or
+    two logs with one name.
     """
     require_aware(now)
     judged = judged_at(now, trusted_now if trusted_now is None else require_aware(trusted_now))
@@ -114,16 +81,36 @@ def plan(
         raise ValueError(f"log names repeat: {sorted(names)}")
     walks = []
     for order, log in enumerate(logs):
-        if log.policy not in policies:
-            raise ValueError(f"log {log.name} names policy {log.policy!r}, which is not configured")
-        walks.append(_LogWalk(order, log, in_force.get(log.name, policies[log.policy]), now,
-                              manual.get(log.policy, NO_MANUAL_TRIGGER), judged))
+        policy = in_force.get(log.name)
+        if policy is None:
+            raise ValueError(f"log {log.name} (policy {log.policy!r}) has no policy in force")
+        walks.append(_LogWalk(order, log, policy, now, manual.get(log.policy, NO_MANUAL_TRIGGER), judged))
     filesystems: dict[int, list[_LogWalk]] = {}
     for walk in walks:
         filesystems.setdefault(walk.log.disk.filesystem_id, []).append(walk)
     for shared in filesystems.values():
         _walk_filesystem(shared)
     return Plan(at=now, logs=tuple(walk.result() for walk in walks))
+
+
+def log_triggers(policy: PolicyConfig, disk: DiskSnapshot, now: datetime, manual: ManualTrigger,
+                 log_bytes: int) -> tuple[str, ...]:
+    """A log's active triggers (``LogPlan.triggers``), in contract order: ``active_triggers``, and
+    ``size-cap`` when its segment files take ``log_bytes``, above ``retention_bytes``."""
+    triggers = active_triggers(policy, disk.used_ratio, now, manual, disk.forcing)
+    if over_size_cap(policy, log_bytes):
+        return tuple(t for t in TRIGGERS if t in triggers or t == SIZE_CAP)
+    return triggers
+
+
+def segments_to_examine(policy: PolicyConfig, disk: DiskSnapshot, now: datetime,
+                        manual: ManualTrigger) -> int | None:
+    """How many of a log's oldest segments ``plan`` needs (beside the last) to decide it as it would
+    the whole log; None: all of them. A pass deletes at most ``files_per_pass`` and nothing without a
+    trigger, so with none active the head stands for the log; a capped log's size needs every file."""
+    if policy.retention_bytes is not None:
+        return None
+    return policy.files_per_pass + 1 if log_triggers(policy, disk, now, manual, 0) else 1   # uncapped: 0 bytes
 
 
 def _walk_filesystem(walks: list[_LogWalk]) -> None:
@@ -167,25 +154,23 @@ class _LogWalk:
         self.wall = now.timestamp()
         self.at = now
         self.manual = manual
-        self.triggers = active_triggers(policy, log.disk.used_ratio, now, manual, log.disk.forcing)
         self.log_bytes = sum(segment.size_bytes for segment in log.segments)
-        if over_size_cap(policy, self.log_bytes):
-            self.triggers = tuple(t for t in TRIGGERS if t in self.triggers or t == SIZE_CAP)
+        self.triggers = log_triggers(policy, log.disk, now, manual, self.log_bytes)
         self.freed_bytes = 0
         # Only disk-force forces: with disk.force off, refuse-writes turns writers away instead.
         self.forcing_trigger = DISK_FORCE if DISK_FORCE in self.triggers else None
         self.stale_groups = stale_groups(log.groups, self.now, policy.consumer_ttl)
-        self.protecting = (
-            tuple(sorted((g for g in log.groups if g.name not in self.stale_groups), key=lambda g: g.name))
-            if policy.protect_unconsumed
-            else ()
-        )
+        self.protecting = (frozenset(g.name for g in log.groups if g.name not in self.stale_groups)
+                           if policy.protect_unconsumed else frozenset())
         self.groups_by_name = tuple(sorted(log.groups, key=lambda g: g.name))
         self.index = 0
         self.deleted = 0
         self.first_kept: str | None = None
         self.decisions: list[SegmentDecision] = []
         self.archive = policy.archive
+        self.force_target = policy.disk.force_target_ratio
+        self.manual_forcing = manual.forcing
+        self.context = Context(policy, log, self.triggers, self.now, self.wall, self.protecting)
 
     def has_next(self) -> bool:
         return self.index < len(self.log.segments)
@@ -209,94 +194,17 @@ class _LogWalk:
         return decision
 
     def _decide(self, segment: SegmentSnapshot, is_last: bool, projected_ratio: float) -> SegmentDecision:
-        policy = self.policy
-        # Pressure forces until the projected ratio is back at or below the low-water mark.
-        target = policy.disk.force_target_ratio
-        force_disk = self.forcing_trigger is not None and projected_ratio > target
-        left_bytes = self.log_bytes - self.freed_bytes
-        over_cap = over_size_cap(policy, left_bytes)
-        overridden_by = (self.forcing_trigger if force_disk else SIZE_CAP if over_cap
-                         else MANUAL if self.manual.forcing else None)
-        age = self.now - segment.mtime
-        reasons: list[str] = []
-        overridden: list[str] = []
-        details: dict[str, tuple] = {}
-
-        if segment.active or (is_last and not segment.sealed):
-            reasons.append(ACTIVE)
-            details[ACTIVE] = (str, "the segment being written")
-        if not self.triggers or (self.triggers == (SIZE_CAP,) and not over_cap):
-            reasons.append(NO_TRIGGER)
-            details[NO_TRIGGER] = (no_trigger_detail, policy.delete_at_hours, self.log.disk.used_ratio,
-                                   policy.disk.clean_ratio, policy.retention_bytes, left_bytes)
-        young = age_reason(age, self.wall - segment.mtime, policy.reserve)
-        if young is not None:
-            (overridden if overridden_by else reasons).append(young)
-            details[young] = ((reserved_detail, policy.reserve, age) if young == RESERVED
-                              else (clock_step_detail, self.wall - self.now, age))
-
-        if self.archive.enabled and segment.archived_at is None:
-            may_go = force_disk and unarchived_may_go(self.triggers, self.log.archive_up)
-            (overridden if may_go else reasons).append(NOT_ARCHIVED)
-            details[NOT_ARCHIVED] = (not_archived_detail, self.archive.url, self.log.archive_doubt)
-
-        ranges = tuple(_unconsumed_range(group, segment) for group in self.groups_by_name)
-        ranges = tuple(found for found in ranges if found is not None)
-        # An archived segment stays readable from the archive: a group's protection is the archive's.
-        protected = () if self.archive.enabled and segment.archived_at is not None else \
-            {group.name for group in self.protecting}
-        for found in ranges:
-            if found.group in protected:
-                code = unconsumed(found.group)
-                (overridden if force_disk else reasons).append(code)
-                details[code] = (unconsumed_detail, found)
-
-        forced = retry = False
-        hung = self.log.hung.get(segment.base_offset)
-        if hung is not None:
-            held_for = self.now - hung.first_attempt_at
-            since_attempt = self.now - hung.last_attempt_at
-            if held_for >= policy.hung.force_after:
-                forced = retry = True
-                details[HELD] = (forced_detail, held_for, policy.hung.force_after)
-            elif since_attempt >= policy.hung.retry_every:
-                retry = True
-                details[HELD] = (retried_detail, held_for, since_attempt)
-            else:
-                reasons.append(HELD)
-                details[HELD] = (waiting_detail, held_for, policy.hung.retry_every - since_attempt)
-
-        if self.first_kept is not None:
-            reasons.append(PREFIX)
-            details[PREFIX] = (prefix_detail, self.first_kept)
-        if self.deleted >= policy.files_per_pass:
-            reasons.append(BATCH_LIMIT)
-            details[BATCH_LIMIT] = (batch_detail, policy.files_per_pass)
-
+        """Apply the rules (``policies.rules``) to ``segment``: it goes when none keeps it."""
+        context = self._context(segment, is_last, projected_ratio)
+        reasons, overridden, details, hold = apply_rules(segment, context)
         deleting = not reasons
         because: tuple[str, ...] = ()
         # A delete explains why it goes, what it overrode and any earlier hold; a keep its reasons.
-        shown = set(reasons)
         if deleting:
-            shown.update(overridden)
-            because = self._because(age, overridden_by, force_disk, over_cap)
-            shown.update(because)
-            if EXPIRED in because:
-                details[EXPIRED] = (expired_detail, age, policy.reserve)
-            if force_disk:
-                details[self.forcing_trigger] = (force_detail, projected_ratio, target)
-            if retry:
-                shown.add(HELD)
-            if over_cap:
-                details[SIZE_CAP] = (size_cap_detail, left_bytes, policy.retention_bytes)
-                shown.add(SIZE_CAP)
-            if segment.archived_at is not None and self.archive.enabled:
-                because = (*because, ARCHIVED)
-                shown.add(ARCHIVED)
-                details[ARCHIVED] = (archived_detail, segment.archived_at, self.archive.url)
-            details[TIME_WINDOW] = (window_detail, policy, self.at)
-            details[DISK_CLEAN] = (clean_detail, self.log.disk.used_ratio, policy.disk.clean_ratio)
-            details[MANUAL] = (manual_detail, self.manual.remaining, self.manual.forcing)
+            because, facts = self._deletion(segment, context, projected_ratio, details, overridden, hold)
+        else:   # the codes found, less any a force overrode or a hold that waits no more
+            facts = details if len(details) == len(reasons) else \
+                {code: fact for code, fact in details.items() if code in reasons}
         return SegmentDecision(
             log=self.log.name,
             base_offset=segment.base_offset,
@@ -304,19 +212,61 @@ class _LogWalk:
             path=segment.path,
             bytes=segment.size_bytes,
             action=DELETE if deleting else KEEP,
-            reasons=tuple(reasons),
+            reasons=reasons,
             because=because,
-            forced=forced and deleting,
-            retry=retry and deleting,
-            unconsumed=ranges,
-            overridden=tuple(overridden) if deleting else (),
-            overridden_by=overridden_by if deleting and overridden else None,
-            age_seconds=age,
+            forced=deleting and hold == FORCED,
+            retry=deleting and hold is not None,
+            unconsumed=context.ranges,
+            overridden=overridden if deleting else (),
+            overridden_by=context.overridden_by if deleting and overridden else None,
+            age_seconds=context.age,
             used_bytes=segment.used_bytes,
             live_bytes=segment.live_bytes,
             index_bytes=segment.index_bytes,
-            detail_facts=MappingProxyType({code: fact for code, fact in details.items() if code in shown}),
+            detail_facts=MappingProxyType(facts),
         )
+
+    def _context(self, segment: SegmentSnapshot, is_last: bool, projected_ratio: float) -> Context:
+        """The walk's state as it reaches ``segment``, for the rules: ``self.context``, updated."""
+        context = self.context
+        # Pressure forces until the projected ratio is back at or below the low-water mark.
+        forcing = self.forcing_trigger if self.forcing_trigger is not None and projected_ratio > self.force_target \
+            else None
+        context.left_bytes = left_bytes = self.log_bytes - self.freed_bytes
+        context.over_cap = over_cap = over_size_cap(self.policy, left_bytes)
+        context.forcing = forcing
+        context.overridden_by = forcing or (SIZE_CAP if over_cap else MANUAL if self.manual_forcing else None)
+        context.is_last = is_last
+        context.age = self.now - segment.mtime
+        context.ranges = tuple(found for found in (_unconsumed_range(group, segment) for group in self.groups_by_name)
+                               if found is not None) if self.groups_by_name else ()
+        context.first_kept = self.first_kept
+        context.deleted = self.deleted
+        return context
+
+    def _deletion(self, segment: SegmentSnapshot, context: Context, projected_ratio: float, found: Mapping[str, tuple],
+                  overridden: tuple[str, ...], hold: str | None) -> tuple[tuple[str, ...], dict[str, tuple]]:
+        """Why ``segment`` goes (``because``), and the facts its deletion shows: those ``found`` by the
+        rules it overrode or that held it before, then those of why it goes."""
+        policy = self.policy
+        because = self._because(context.age, context.overridden_by, context.forcing is not None, context.over_cap)
+        facts = {code: fact for code, fact in found.items() if code in overridden or code == HELD} if found else {}
+        if EXPIRED in because:
+            facts[EXPIRED] = (expired_detail, context.age, policy.reserve)
+        if context.forcing is not None:
+            facts[context.forcing] = (force_detail, projected_ratio, self.force_target)
+        if context.over_cap:
+            facts[SIZE_CAP] = (size_cap_detail, context.left_bytes, policy.retention_bytes)
+        if segment.archived_at is not None and self.archive.enabled:
+            because = (*because, ARCHIVED)
+            facts[ARCHIVED] = (archived_detail, segment.archived_at, self.archive.url)
+        if TIME_WINDOW in because:
+            facts[TIME_WINDOW] = (window_detail, policy, self.at)
+        if DISK_CLEAN in because:
+            facts[DISK_CLEAN] = (clean_detail, self.log.disk.used_ratio, policy.disk.clean_ratio)
+        if MANUAL in because:
+            facts[MANUAL] = (manual_detail, self.manual.remaining, self.manual.forcing)
+        return because, facts
 
     def _because(self, age: float, overridden_by: str | None, force_disk: bool, over_cap: bool) -> tuple[str, ...]:
         """Why a segment goes: ``expired`` unless it is younger than reserve, and the triggers that let

@@ -17,7 +17,6 @@ failure: it is logged at INFO and the pass goes on with the next planned segment
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -25,21 +24,19 @@ from datetime import datetime, timezone
 
 from loguru import logger
 
-from commitlog import CommitLogError, LogNotReadableError
-from policies import (NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig, SegmentDecision, active_triggers,
-                      humanize_duration, plan)
+from policies import NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig, SegmentDecision, plan
 
 from commitlog.damage import read_damage
 
 from ..archiving.cluster_cache import CopyEviction, is_cache
 from ..audit import AuditTrail
 from .clockguard import ClockGuard
-from .owner import OwnedElsewhere
 from .pacer import Pacing
 from .audited_removal import AuditedRemoval
+from .logreads import LogReads, PassReads
 from .pinned import find_pinned
 from .results import LogPassResult, PassResult  # re-exported
-from .watched import WatchedLog, disk_snapshot
+from .watched import WatchedLog
 
 
 class Cleaner:
@@ -88,108 +85,27 @@ class Cleaner:
     def plan(self, now: datetime | None = None, *, names: Iterable[str] | None = None) -> PassResult:
         """What a pass would do at `now` (default: the clock, and the guard's trusted now), without doing it."""
         at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
-        results, the_plan = self._plan(at, names, trusted=self._trusted(now))
+        results, _ = self._plan(at, names, LogReads(), trusted=self._trusted(now))
         self._attach_pins(results)
         return PassResult(at, results, executed=False)
 
-    def _plan(self, at: datetime, names: Iterable[str] | None, *,
-              finish_interrupted: bool = False, examine_only: bool = False, forcing: bool = False,
-              claim: bool = False, trusted: datetime | None = None) -> tuple[list[LogPassResult], Plan]:
-        """`claim`: become each log's retention owner first (a pass does; a plan does not), and
-        leave out a log another process owns."""
-        watched = [self.logs[n] for n in (names if names is not None else self.logs)]
-        snapshots = {}
-        errors: dict[str, str] = {}
-        owned: dict[str, int | None] = {}      # log -> the pid of the process that owns it
-        left_out: dict[str, int] = {}
-        disks: dict[int, object] = {}
-        rolled: set[str] = set()              # logs whose last segment this pass sealed (roll_after)
-        not_created: set[str] = set()         # logs no writer has created yet
-        caches: set[str] = set()              # cluster logs' caches (retention.archiving.cluster_cache)
-        locked: dict[str, str] = {}           # logs nothing can be deleted from: why
-        denied: dict[str, str] = {}           # logs this process's user may not read or write: why
+    def _plan(self, at: datetime, names: Iterable[str] | None, reads: LogReads, *,
+              trusted: datetime | None = None) -> tuple[list[LogPassResult], Plan]:
+        """Each watched log read by `reads` (`PassReads` for a pass) and planned at `at`: its result
+        with its plan, or why it has none."""
         with self._manual_lock:
             manual = dict(self.manual)
-        for w in watched:
-            try:
-                if not w.exists():
-                    # A cache is governed by run_pass's CopyEviction; else a writer creates it.
-                    (caches if is_cache(w.path) else not_created).add(w.name)
-                    continue
-                if claim:
-                    w.claim()
-                disk = disks.get(os.stat(w.path).st_dev)            # one reading per filesystem
-                if disk is None:
-                    disk = disk_snapshot(w.path, forcing=forcing)
-                    disks[disk.filesystem_id] = disk
-                examine = None
-                policy = self.config.policy_for(w.name)
-                # A capped log is listed whole: its size needs every file's (and the cap bounds them).
-                if examine_only and policy.retention_bytes is None:
-                    # A pass deletes at most files_per_pass and nothing without a trigger: with none
-                    # active, the head stands for the log (a thousand idle logs stay cheap).
-                    triggered = active_triggers(policy, disk.used_ratio, at, manual.get(w.config.policy,
-                                                NO_MANUAL_TRIGGER), disk.forcing)
-                    examine = policy.files_per_pass + 1 if triggered else 1
-                snap, left_out[w.name] = self._snapshot(w, disk, finish_interrupted, examine)
-                if (why := w.not_writable()) is not None:
-                    locked[w.name] = why[0]
-                    if why[1]:
-                        denied[w.name] = why[0]
-                # Before planning, so a sealed segment that is expired goes in this very pass.
-                if claim and policy.roll_after is not None and why is None and self._roll(w, policy.roll_after, at):
-                    rolled.add(w.name)
-                    disk = disks[disk.filesystem_id] = disk_snapshot(w.path, forcing=forcing)  # its tail freed
-                    snap, left_out[w.name] = self._snapshot(w, disk, False, examine)
-                snapshots[w.name] = snap
-            except OwnedElsewhere as exc:
-                errors[w.name], owned[w.name] = str(exc), exc.holder_pid
-            except LogNotReadableError as exc:
-                errors[w.name] = denied[w.name] = str(exc)
-            except (CommitLogError, OSError) as exc:
-                errors[w.name] = str(exc)
-        the_plan = plan(list(snapshots.values()), self.config.policies, at, manual,
-                        {name: self.config.policy_for(name) for name in snapshots}, trusted_now=trusted)
+        results = [reads.read(w, self.config.policy_for(w.name), at, manual.get(w.config.policy, NO_MANUAL_TRIGGER))
+                   for w in (self.logs[n] for n in (names if names is not None else self.logs))]
+        the_plan = plan([r.snapshot for r in results if r.snapshot is not None], self.config.policies_in_force,
+                        at, manual, trusted_now=trusted)
         by_name = {lp.name: lp for lp in the_plan.logs}
-        results = []
-        for w in watched:
-            lp = by_name.get(w.name)
-            results.append(LogPassResult(w.name, w.path, lp, error=errors.get(w.name),
-                                         left_out=left_out.get(w.name, 0), snapshot=snapshots.get(w.name),
-                                         left_out_bytes=w.left_out_bytes if w.name in snapshots else 0,
-                                         start_offset=w.start_seen if w.name in snapshots else None,
-                                         owned_elsewhere=w.name in owned, owner_pid=owned.get(w.name),
-                                         rolled=w.name in rolled, not_created=w.name in not_created,
-                                         cache={} if w.name in caches else None,
-                                         not_writable=locked.get(w.name), permission_denied=denied.get(w.name)))
-            if lp is not None:
+        for r in results:
+            r.plan = by_name.get(r.name)
+            if r.plan is not None:
                 # One line per decision, built only when TRACE is on (lazy).
-                logger.opt(lazy=True).trace("decisions:\n{}", lp.explain)
+                logger.opt(lazy=True).trace("decisions:\n{}", r.plan.explain)
         return results, the_plan
-
-    @staticmethod
-    def _roll(w: WatchedLog, roll_after: float, at: datetime) -> bool:
-        """w.roll_if_idle, logged; a roll that fails (a read-only mount, say) is a WARNING and the
-        log is planned as it is."""
-        try:
-            if not w.roll_if_idle(roll_after, at.timestamp()):
-                return False
-        except (CommitLogError, OSError) as exc:
-            logger.warning("{}: could not seal its last segment by roll_after: {}", w.name, exc)
-            return False
-        logger.info("{}: sealed its last segment, its first record older than roll_after {}",
-                    w.name, humanize_duration(roll_after))
-        return True
-
-    @staticmethod
-    def _snapshot(w: WatchedLog, disk, finish_interrupted: bool, examine: int | None):
-        for _ in range(2):
-            try:
-                return w.snapshot(disk, finish_interrupted=finish_interrupted, examine=examine)
-            except FileNotFoundError:
-                # Another process removed a segment between the listing and its stat: list again.
-                logger.debug("{}: a segment went away while listing; listing again", w.name)
-        return w.snapshot(disk, finish_interrupted=finish_interrupted, examine=examine)
 
     def _note_damage(self, results: list[LogPassResult], at: datetime) -> None:
         """Each log's damage record (commitlog.damage) onto its result, for health; the entries
@@ -228,8 +144,7 @@ class Cleaner:
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
             copies = self._evict_copies(at, names, forcing)   # before any log: a cache goes first
             self._removal.settle_intents(self.logs, names)
-            results, the_plan = self._plan(at, names, finish_interrupted=True, examine_only=True,
-                                           forcing=forcing, claim=True, trusted=self._trusted(now))
+            results, the_plan = self._plan(at, names, PassReads(forcing), trusted=self._trusted(now))
             for r in results:
                 if r.cache is not None:
                     r.cache = copies.get(r.name, {})

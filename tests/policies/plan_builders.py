@@ -10,8 +10,11 @@ from policies import (
     GroupSnapshot,
     HungSegment,
     LogSnapshot,
+    ManualTrigger,
+    Plan,
     PolicyConfig,
     SegmentSnapshot,
+    plan,
 )
 
 NOW = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)  # noon UTC: outside the default 04 window
@@ -31,6 +34,14 @@ def policy(**overrides: object) -> PolicyConfig:
 def policies(**by_name: PolicyConfig) -> Mapping[str, PolicyConfig]:
     """Policies by name; ``default`` is the UTC default policy unless given."""
     return {"default": policy(), **by_name}
+
+
+def plan_by_policy(logs: list[LogSnapshot], by_name: Mapping[str, PolicyConfig], now: datetime,
+                   manual: Mapping[str, ManualTrigger] | None = None, *, trusted_now: datetime | None = None) -> Plan:
+    """``plan`` with each log under the policy its snapshot names in ``by_name`` (no overrides); a log
+    naming a policy ``by_name`` lacks has none in force."""
+    in_force = {one.name: by_name[one.policy] for one in logs if one.policy in by_name}
+    return plan(logs, in_force, now, manual or {}, trusted_now)
 
 
 def segments(

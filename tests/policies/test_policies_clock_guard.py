@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from plan_builders import DAY, NOW, disk, group, log, policies, policy
+from plan_builders import DAY, NOW, disk, group, log, policies, policy, plan_by_policy
 
 from policies import (ACTIVE, CLOCK_STEP, DELETE, DISK_FORCE, KEEP, MANUAL, PREFIX, RESERVED, ClockMark,
-                      ManualTrigger, age_reason, forward_step, held_trusted, judged_at, plan, start_reference,
+                      ManualTrigger, age_reason, forward_step, held_trusted, judged_at, start_reference,
                       unconsumed)
 
 YEAR_AHEAD = NOW + timedelta(days=365)
@@ -21,7 +21,8 @@ def outcome(log_plan):
 
 def plan_at(snapshot, now, trusted=None, manual=None, **overrides):
     manual = {"default": manual} if manual else {}
-    return plan([snapshot], policies(default=policy(**overrides)), now, manual, trusted_now=trusted).log(snapshot.name)
+    return plan_by_policy([snapshot], policies(default=policy(**overrides)), now, manual,
+                          trusted_now=trusted).log(snapshot.name)
 
 
 def test_a_forward_step_beyond_the_threshold_is_a_step_and_a_backward_one_is_not():

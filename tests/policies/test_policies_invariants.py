@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from plan_builders import HOUR, NOW, NOW_TS, group, policies, policy
+from plan_builders import HOUR, NOW, NOW_TS, group, policies, policy, plan_by_policy
 
 from policies import (
     DELETE,
@@ -24,7 +24,6 @@ from policies import (
     LogSnapshot,
     ManualTrigger,
     SegmentSnapshot,
-    plan,
     unconsumed_group,
 )
 
@@ -81,8 +80,8 @@ def scenarios(draw):
 @given(scenarios())
 def test_every_plan_keeps_the_rules(scenario):
     logs, configured, manual = scenario
-    result = plan(logs, policies(default=configured), NOW, {"default": manual})
-    assert result == plan(logs, policies(default=configured), NOW, {"default": manual})
+    result = plan_by_policy(logs, policies(default=configured), NOW, {"default": manual})
+    assert result == plan_by_policy(logs, policies(default=configured), NOW, {"default": manual})
     for snapshot, log_plan in zip(logs, result.logs):
         actions = [decision.action for decision in log_plan.decisions]
         deleted = log_plan.to_delete

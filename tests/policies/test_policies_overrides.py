@@ -55,7 +55,7 @@ def test_a_bad_override_is_one_line_naming_the_file_line_and_key(overrides, line
 def test_the_planner_decides_a_log_under_its_overrides_and_its_neighbour_under_the_policy():
     config = parse_config(YAML)
     logs = [log([1.0] * 5, name="staging"), log([1.0] * 5, name="clicks")]
-    the_plan = plan(logs, config.policies, NOW, in_force={n: config.policy_for(n) for n in ("staging", "clicks")})
+    the_plan = plan(logs, config.policies_in_force, NOW)
     staging, clicks = the_plan.log("staging"), the_plan.log("clicks")
     assert SIZE_CAP in staging.triggers and [d.action for d in staging.decisions][:2] == [DELETE, DELETE]
     assert [d.action for d in clicks.decisions] == [KEEP] * 5

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 from policies.units import format_hours
-from plan_builders import NOW, WINDOW_NOW, disk, group, hung, log, policies, policy
+from plan_builders import NOW, WINDOW_NOW, disk, group, hung, log, policies, policy, plan_by_policy
 
 from policies import (
     ACTIVE,
@@ -31,7 +31,6 @@ from policies import (
     ManualTrigger,
     SegmentSnapshot,
     UnconsumedRange,
-    plan,
     unconsumed,
 )
 
@@ -48,7 +47,7 @@ TARGET_85 = {"disk": {"force_target": 0.85}}
 
 def plan_one(snapshot, *, at: datetime = NOW, manual=None, **policy_overrides):
     configured = policies(default=policy(**policy_overrides)) if policy_overrides else policies()
-    return plan([snapshot], configured, at, manual or {}).logs[0]
+    return plan_by_policy([snapshot], configured, at, manual or {}).logs[0]
 
 
 # --- triggers and age ----------------------------------------------------------------------------------
@@ -153,7 +152,7 @@ def test_an_exhausted_manual_trigger_deletes_nothing():
 
 def test_manual_trigger_applies_only_to_its_policy():
     snapshots = [log([100, 1], name="a"), log([100, 1], name="b", policy_name="other")]
-    result = plan(snapshots, policies(other=policy()), NOW, {"other": ManualTrigger.open(5)})
+    result = plan_by_policy(snapshots, policies(other=policy()), NOW, {"other": ManualTrigger.open(5)})
     assert [log_plan.triggers for log_plan in result.logs] == [(), (MANUAL,)]
     assert [len(log_plan.to_delete) for log_plan in result.logs] == [0, 1]
 
@@ -295,7 +294,7 @@ def test_two_logs_on_one_filesystem_lose_their_globally_oldest_segments_first():
     shared = disk(0.95)
     a = log([50, 30, 10, 1], name="a", disk_snapshot=shared, segment_bytes=BIG)
     b = log([40, 20, 1], name="b", disk_snapshot=shared, segment_bytes=BIG)
-    result = plan([a, b], policies(default=policy(**TARGET_85)), NOW)
+    result = plan_by_policy([a, b], policies(default=policy(**TARGET_85)), NOW)
     # Oldest overall: a/0 (50h) then b/0 (40h), which bring the disk to 85 %; a/1 (30h) stays.
     assert outcome(result.log("a")) == [
         (DELETE, ()),
@@ -311,7 +310,7 @@ def test_shared_filesystem_takes_each_log_only_from_its_head():
     # a's oldest segment sits behind a young head, so it cannot go before that head does.
     a = log([10, 80, 1], name="a", disk_snapshot=shared, segment_bytes=BIG)
     b = log([30, 20, 1], name="b", disk_snapshot=shared, segment_bytes=BIG)
-    result = plan([a, b], policies(default=policy(**TARGET_85)), NOW)
+    result = plan_by_policy([a, b], policies(default=policy(**TARGET_85)), NOW)
     assert [d.action for d in result.log("b").decisions] == [DELETE, DELETE, KEEP]
     assert outcome(result.log("a")) == [(KEEP, (RESERVED,)), (KEEP, (PREFIX,)), (KEEP, (ACTIVE, RESERVED, PREFIX))]
 
@@ -320,7 +319,7 @@ def test_shared_filesystem_keeps_each_logs_own_batch_limit():
     shared = disk(0.97)  # three 5 % deletions are needed to reach 85 %
     a = log([50, 30, 1], name="a", disk_snapshot=shared, segment_bytes=BIG)
     b = log([40, 20, 1], name="b", disk_snapshot=shared, segment_bytes=BIG)
-    result = plan([a, b], policies(default=policy(files_per_pass=1)), NOW)
+    result = plan_by_policy([a, b], policies(default=policy(files_per_pass=1)), NOW)
     for name in ("a", "b"):
         # The force still holds, so the young second segment is kept only by the batch limit.
         assert outcome(result.log(name))[:2] == [(DELETE, ()), (KEEP, (BATCH_LIMIT,))]
@@ -331,7 +330,7 @@ def test_shared_filesystem_applies_each_policys_force_ratio():
     lenient = policy(disk={"force_ratio": 0.92, "refuse_writes_ratio": 0.96, "force_target": 0.92})
     a = log([50, 30, 1], name="a", disk_snapshot=shared, segment_bytes=BIG)
     b = log([40, 20, 1], name="b", disk_snapshot=shared, segment_bytes=BIG, policy_name="lenient")
-    result = plan([a, b], policies(default=policy(**TARGET_85), lenient=lenient), NOW)
+    result = plan_by_policy([a, b], policies(default=policy(**TARGET_85), lenient=lenient), NOW)
     # a/0 goes (95 % > 85 %), then b/0 sees 90 %, not above its 92 %; a/1 still sees 90 % > 85 %.
     assert [d.action for d in result.log("a").decisions] == [DELETE, DELETE, KEEP]
     assert outcome(result.log("b"))[0] == (KEEP, (RESERVED,))
@@ -341,7 +340,7 @@ def test_logs_on_different_filesystems_are_independent():
     a = log([5, 4, 3, 1], name="a", disk_snapshot=disk(0.95, filesystem_id=1), segment_bytes=BIG)
     b = log([5, 4, 3, 1], name="b", disk_snapshot=disk(0.95, filesystem_id=2), segment_bytes=BIG)
     c = log([5, 4, 1], name="c", disk_snapshot=disk(0.5, filesystem_id=3), segment_bytes=BIG)
-    result = plan([a, b, c], policies(default=policy(**TARGET_85)), NOW)
+    result = plan_by_policy([a, b, c], policies(default=policy(**TARGET_85)), NOW)
     assert [len(result.log(name).to_delete) for name in "abc"] == [2, 2, 0]
 
 
@@ -430,7 +429,7 @@ def test_an_ordinary_deletion_is_neither_retried_nor_forced():
 
 def test_plan_json_has_the_command_line_shape():
     snapshot = log([100, 1], used_ratio=0.8, segment_bytes=BIG)
-    document = plan([snapshot], policies(), NOW).to_json_dict()
+    document = plan_by_policy([snapshot], policies(), NOW).to_json_dict()
     assert json.loads(json.dumps(document)) == document
     assert document == {
         "at": "2026-01-10T12:00:00+00:00",
@@ -512,11 +511,11 @@ def test_every_deletion_says_why_with_its_figures():
     capped = plan_one(log([2, 1], used_ratio=0.1, segment_bytes=BIG), retention_bytes=BIG).decisions[0]
     assert capped.because == ("size-cap",) and capped.overridden == ("reserved",)
     assert capped.details["size-cap"].startswith("size ") and "> retention_bytes" in capped.details["size-cap"]
-    manual = plan([log([100, 1], used_ratio=0.1)], policies(), NOW,
+    manual = plan_by_policy([log([100, 1], used_ratio=0.1)], policies(), NOW,
                   {"default": ManualTrigger.open(3)}).logs[0].decisions[0]
     assert manual.because == ("expired", "manual")
     assert manual.details["manual"] == "an operator's request, 2 more passes of it after this one"
-    last = plan([log([100, 1], used_ratio=0.1)], policies(), NOW,
+    last = plan_by_policy([log([100, 1], used_ratio=0.1)], policies(), NOW,
                 {"default": ManualTrigger.open(1, force=True)}).logs[0].decisions[0]
     assert last.details["manual"] == "an operator's request, its last pass, forcing"
     forced = plan_one(log([100, 1], used_ratio=0.95, segment_bytes=BIG)).decisions[0]
@@ -533,28 +532,28 @@ def test_stale_groups_appear_in_the_explanation():
 # --- contract of the function --------------------------------------------------------------------------
 
 
-def test_rejects_a_log_naming_an_unknown_policy():
-    with pytest.raises(ValueError, match="names policy 'nightly', which is not configured"):
-        plan([log([1], policy_name="nightly")], policies(), NOW)
+def test_rejects_a_log_without_a_policy_in_force():
+    with pytest.raises(ValueError, match="log staging \\(policy 'nightly'\\) has no policy in force"):
+        plan_by_policy([log([1], policy_name="nightly")], policies(), NOW)
 
 
 def test_rejects_a_naive_time():
     with pytest.raises(ValueError, match="aware datetime"):
-        plan([log([1])], policies(), datetime(2026, 1, 10, 12))
+        plan_by_policy([log([1])], policies(), datetime(2026, 1, 10, 12))
 
 
 def test_rejects_two_logs_with_one_name():
     with pytest.raises(ValueError, match="log names repeat"):
-        plan([log([1]), log([1])], policies(), NOW)
+        plan_by_policy([log([1]), log([1])], policies(), NOW)
 
 
 def test_same_inputs_give_the_same_plan():
     snapshots = [log([100, 50, 1], name="a", used_ratio=0.95), log([90, 1], name="b", used_ratio=0.95)]
-    assert plan(snapshots, policies(), NOW) == plan(snapshots, policies(), NOW)
+    assert plan_by_policy(snapshots, policies(), NOW) == plan_by_policy(snapshots, policies(), NOW)
 
 
 def test_plan_results_are_immutable():
-    result = plan([log([100, 1], used_ratio=0.8)], policies(), NOW)
+    result = plan_by_policy([log([100, 1], used_ratio=0.8)], policies(), NOW)
     with pytest.raises(AttributeError):
         result.logs[0].decisions[0].action = KEEP  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -566,7 +565,7 @@ def test_json_counts_deletions_an_executor_reports_as_done():
 
     from policies import DELETED, HUNG, LogPlan
 
-    planned = plan([log([100, 100, 1], used_ratio=0.8)], policies(), NOW).logs[0]
+    planned = plan_by_policy([log([100, 100, 1], used_ratio=0.8)], policies(), NOW).logs[0]
     first, second, active = planned.decisions
     done = LogPlan(**{**vars(planned), "decisions": (replace(first, action=DELETED), replace(second, action=HUNG), active)})
     document = done.to_json_dict()
@@ -592,7 +591,7 @@ def _compacted_log(committed: int) -> LogSnapshot:
 
 
 def test_a_group_committed_inside_a_gap_has_consumed_the_compacted_segment_before_it():
-    result = plan([_compacted_log(committed=80)], policies(), NOW).log("staging")
+    result = plan_by_policy([_compacted_log(committed=80)], policies(), NOW).log("staging")
     first, second = result.decisions[:2]
     assert (first.action, first.end_offset, first.unconsumed) == (DELETE, 60, ())
     # The next segment starts after the gap: none of its offsets is consumed.
@@ -601,13 +600,13 @@ def test_a_group_committed_inside_a_gap_has_consumed_the_compacted_segment_befor
 
 
 def test_a_group_committed_inside_a_compacted_segment_still_protects_it():
-    result = plan([_compacted_log(committed=59)], policies(), NOW).log("staging")
+    result = plan_by_policy([_compacted_log(committed=59)], policies(), NOW).log("staging")
     assert result.decisions[0].reasons == ("unconsumed:etl",)
     assert result.decisions[0].details["unconsumed:etl"] == "etl has not consumed offsets 59 to 59"
 
 
 def test_a_compacted_segment_frees_its_own_size_and_reports_its_live_share():
-    result = plan([_compacted_log(committed=1000)], policies(), NOW).log("staging")
+    result = plan_by_policy([_compacted_log(committed=1000)], policies(), NOW).log("staging")
     assert [d.action for d in result.decisions] == [DELETE, DELETE, KEEP]
     assert result.freed_bytes == 1400
     files = result.to_json_dict()["files"]

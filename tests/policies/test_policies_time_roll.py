@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from plan_builders import NOW, group, log, policies, policy
+from plan_builders import NOW, group, log, policies, policy, plan_by_policy
 
-from policies import ACTIVE, DELETE, KEEP, RESERVED, parse_config, plan
+from policies import ACTIVE, DELETE, KEEP, RESERVED, parse_config
 
 
 def _with_last_sealed(snapshot, sealed: bool = True):
@@ -17,7 +17,7 @@ def _with_last_sealed(snapshot, sealed: bool = True):
 
 
 def _decide(snapshot, **keys):
-    return plan([snapshot], policies(default=policy(delete_at_hours=list(range(24)), reserve="1h", **keys)),
+    return plan_by_policy([snapshot], policies(default=policy(delete_at_hours=list(range(24)), reserve="1h", **keys)),
                 NOW).log("staging").decisions
 
 

@@ -33,7 +33,7 @@ def big_plan(name: str = "big", *, segments: int = N, used_ratio: float = 0.8):
     log = LogSnapshot(name=name, path=f"/logs/{name}", policy="default", segments=snaps,
                       groups=(GroupSnapshot("etl", segments * 8 // 10 * PER, t),), disk=disk)
     policy = PolicyConfig.model_validate({"timezone": "UTC", "delete_at_hours": [], "files_per_pass": 10})
-    return plan([log], {"default": policy}, NOW).logs[0]
+    return plan([log], {name: policy}, NOW).logs[0]
 
 
 def test_100000_segments_become_a_handful_of_runs_that_cover_every_segment():

@@ -1,0 +1,127 @@
+"""Reading the watched logs for a plan: each log's snapshot, or why it has none, as the
+`LogPassResult` the plan is then attached to.
+
+`LogReads` changes nothing (`Cleaner.plan`); `PassReads` reads the logs a pass is about to clean:
+it claims each log's retention first, finishes removals a crash cut short, lists no more of a log
+than the plan can delete (`policies.segments_to_examine`) and seals an idle last segment
+(`roll_after`). One instance per plan, on the planning thread; the disk is read once per filesystem.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+from loguru import logger
+
+from commitlog import CommitLogError, LogNotReadableError
+from policies import DiskSnapshot, LogSnapshot, ManualTrigger, PolicyConfig, humanize_duration, segments_to_examine
+
+from ..archiving.cluster_cache import is_cache
+from .owner import OwnedElsewhere
+from .results import LogPassResult
+from .watched import WatchedLog, disk_snapshot
+
+__all__ = ["LogReads", "PassReads"]
+
+
+class LogReads:
+    """Reads logs whole, changing nothing."""
+
+    forcing = False     # a disk force is under way (policies.pressure): a pass may say so
+
+    def __init__(self) -> None:
+        self._disks: dict[int, DiskSnapshot] = {}
+
+    def read(self, w: WatchedLog, policy: PolicyConfig, at: datetime, manual: ManualTrigger) -> LogPassResult:
+        """`w` as the plan will see it under `policy` at `at`: its result, with the snapshot and
+        no plan yet, or why it has no snapshot."""
+        result = LogPassResult(w.name, w.path, None)
+        try:
+            if not w.exists():
+                # A cache is governed by run_pass's CopyEviction; else a writer creates it.
+                if is_cache(w.path):
+                    result.cache = {}
+                else:
+                    result.not_created = True
+                return result
+            snapshot = self._list(w, result, policy, at, manual)
+            result.snapshot, result.left_out_bytes, result.start_offset = snapshot, w.left_out_bytes, w.start_seen
+        except OwnedElsewhere as exc:
+            result.error, result.owned_elsewhere, result.owner_pid = str(exc), True, exc.holder_pid
+        except LogNotReadableError as exc:
+            result.error = result.permission_denied = str(exc)
+        except (CommitLogError, OSError) as exc:
+            result.error = str(exc)
+        return result
+
+    def _list(self, w: WatchedLog, result: LogPassResult, policy: PolicyConfig, at: datetime,
+              manual: ManualTrigger) -> LogSnapshot:
+        snapshot, result.left_out = _snapshot(w, self._disk(w.path), False, None)
+        _note_not_writable(w, result)
+        return snapshot
+
+    def _disk(self, path: str, *, again: bool = False) -> DiskSnapshot:
+        """The disk under `path`, read once per filesystem (`again`: read it anew)."""
+        disk = None if again else self._disks.get(os.stat(path).st_dev)
+        if disk is None:
+            disk = disk_snapshot(path, forcing=self.forcing)
+            self._disks[disk.filesystem_id] = disk
+        return disk
+
+
+class PassReads(LogReads):
+    """Reads the logs a pass is about to clean; `forcing`: a disk force is under way."""
+
+    def __init__(self, forcing: bool) -> None:
+        super().__init__()
+        self.forcing = forcing
+
+    def _list(self, w: WatchedLog, result: LogPassResult, policy: PolicyConfig, at: datetime,
+              manual: ManualTrigger) -> LogSnapshot:
+        w.claim()
+        disk = self._disk(w.path)
+        examine = segments_to_examine(policy, disk, at, manual)
+        snapshot, result.left_out = _snapshot(w, disk, True, examine)
+        why = _note_not_writable(w, result)
+        # Before planning, so a sealed segment that is expired goes in this very pass.
+        if policy.roll_after is not None and why is None and _roll(w, policy.roll_after, at):
+            result.rolled = True
+            disk = self._disk(w.path, again=True)   # its tail freed
+            snapshot, result.left_out = _snapshot(w, disk, False, examine)
+        return snapshot
+
+
+def _note_not_writable(w: WatchedLog, result: LogPassResult) -> tuple[str, bool] | None:
+    """Why nothing can be deleted from `w` (and whether its user is denied), noted on `result`."""
+    why = w.not_writable()
+    if why is not None:
+        result.not_writable = why[0]
+        if why[1]:
+            result.permission_denied = why[0]
+    return why
+
+
+def _roll(w: WatchedLog, roll_after: float, at: datetime) -> bool:
+    """w.roll_if_idle, logged; a roll that fails (a read-only mount, say) is a WARNING and the
+    log is planned as it is."""
+    try:
+        if not w.roll_if_idle(roll_after, at.timestamp()):
+            return False
+    except (CommitLogError, OSError) as exc:
+        logger.warning("{}: could not seal its last segment by roll_after: {}", w.name, exc)
+        return False
+    logger.info("{}: sealed its last segment, its first record older than roll_after {}",
+                w.name, humanize_duration(roll_after))
+    return True
+
+
+def _snapshot(w: WatchedLog, disk: DiskSnapshot, finish_interrupted: bool,
+              examine: int | None) -> tuple[LogSnapshot, int]:
+    for _ in range(2):
+        try:
+            return w.snapshot(disk, finish_interrupted=finish_interrupted, examine=examine)
+        except FileNotFoundError:
+            # Another process removed a segment between the listing and its stat: list again.
+            logger.debug("{}: a segment went away while listing; listing again", w.name)
+    return w.snapshot(disk, finish_interrupted=finish_interrupted, examine=examine)

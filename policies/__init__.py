@@ -7,8 +7,8 @@ configuration file. Dependencies point inward only; it imports nothing from ``co
 Typical use::
 
     config = load_config("conf/retention.yaml")
-    the_plan = plan(snapshots, config.policies_in_force, now)   # now: aware, from the caller's clock
-    for decision in the_plan.log("staging").to_delete: ...
+    pass_plan = plan(snapshots, config.policies_in_force, now)   # now: aware, from the caller's clock
+    for decision in pass_plan.log("staging").to_delete: ...
 """
 
 # Each module's __all__ is its public API, listed once there; the package exports all of them.

@@ -90,7 +90,7 @@ class AuditedRemoval:
                                   AbortedEntry.of(planned, self._clock(), AbortReason.HEAD_CHANGED))
         ahead = removal.base_offset is None or removal.base_offset > decision.base_offset
         if ahead:
-            r.elsewhere.add(decision.base_offset)
+            r.removed_by_another.add(decision.base_offset)
         logger.info("{}: {} was already removed by another process (head is now {}){}", r.name,
                     decision.segment, removal.base_offset, "" if ahead else "; stopping for this pass")
         return ahead

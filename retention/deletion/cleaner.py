@@ -97,15 +97,15 @@ class Cleaner:
             manual = dict(self.manual)
         results = [reads.read(w, self.config.policy_for(w.name), at, manual.get(w.config.policy, NO_MANUAL_TRIGGER))
                    for w in (self.logs[n] for n in (names if names is not None else self.logs))]
-        the_plan = plan([r.snapshot for r in results if r.snapshot is not None], self.config.policies_in_force,
+        pass_plan = plan([r.snapshot for r in results if r.snapshot is not None], self.config.policies_in_force,
                         at, manual, trusted_now=trusted)
-        by_name = {lp.name: lp for lp in the_plan.logs}
+        by_name = {lp.name: lp for lp in pass_plan.logs}
         for r in results:
             r.plan = by_name.get(r.name)
             if r.plan is not None:
                 # One line per decision, built only when TRACE is on (lazy).
                 logger.opt(lazy=True).trace("decisions:\n{}", r.plan.explain)
-        return results, the_plan
+        return results, pass_plan
 
     def _note_damage(self, results: list[LogPassResult], at: datetime) -> None:
         """Each log's damage record (commitlog.damage) onto its result, for health; the entries
@@ -144,11 +144,11 @@ class Cleaner:
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
             copies = self._evict_copies(at, names, forcing)   # before any log: a cache goes first
             self._removal.settle_intents(self.logs, names)
-            results, the_plan = self._plan(at, names, PassReads(forcing), trusted=self._trusted(now))
+            results, pass_plan = self._plan(at, names, PassReads(forcing), trusted=self._trusted(now))
             for r in results:
                 if r.cache is not None:
                     r.cache = copies.get(r.name, {})
-            self._consume_manual(the_plan)
+            self._consume_manual(pass_plan)
             self._pacing.begin_pass()
             interrupted = self._execute(results, wait)
             self._attach_pins(results)
@@ -167,8 +167,8 @@ class Cleaner:
                 for w in (self.logs[n] for n in (names if names is not None else self.logs))
                 if not w.exists() and is_cache(w.path)}
 
-    def _consume_manual(self, the_plan: Plan) -> None:
-        used = {lp.policy for lp in the_plan.logs}
+    def _consume_manual(self, pass_plan: Plan) -> None:
+        used = {lp.policy for lp in pass_plan.logs}
         with self._manual_lock:
             for name in used:
                 if name in self.manual:

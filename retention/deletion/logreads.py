@@ -46,7 +46,7 @@ class LogReads:
                     result.not_created = True
                 return result
             snapshot = self._list(w, result, policy, at, manual)
-            result.snapshot, result.left_out_bytes, result.start_offset = snapshot, w.left_out_bytes, w.start_seen
+            result.snapshot, result.not_examined_bytes, result.start_offset = snapshot, w.not_examined_bytes, w.start_seen
         except OwnedElsewhere as exc:
             result.error, result.owned_elsewhere, result.owner_pid = str(exc), True, exc.holder_pid
         except LogNotReadableError as exc:
@@ -57,7 +57,7 @@ class LogReads:
 
     def _list(self, w: WatchedLog, result: LogPassResult, policy: PolicyConfig, at: datetime,
               manual: ManualTrigger) -> LogSnapshot:
-        snapshot, result.left_out = _snapshot(w, self._disk(w.path), False, None)
+        snapshot, result.not_examined = _snapshot(w, self._disk(w.path), False, None)
         _note_not_writable(w, result)
         return snapshot
 
@@ -82,13 +82,13 @@ class PassReads(LogReads):
         w.claim()
         disk = self._disk(w.path)
         examine = segments_to_examine(policy, disk, at, manual)
-        snapshot, result.left_out = _snapshot(w, disk, True, examine)
+        snapshot, result.not_examined = _snapshot(w, disk, True, examine)
         why = _note_not_writable(w, result)
         # Before planning, so a sealed segment that is expired goes in this very pass.
         if policy.roll_after is not None and why is None and _roll(w, policy.roll_after, at):
             result.rolled = True
             disk = self._disk(w.path, again=True)   # its tail freed
-            snapshot, result.left_out = _snapshot(w, disk, False, examine)
+            snapshot, result.not_examined = _snapshot(w, disk, False, examine)
         return snapshot
 
 

@@ -24,12 +24,12 @@ class LogPassResult:
     path: str
     plan: LogPlan | None
     actions: dict[int, str] = field(default_factory=dict)     # base offset -> deleted/hung/failed
-    elsewhere: set[int] = field(default_factory=set)          # planned, removed by another process
+    removed_by_another: set[int] = field(default_factory=set)  # planned, removed by another process
     errors: dict[int, str] = field(default_factory=dict)      # base offset -> why it failed
     deleted_bytes: int = 0
     error: str | None = None                                  # the log could not be planned at all
-    left_out: int = 0                                         # segments a pass did not examine
-    left_out_bytes: int = 0                                   # ... and the bytes of their files
+    not_examined: int = 0                                     # segments a pass did not examine
+    not_examined_bytes: int = 0                               # ... and the bytes of their files
     snapshot: LogSnapshot | None = None                       # what the plan was made from
     start_offset: int | None = None                           # the log's start offset then
     pinned: list[PinnedFile] = field(default_factory=list)
@@ -75,7 +75,7 @@ class LogPassResult:
                         f["reasons"] = [HELD]
                     if f["base_offset"] in self.errors:
                         f["error"] = self.errors[f["base_offset"]]
-                elif f["base_offset"] in self.elsewhere:
+                elif f["base_offset"] in self.removed_by_another:
                     f["action"] = DELETED  # gone, but not by this pass: not in deleted/freed_bytes
                     f["removed_by"] = "another process"
                 elif f["action"] == DELETE:
@@ -87,9 +87,9 @@ class LogPassResult:
             out["paced_seconds"] = round(self.paced_seconds, 3)
             if self.unpaced:
                 out["unpaced"] = self.unpaced
-        if self.left_out:
+        if self.not_examined:
             # A pass examines only what it could delete; `retention plan` explains every segment.
-            out["not_examined"] = self.left_out
+            out["not_examined"] = self.not_examined
         out["stale_groups"] = list(self.plan.stale_groups)
         out["pinned"] = [{"pid": p.pid, "command": p.command, "path": p.path, "bytes": p.bytes,
                           "how": p.how} for p in self.pinned]

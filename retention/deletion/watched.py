@@ -63,8 +63,8 @@ class WatchedLog:
         self.start_seen: int | None = None    # the start offset the last snapshot saw
         self.last_seen: SegmentInfo | None = None  # the log's last segment as that snapshot saw it
         self._claim: str | None = None         # this process's retention ownership (retention.deletion.owner)
-        self.left_out_bytes = 0                # bytes of the segments the last snapshot did not examine
-        self._left_out_seen: tuple | None = None   # ((directory mtime_ns, listed, examined), their bytes)
+        self.not_examined_bytes = 0                # bytes of the segments the last snapshot did not examine
+        self._not_examined_seen: tuple | None = None   # ((directory mtime_ns, listed, examined), their bytes)
         self._manifest_seen: tuple[tuple, Manifest | None] | None = None  # ((inode, mtime_ns) of the copy, it)
 
     def claim(self) -> None:
@@ -123,8 +123,8 @@ class WatchedLog:
             listing = list_segments(self.path, stat_head=examine, stat_last=True, start_offset=start)
         bases = listing.bases
         chosen = listing.statted if examine is not None else listing.segments
-        left_out = len(bases) - len(chosen)
-        self.left_out_bytes = self._bytes_of_unexamined(listing, chosen) if left_out else 0
+        not_examined = len(bases) - len(chosen)
+        self.not_examined_bytes = self._bytes_of_unexamined(listing, chosen) if not_examined else 0
         segments = []
         self.last_seen = None
         manifest, archive_up = self._trusted()
@@ -155,7 +155,7 @@ class WatchedLog:
         snap = LogSnapshot(self.name, self.path, self.config.policy, tuple(segments), groups,
                            disk or disk_snapshot(self.path), hung.snapshot(), archive_up=archive_up,
                            archive_doubt=self.archive_doubt)
-        return snap, left_out
+        return snap, not_examined
 
     def _trusted(self) -> tuple[Manifest | None, bool]:
         """What eviction may take as archived now (`commitlog.archive.identity.trusted_manifest`)
@@ -191,7 +191,7 @@ class WatchedLog:
             return 0
         # Same directory mtime: the same names, so the same unexamined segments (cheap to compare).
         key = (before, len(listing.segments), len(chosen))
-        seen = self._left_out_seen
+        seen = self._not_examined_seen
         if seen is not None and seen[0] == key:
             return seen[1]
         examined = {seg.base_offset for seg in chosen}
@@ -203,7 +203,7 @@ class WatchedLog:
             except FileNotFoundError:
                 pass   # removed since the listing: it takes nothing
         if time.time_ns() - before > 1_000_000_000:
-            self._left_out_seen = (key, total)
+            self._not_examined_seen = (key, total)
         return total
 
     def roll_if_idle(self, roll_after: float, now: float) -> bool:

@@ -138,20 +138,20 @@ def describe_log(watched, r: LogPassResult) -> dict:
     plan = r.plan
     remaining = [d for d in plan.decisions if r.actions.get(d.base_offset) != DELETED]
     # A pass examines only the oldest segments it could delete and the active one; the segments in
-    # between (`left_out`) are counted from their files (full ones, or compacted and time-rolled short ones).
-    left_out = getattr(r, "left_out", 0) or 0
-    gap = (plan.decisions[-2].end_offset, plan.decisions[-1].base_offset) if left_out and len(plan.decisions) > 1 else None
-    left_out_bytes = getattr(r, "left_out_bytes", 0) or 0
-    mean_left_out = left_out_bytes / left_out if left_out else 0
-    state["segments"] = len(remaining) + left_out
-    state["bytes"] = sum(d.bytes for d in remaining) + left_out_bytes
+    # between (`not_examined`) are counted from their files (full ones, or compacted and time-rolled short ones).
+    not_examined = getattr(r, "not_examined", 0) or 0
+    gap = (plan.decisions[-2].end_offset, plan.decisions[-1].base_offset) if not_examined and len(plan.decisions) > 1 else None
+    not_examined_bytes = getattr(r, "not_examined_bytes", 0) or 0
+    mean_not_examined = not_examined_bytes / not_examined if not_examined else 0
+    state["segments"] = len(remaining) + not_examined
+    state["bytes"] = sum(d.bytes for d in remaining) + not_examined_bytes
     state["triggers"] = list(plan.triggers)
     state["stale_groups"] = list(plan.stale_groups)
     end = plan.decisions[-1].end_offset if plan.decisions else None
     state["end_offset"] = end
     snap = r.snapshot
     try:
-        if snap is not None and r.start_offset is not None and not r.deleted and not r.elsewhere:
+        if snap is not None and r.start_offset is not None and not r.deleted and not r.removed_by_another:
             # Nothing went from the head: what the pass read of the log still stands.
             start = r.start_offset
             committed = {g.name: g.committed_offset for g in snap.groups}
@@ -175,16 +175,25 @@ def describe_log(watched, r: LogPassResult) -> dict:
                       "first_attempt_at": iso(h.first_attempt_at), "last_attempt_at": iso(h.last_attempt_at),
                       "held_seconds": round(now - h.first_attempt_at, 3)}
                      for base, h in sorted(hung.items())]
+    state["consumer_groups"] = _group_views(committed, times, remaining, plan.stale_groups, start, end,
+                                            gap, not_examined, mean_not_examined)
+    return state
+
+
+def _group_views(committed: dict, times: dict, remaining: list, stale: Iterable[str], start: int, end: int,
+                 gap: tuple[int, int] | None, not_examined: int, mean_not_examined: float) -> list[dict]:
+    """Each consumer group's offset and lag: records to the end, and the bytes of the segments at
+    or after its offset (those a pass did not examine, `not_examined` in the `gap`, counted at
+    their mean size)."""
     groups = []
     for group, offset in sorted(committed.items()):
         lag_bytes = sum(d.bytes for d in remaining if d.end_offset > offset)
         if gap is not None:
-            lag_bytes += round(_gap_segments(gap, left_out, offset) * mean_left_out)
+            lag_bytes += round(_gap_segments(gap, not_examined, offset) * mean_not_examined)
         groups.append({"group": group, "committed_offset": offset, "lag_records": max(0, end - offset),
                        "lag_bytes": lag_bytes, "last_commit_at": iso(times.get(group)),
-                       "stale": group in plan.stale_groups, "behind_start": offset < start})
-    state["consumer_groups"] = groups
-    return state
+                       "stale": group in stale, "behind_start": offset < start})
+    return groups
 
 
 def _gap_segments(gap: tuple[int, int], count: int, committed: int) -> int:

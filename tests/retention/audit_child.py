@@ -105,7 +105,7 @@ def main() -> None:
         c.trigger_manual(force=True)
         result = c.run_pass()
         print(json.dumps({"deleted": result.deleted, "failed": result.failed, "errors": [r.error for r in result.logs if r.error] + [e for r in result.logs for e in r.errors.values()],
-                          "elsewhere": sum(len(r.elsewhere) for r in result.logs)}), flush=True)
+                          "elsewhere": sum(len(r.removed_by_another) for r in result.logs)}), flush=True)
     while hold_file is not None and not os.path.exists(hold_file):
         time.sleep(0.01)
     c.close()

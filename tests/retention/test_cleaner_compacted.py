@@ -135,7 +135,7 @@ def test_status_counts_the_short_segments_a_pass_does_not_examine_as_they_are(tm
     scheduler = RetentionScheduler(config)
     try:
         result = scheduler.clean()                             # young segments: nothing deleted
-        assert result.deleted == 0 and result.logs[0].left_out == 4
+        assert result.deleted == 0 and result.logs[0].not_examined == 4
         log = scheduler.status()["logs"][0]
         assert (log["segments"], log["bytes"]) == (len(bases), on_disk)
         past = os.stat(path).st_mtime_ns - 5_000_000_000

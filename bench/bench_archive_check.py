@@ -38,8 +38,8 @@ def checking(on: bool) -> None:
     if on:
         ArchiveReader._chain, ArchiveReader._check_ahead, CheckedObjects.check_range = _CHECKED
     else:
-        ArchiveReader._chain = lambda self, key, segment: None
-        ArchiveReader._check_ahead = lambda self, segment: None
+        ArchiveReader._chain = lambda self, key, segment, ahead=None: None
+        ArchiveReader._check_ahead = lambda self, segment, ahead: None
         CheckedObjects.check_range = lambda self, key, chain, first, data, expected: data
 
 

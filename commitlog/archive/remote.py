@@ -283,7 +283,12 @@ class ArchiveReader:
         chain = None if pending is None else outcome(pending)    # None: its scan stopped first
         return chain if chain is not None else self._check(key, segment, ahead)
 
-    def _check(self, key: str, segment: ArchivedSegment, ahead: ReadAhead | None = None) -> Chain:
+    def _check(self, key: str, segment: ArchivedSegment, ahead: ReadAhead | None = None,
+               indexed: bool = False) -> Chain:
+        """The whole check of data object `key`; `indexed`: its index object is read and checked
+        first (a check ahead of a scan, which then finds both done)."""
+        if indexed:
+            self._index(segment)
         tier = self.archive.tier
         own = ahead is None
         ahead = ReadAhead() if own else ahead
@@ -307,7 +312,7 @@ class ArchiveReader:
             if wanted in self._checking or self.checked.chain(key, segment) is not None:
                 return
             try:
-                pending = self._checking[wanted] = ahead.start(lambda: self._check(key, segment, ahead))
+                pending = self._checking[wanted] = ahead.start(lambda: self._check(key, segment, ahead, True))
             except Closed:
                 return
         pending.add_done_callback(lambda _: self._checked(wanted))

@@ -5,12 +5,13 @@ The manifest lists the archived segments. A segment's index object (fetched whol
 MiB of data, verified against the SHA-256 the manifest records, and what it records against the
 entry's `bytes` and offsets) says at which byte an offset's records start. Before the first record
 of a data object is served, the object is checked whole against its entry (size, SHA-256:
-commitlog.archive.object_check; a scan checks the next object while it decodes one). Data is then
-read in aligned ranges, `CHUNK` bytes for a read of one offset and `SCAN_WINDOW` bytes for a scan
-(which fetches the next window while it decodes one), through a cache of a bounded size (least
-recently used ranges go first), so a consumer re-reading a range, or several scans of one range,
-ask the tier once; a range fetched again is checked against the whole check's hash states. Every
-record is verified by its own CRC as the store's reader does; a record that does not verify is an
+commitlog.archive.object_check; a scan checks the next objects while it decodes one, their ranges
+fetched in parallel: commitlog.archive.read_ahead, which bounds what it holds and stops it with
+the scan). Data is then read in aligned ranges, `CHUNK` bytes for a read of one offset and
+`SCAN_WINDOW` bytes for a scan (which fetches the next window while it decodes one), through a
+cache of a bounded size (least recently used ranges go first), so a consumer re-reading a range,
+or several scans of one range, ask the tier once; a range fetched again is checked against the
+whole check's hash states. Every record is verified by its own CRC as the store's reader does; a record that does not verify is an
 `ArchiveCorruptError` naming the object and byte. Records marked dead after a segment was
 archived are read from the archive as they were written (marks stay on the host that made them).
 

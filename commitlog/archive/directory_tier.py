@@ -1,8 +1,9 @@
 """`DirectoryTier`: a directory as an archive tier (`file:///mnt/archive/prefix`; see
 `commitlog.archive.tiers`). An object is written to a temporary name, synced, read back and
 hashed (and compared with its source), then renamed into place, or, for `create`, hard-linked into
-place, which fails when the name is taken: a reader never sees half an object, and one creator wins. Holds no state: thread-safe, and
-process-safe as the filesystem is (a hard link is atomic on local filesystems and NFS).
+place, which fails when the name is taken: a reader never sees half an object, and one creator
+wins. Holds no state: thread-safe, and process-safe as the filesystem is (a hard link is atomic on
+local filesystems and NFS).
 """
 
 from __future__ import annotations

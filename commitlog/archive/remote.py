@@ -11,9 +11,10 @@ the scan). Data is then read in aligned ranges, `CHUNK` bytes for a read of one 
 `SCAN_WINDOW` bytes for a scan (which fetches the next window while it decodes one), through a
 cache of a bounded size (least recently used ranges go first), so a consumer re-reading a range,
 or several scans of one range, ask the tier once; a range fetched again is checked against the
-whole check's hash states. Every record is verified by its own CRC as the store's reader does; a record that does not verify is an
-`ArchiveCorruptError` naming the object and byte. Records marked dead after a segment was
-archived are read from the archive as they were written (marks stay on the host that made them).
+whole check's hash states. Every record is verified by its own CRC as the store's reader does; a
+record that does not verify is an `ArchiveCorruptError` naming the object and byte. Records marked
+dead after a segment was archived are read from the archive as they were written (marks stay on
+the host that made them).
 
 Thread-safe: the cache, the parsed indexes and the checks take a lock; a scan iterator has one consumer.
 """

@@ -5,10 +5,11 @@ cancelled when it stops.
 A `ReadAhead` belongs to one scan. `in_order(fetch, sizes)` yields `fetch(0)`, `fetch(1)`, ... in
 order, with at most `depth` of them fetched or being fetched and not yet taken; `start(job)` runs
 a job of the scan (the check of an object it reaches next) on the pool of jobs; `submit(fetch)`
-fetches one range. `held` counts the bytes of the ranges asked for and not yet taken (or, when
-dropped, not yet landed), `peak` its highest. `close()` ends it all: what has not started is
-cancelled, what runs is waited for (a job stops at its next range, raising `Closed`), so nothing
-of the scan runs once it returns. Thread-safe.
+fetches one range. `held` counts the bytes of the ranges asked for and not yet taken (a range
+`in_order` yields is taken when the next is asked for; a range dropped, once it lands), `peak` its
+highest. `close()` ends it all: what has not started is cancelled, what runs is waited for (a job
+stops at its next range, raising `Closed`), so nothing of the scan runs once it returns.
+Thread-safe.
 """
 
 from __future__ import annotations
@@ -95,10 +96,9 @@ class ReadAhead:
                     following += 1
                 future, size = pending.popleft()
                 try:
-                    data = future.result()
+                    yield future.result()        # held while the consumer hashes it, until it asks again
                 finally:
                     self.taken(size)
-                yield data
         finally:
             for future, size in pending:
                 self.dropped(future, size)

@@ -86,7 +86,8 @@ def main() -> None:
         checking(True)
         for tier in tiers:
             off, on = max(results[("scan", tier, False)]), max(results[("scan", tier, True)])
-            print(f"scan from {tier:4}: checked {on:7.1f} MB/s  unchecked {off:7.1f}  ratio {on / off:.2f} (no target)")
+            print(f"scan from {tier:4}: checked {on:7.1f} MB/s  unchecked {off:7.1f}  "
+                  f"ratio {on / off:.2f} (no target)")
             off, on = min(results[("read", tier, False)]), min(results[("read", tier, True)])
             print(f"first read of an object from {tier:4}: checked {on:6.1f} ms  unchecked {off:6.1f} ms  "
                   f"ratio {on / off:.1f} (no target)")

@@ -25,7 +25,8 @@ from .tiers import CHUNK, HASHING, ObjectInfo, copy_hashing
 __all__ = ["DirectoryTier"]
 
 _BACK = 4 << 20                      # bytes read back (and of the source) at a time
-_SPARE: queue.SimpleQueue = queue.SimpleQueue()   # buffers of read-backs done, one set per upload at once
+_SPARE: queue.SimpleQueue = queue.SimpleQueue()   # buffers of read-backs done (16 MiB a set) ...
+_SPARES_KEPT = 4                                   # ... as many sets kept at most
 _SYNCING = ThreadPoolExecutor(2, thread_name_prefix="archive-fsync")   # the fsync beside the read-back
 
 
@@ -127,7 +128,8 @@ class DirectoryTier:
         finally:
             if pending is not None:
                 pending.result()
-            _SPARE.put(pairs)
+            if _SPARE.qsize() < _SPARES_KEPT:
+                _SPARE.put(pairs)
         return digest.hexdigest()
 
     def read_range(self, key: str, start: int, length: int) -> bytes:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 CHUNK = 1 << 20                      # bytes read, hashed and sent at a time
-_HASHING = ThreadPoolExecutor(2, thread_name_prefix="archive-hash")   # a digest beside the reader
+HASHING = ThreadPoolExecutor(2, thread_name_prefix="archive-hash")   # a digest beside the reader
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def copy_hashing(source: BinaryIO, size: int, write: Callable[[bytes], object], 
             if pending is not None:
                 pending.result()
             if first is not None:
-                pending = _HASHING.submit(first.update, chunk)
+                pending = HASHING.submit(first.update, chunk)
             for digest in rest:
                 digest.update(chunk)
             write(chunk)

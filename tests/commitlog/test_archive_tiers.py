@@ -133,3 +133,19 @@ def test_a_put_cut_mid_object_stores_nothing_and_succeeds_once_the_network_is_ba
         assert tier.read("log/a.log") == data
     finally:
         proxy.close()
+
+
+def test_a_file_source_is_stored_from_where_it_stands_and_one_shorter_than_said_stores_nothing(tier, tmp_path):
+    # A directory tier copies a file by the kernel and compares the copy with it: the bytes from
+    # the file's position on are stored, never the bytes before it, and an end before `size` fails.
+    source = tmp_path / "segment"
+    data = os.urandom(9 << 20)                       # more than one part of the read-back
+    source.write_bytes(b"before" + data)
+    with open(source, "rb") as f:
+        f.seek(6)
+        info = tier.put("log/file.log", f, len(data))
+    assert tier.read("log/file.log") == data and info.sha256 == hashlib.sha256(data).hexdigest()
+    with open(source, "rb") as f, pytest.raises(ArchiveError, match="ended 10 bytes early"):
+        f.seek(16)
+        tier.put("log/short.log", f, len(data))
+    assert tier.head("log/short.log") is None and sorted(tier.keys("log/")) == ["log/file.log"]

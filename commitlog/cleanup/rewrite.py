@@ -38,6 +38,7 @@ from ..segments.segment_list import SEALED, SegmentList
 
 Decide = Callable[[int, "bytes | None", bool, bool], "str | None"]
 _MAX_SPAN = 1 << 32                   # index entries hold u32 relative offsets
+_NEVER = 1 << 64                      # past every offset: no marked range left
 
 
 @dataclass(frozen=True)
@@ -274,29 +275,28 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
 def _copy_kept(mm, view: memoryview, limit: int, base: int, path: str, decide: Decide,
                marks: MarksSnapshot, writer: OutputWriter, dropped: dict[str, int]) -> tuple[int, int]:
     """The hot loop of a compaction: walk segment `base` (mapped as `mm`, `view`, up to `limit`)
-    and copy what `decide` keeps into `writer`; returns (the byte the walk ended at, records
-    kept). Headers are unpacked inline, marks followed with a cursor (offsets only grow), and the
-    CRC checked of every record kept (a dropped one is never copied; a wrong length would derail
-    the walk, caught by the next kept record's CRC or by the walk's end)."""
-    unpack, crc32, span_of = rec.HEADER.unpack_from, rec.crc32, rec.SPAN.unpack_from
+    and copy what `decide` keeps into `writer` (`_keep`); returns (the byte the walk ended at,
+    records kept). Headers are unpacked inline, the marked range followed with a cursor (offsets
+    only grow), drops counted by runs of one cause. A dropped record is never copied, so its CRC
+    is not read: a wrong length would derail the walk, caught by the next kept record's CRC or
+    by the walk's end."""
+    unpack, span_of, special = rec.HEADER.unpack_from, rec.SPAN.unpack_from, rec.ATTR_RESERVED
     frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
-    gap, dead, delta_bit, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.ATTR_DELTA, rec.END_MARKER
-    delta_size = rec.DELTA_SIZE
-    starts, ends = marks.starts, marks.ends
-    n = len(ends)
-    read0 = writer.read
-    kept = 0
-    i = bisect.bisect_right(ends, base)   # the first marked range ending after `base`
+    gap, dead, delta_size, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.DELTA_SIZE, rec.END_MARKER
+    starts, ends, after = marks.starts, marks.ends, bisect.bisect_right
+    i = after(ends, base)                   # the first marked range ending after `base`
+    mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
+    read0, kept, cause_run, run = writer.read, 0, None, 0
     pos, current, bound = 0, base, limit - key_at
     while pos <= bound:
         length, crc, attrs, ts, klen = unpack(mm, pos)
-        if length == 0 or length == end_marker:
-            break
         nxt = pos + frame + length
         if length < min_body or nxt > limit or klen < -1 or klen > length - min_body:
+            if length == 0 or length == end_marker:
+                break
             raise CorruptLogError(path, pos, "record length does not verify")
         ks, head = pos + key_at, min_body
-        if attrs & (gap | delta_bit):
+        if attrs & special:
             if attrs & gap:  # a format-1 compaction's gap
                 current += span_of(mm, ks)[0]
                 pos = nxt
@@ -306,31 +306,54 @@ def _copy_kept(mm, view: memoryview, limit: int, base: int, path: str, decide: D
                 raise CorruptLogError(path, pos, "record length does not verify")
             current += span_of(mm, ks)[0]
             ks += delta_size
-        while i < n and ends[i] <= current:
-            i += 1
-        marked = i < n and starts[i] <= current or attrs & dead > 0
+        if current >= mark_end:
+            i = after(ends, current, i)
+            mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
+        marked = current >= mark_start or attrs & dead > 0
         if klen < 0:
             cause = decide(current, None, length == head, marked)
         else:
             cause = decide(current, bytes(view[ks:ks + klen]), length == head + klen, marked)
         if cause is None:
-            if crc32(view[pos + frame:nxt]) != crc:
-                raise CorruptLogError(path, pos, "record checksum does not verify")
             writer.read = read0 + nxt
-            if current > writer.next or attrs & delta_bit:  # its delta changes
-                writer.record(current, rec.reframed(attrs, ts, klen, view[ks:nxt],
-                                                    current - writer.next), ts)
-            else:
-                writer.record(current, view[pos:nxt], ts)
+            _keep(view, pos, ks, nxt, crc, attrs, ts, klen, current, writer, path)
             writer.kept_marked |= marked
             kept += 1
+        elif cause is cause_run:
+            run += 1
         else:
-            dropped[cause] += 1
-            if not current & 0x3FF:  # a run of dropped records counts as read too
-                writer.progress(read0 + nxt)
+            if run:
+                dropped[cause_run] += run
+            cause_run, run = cause, 1
+        if not current & 0x3FF:  # a run of dropped records counts as read too
+            writer.progress(read0 + nxt)
         current += 1
         pos = nxt
+    if run:
+        dropped[cause_run] += run
     return pos, kept
+
+
+def _keep(view: memoryview, pos: int, ks: int, nxt: int, crc: int, attrs: int, ts: int,
+          klen: int, offset: int, writer: OutputWriter, path: str) -> None:
+    """Verify the record at `pos` (its body head ends at `ks`, the record at `nxt`) against its
+    CRC and write it at `offset`: verbatim when it follows the last one written, else framed
+    anew with its offset delta, the new CRC derived from the verified one for a long record."""
+    crc32, frame = rec.crc32, rec.FRAME_SIZE
+    if offset == writer.next and not attrs & rec.ATTR_DELTA:
+        if crc32(view[pos + frame:nxt]) != crc:
+            raise CorruptLogError(path, pos, "record checksum does not verify")
+        writer.record(offset, view[pos:nxt], ts)
+    elif nxt - ks < rec.COMBINE_MIN:
+        if crc32(view[pos + frame:nxt]) != crc:
+            raise CorruptLogError(path, pos, "record checksum does not verify")
+        writer.record(offset, rec.reframed(attrs, ts, klen, view[ks:nxt], offset - writer.next), ts)
+    else:
+        head_crc = crc32(view[pos + frame:ks])
+        if crc32(view[ks:nxt], head_crc) != crc:
+            raise CorruptLogError(path, pos, "record checksum does not verify")
+        writer.record(offset, rec.reframed(attrs, ts, klen, view[ks:nxt], offset - writer.next,
+                                           crc, head_crc), ts)
 
 
 def _check_unchanged(segs: SegmentList, run: list[int], inodes: list[int]) -> None:

@@ -275,19 +275,17 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
 def _copy_kept(mm, view: memoryview, limit: int, base: int, path: str, decide: Decide,
                marks: MarksSnapshot, writer: OutputWriter, dropped: dict[str, int]) -> tuple[int, int]:
     """The hot loop of a compaction: walk segment `base` (mapped as `mm`, `view`, up to `limit`)
-    and copy what `decide` keeps into `writer` (`_keep`); returns (the byte the walk ended at,
-    records kept). Headers are unpacked inline, the marked range followed with a cursor (offsets
-    only grow), drops counted by runs of one cause. A dropped record is never copied, so its CRC
-    is not read: a wrong length would derail the walk, caught by the next kept record's CRC or
-    by the walk's end."""
+    and copy what `decide` keeps into `writer`, CRC-checked, framed anew where its delta changes;
+    returns (the byte the walk ended at, records kept). A dropped record is not checked: a wrong
+    length derails the walk, caught by the next kept record's CRC or by the walk's end."""
     unpack, span_of, special = rec.HEADER.unpack_from, rec.SPAN.unpack_from, rec.ATTR_RESERVED
+    crc32, reframed, combine_min = rec.crc32, rec.reframed, rec.COMBINE_MIN
     frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
     gap, dead, delta_size, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.DELTA_SIZE, rec.END_MARKER
     starts, ends, after = marks.starts, marks.ends, bisect.bisect_right
     i = after(ends, base)                   # the first marked range ending after `base`
     mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
-    read0, kept, cause_run, run = writer.read, 0, None, 0
-    pos, current, bound = 0, base, limit - key_at
+    read0, kept, cause_run, run, pos, current, bound = writer.read, 0, None, 0, 0, base, limit - key_at
     while pos <= bound:
         length, crc, attrs, ts, klen = unpack(mm, pos)
         nxt = pos + frame + length
@@ -298,8 +296,7 @@ def _copy_kept(mm, view: memoryview, limit: int, base: int, path: str, decide: D
         ks, head = pos + key_at, min_body
         if attrs & special:
             if attrs & gap:  # a format-1 compaction's gap
-                current += span_of(mm, ks)[0]
-                pos = nxt
+                current, pos = current + span_of(mm, ks)[0], nxt
                 continue
             head += delta_size
             if length < head or klen > length - head:
@@ -310,48 +307,45 @@ def _copy_kept(mm, view: memoryview, limit: int, base: int, path: str, decide: D
             i = after(ends, current, i)
             mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
         marked = current >= mark_start or attrs & dead > 0
-        if klen < 0:
-            cause = decide(current, None, length == head, marked)
-        else:
-            cause = decide(current, bytes(view[ks:ks + klen]), length == head + klen, marked)
+        key = None if klen < 0 else bytes(view[ks:ks + klen])
+        cause = decide(current, key, length - head == (klen if klen > 0 else 0), marked)
         if cause is None:
             writer.read = read0 + nxt
-            _keep(view, pos, ks, nxt, crc, attrs, ts, klen, current, writer, path)
+            if nxt - ks >= combine_min:
+                _keep_long(view, pos, ks, nxt, crc, attrs, ts, klen, current, writer, path)
+            elif crc32(view[pos + frame:nxt]) != crc:
+                raise CorruptLogError(path, pos, "record checksum does not verify")
+            elif current == writer.next and not attrs & special:   # verbatim
+                writer.record(current, view[pos:nxt], ts)
+            else:
+                writer.record(current, reframed(attrs, ts, klen, view[ks:nxt], current - writer.next), ts)
             writer.kept_marked |= marked
             kept += 1
         elif cause is cause_run:
             run += 1
         else:
-            if run:
-                dropped[cause_run] += run
+            dropped[cause_run] += run     # a cause_run of None (no drop yet) is popped below
             cause_run, run = cause, 1
         if not current & 0x3FF:  # a run of dropped records counts as read too
             writer.progress(read0 + nxt)
-        current += 1
-        pos = nxt
-    if run:
-        dropped[cause_run] += run
+        current, pos = current + 1, nxt
+    dropped[cause_run] += run
+    dropped.pop(None, None)
     return pos, kept
 
 
-def _keep(view: memoryview, pos: int, ks: int, nxt: int, crc: int, attrs: int, ts: int,
-          klen: int, offset: int, writer: OutputWriter, path: str) -> None:
-    """Verify the record at `pos` (its body head ends at `ks`, the record at `nxt`) against its
-    CRC and write it at `offset`: verbatim when it follows the last one written, else framed
-    anew with its offset delta, the new CRC derived from the verified one for a long record."""
-    crc32, frame = rec.crc32, rec.FRAME_SIZE
+def _keep_long(view: memoryview, pos: int, ks: int, nxt: int, crc: int, attrs: int, ts: int,
+               klen: int, offset: int, writer: OutputWriter, path: str) -> None:
+    """_copy_kept's path for a record of COMBINE_MIN bytes or more after its body head (which
+    ends at `ks`): verified against its CRC by way of its head's, so that, framed anew, its new
+    CRC is derived from them instead of computed over its bytes again."""
+    crc32 = rec.crc32
+    head_crc = crc32(view[pos + rec.FRAME_SIZE:ks])
+    if crc32(view[ks:nxt], head_crc) != crc:
+        raise CorruptLogError(path, pos, "record checksum does not verify")
     if offset == writer.next and not attrs & rec.ATTR_DELTA:
-        if crc32(view[pos + frame:nxt]) != crc:
-            raise CorruptLogError(path, pos, "record checksum does not verify")
         writer.record(offset, view[pos:nxt], ts)
-    elif nxt - ks < rec.COMBINE_MIN:
-        if crc32(view[pos + frame:nxt]) != crc:
-            raise CorruptLogError(path, pos, "record checksum does not verify")
-        writer.record(offset, rec.reframed(attrs, ts, klen, view[ks:nxt], offset - writer.next), ts)
     else:
-        head_crc = crc32(view[pos + frame:ks])
-        if crc32(view[ks:nxt], head_crc) != crc:
-            raise CorruptLogError(path, pos, "record checksum does not verify")
         writer.record(offset, rec.reframed(attrs, ts, klen, view[ks:nxt], offset - writer.next,
                                            crc, head_crc), ts)
 

@@ -274,10 +274,9 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
 
 def _copy_kept(mm, view: memoryview, limit: int, base: int, path: str, decide: Decide,
                marks: MarksSnapshot, writer: OutputWriter, dropped: dict[str, int]) -> tuple[int, int]:
-    """The hot loop of a compaction: walk segment `base` (mapped as `mm`, `view`, up to `limit`)
-    and copy what `decide` keeps into `writer`, CRC-checked, framed anew where its delta changes;
-    returns (the byte the walk ended at, records kept). A dropped record is not checked: a wrong
-    length derails the walk, caught by the next kept record's CRC or by the walk's end."""
+    """The hot loop of a compaction: walk segment `base` (mapped as `mm`, `view`, up to `limit`),
+    copy what `decide` keeps into `writer` CRC-checked (framed anew where its delta changes);
+    returns (where the walk ended, records kept). Why a dropped record is not checked: docs."""
     unpack, span_of, special = rec.HEADER.unpack_from, rec.SPAN.unpack_from, rec.ATTR_RESERVED
     crc32, reframed, combine_min = rec.crc32, rec.reframed, rec.COMBINE_MIN
     frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
@@ -285,7 +284,7 @@ def _copy_kept(mm, view: memoryview, limit: int, base: int, path: str, decide: D
     starts, ends, after = marks.starts, marks.ends, bisect.bisect_right
     i = after(ends, base)                   # the first marked range ending after `base`
     mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
-    read0, kept, cause_run, run, pos, current, bound = writer.read, 0, None, 0, 0, base, limit - key_at
+    read0, kept, dropping, run, pos, current, bound = writer.read, 0, None, 0, 0, base, limit - key_at
     while pos <= bound:
         length, crc, attrs, ts, klen = unpack(mm, pos)
         nxt = pos + frame + length
@@ -318,18 +317,19 @@ def _copy_kept(mm, view: memoryview, limit: int, base: int, path: str, decide: D
             elif current == writer.next and not attrs & special:   # verbatim
                 writer.record(current, view[pos:nxt], ts)
             else:
-                writer.record(current, reframed(attrs, ts, klen, view[ks:nxt], current - writer.next), ts)
+                moved = reframed(attrs, ts, klen, view[ks:nxt], current - writer.next)
+                writer.record(current, moved, ts)
             writer.kept_marked |= marked
             kept += 1
-        elif cause is cause_run:
+        elif cause is dropping:
             run += 1
         else:
-            dropped[cause_run] += run     # a cause_run of None (no drop yet) is popped below
-            cause_run, run = cause, 1
+            dropped[dropping] += run     # a dropping of None (no drop yet) is popped below
+            dropping, run = cause, 1
         if not current & 0x3FF:  # a run of dropped records counts as read too
             writer.progress(read0 + nxt)
         current, pos = current + 1, nxt
-    dropped[cause_run] += run
+    dropped[dropping] += run
     dropped.pop(None, None)
     return pos, kept
 

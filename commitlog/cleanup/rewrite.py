@@ -103,25 +103,70 @@ def _records(segs: SegmentList, base: int, start: int = 0) -> Iterator[tuple]:
 def record_facts(segs: SegmentList, marks: MarksSnapshot, start: int | None = None,
                  end: int | None = None) -> Iterator[tuple[int, bytes | None, bool, bool]]:
     """(offset, key, tombstone, marked) of every record in [start, end), under `marks`: what a
-    caller's key index is built from (marked records included, flagged)."""
+    caller's key index is built from (marked records included, flagged). Each record's CRC is
+    verified; a bad one is CorruptLogError in a sealed segment, the end of a live one."""
     segs.refresh()
     lo = segs.start() if start is None else start
     hi = (1 << 63) if end is None else end
-    dead = rec.ATTR_DEAD
     bases = list(segs.bases)
     for i, base in enumerate(bases):
         if i + 1 < len(bases) and bases[i + 1] <= lo:
             continue
         if base >= hi:
             return
-        for offset, _, r, mm in _records(segs, base):
-            if offset < lo:
+        with segs.hold_file(base) as (mm, ino):
+            if mm is None:
                 continue
-            if offset >= hi:
+            limit, kind, _ = segs.view_limits(base, mm, ino)
+            sealed = segs.segment_path(base) if kind == SEALED else None
+            if (yield from _facts(mm, limit, base, lo, hi, marks, sealed)):
                 return
-            key = None if r.key_start < 0 else bytes(mm[r.key_start:r.key_end])
-            yield (offset, key, r.value_start == r.value_end,
-                   bool(r.attributes & dead) or marks.is_marked(offset))
+
+
+def _facts(mm, limit: int, base: int, lo: int, hi: int, marks: MarksSnapshot,
+           sealed: str | None) -> Iterator[tuple[int, bytes | None, bool, bool]]:
+    """record_facts' walk of one segment (the checks of record.decode_at, inline); returns True
+    once past `hi`. `sealed`: the segment's path when sealed, None when a bad record may be one
+    in flight."""
+    unpack, crc32, span_of = rec.HEADER.unpack_from, rec.crc32, rec.SPAN.unpack_from
+    frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
+    gap, dead, delta_bit, special = rec.ATTR_GAP, rec.ATTR_DEAD, rec.ATTR_DELTA, rec.ATTR_RESERVED
+    delta_size = rec.DELTA_SIZE
+    starts, ends, after = marks.starts, marks.ends, bisect.bisect_right
+    i = after(ends, max(base, lo))
+    mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
+    pos, current, bound = 0, base, limit - key_at
+    while pos <= bound:
+        length, crc, attrs, ts, klen = unpack(mm, pos)
+        nxt, ks, head = pos + frame + length, pos + key_at, min_body
+        if length < min_body or nxt > limit or klen < -1 or klen > length - min_body \
+                or crc32(mm[pos + frame:nxt]) != crc:
+            break
+        if attrs & special:
+            if attrs & gap:
+                if klen != -1 or length != min_body + delta_size or attrs & delta_bit:
+                    break
+                current, pos = current + span_of(mm, ks)[0], nxt
+                continue
+            head += delta_size
+            if length < head or klen > length - head:
+                break
+            current += span_of(mm, ks)[0]
+            ks += delta_size
+        if current >= hi:
+            return True
+        if current >= lo:
+            if current >= mark_end:
+                i = after(ends, current, i)
+                mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
+            tombstone = length - head == (klen if klen > 0 else 0)
+            yield (current, None if klen < 0 else mm[ks:ks + klen], tombstone,
+                   current >= mark_start or attrs & dead > 0)
+        current, pos = current + 1, nxt
+    length = rec.LENGTH.unpack_from(mm, pos)[0] if pos + rec.LENGTH_SIZE <= limit else 0
+    if sealed is not None and length not in (0, rec.END_MARKER):
+        raise CorruptLogError(sealed, pos, "record checksum or length does not verify")
+    return False
 
 
 def measure(segs: SegmentList, runs: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:

@@ -16,6 +16,7 @@ Pure functions and constants: thread-safe.
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 from typing import NamedTuple
 
@@ -127,8 +128,9 @@ def reframed(attributes: int, timestamp_ms: int, klen: int, rest, delta: int,
 # (built on first use, at most one per bit of a length).
 _POLY = 0xEDB88320
 _SHIFT_TABLES: list[tuple[list[int], list[int], list[int], list[int]]] = []
+_BUILDING = threading.Lock()
 # From this many bytes after the head, a shift (at most one lookup per bit of the length) is
-# faster than zlib over the bytes again, whatever the length (bench/bench_compaction.py --crc).
+# faster than zlib over the bytes again, whatever the length (bench_compaction_keys.py --crc).
 COMBINE_MIN = 8192
 
 
@@ -144,20 +146,22 @@ def _gf2_mul(a: int, b: int) -> int:
 
 
 def _build_tables(bits: int) -> None:
-    """The tables of shifts by 2**k bytes for every k below `bits`."""
-    while len(_SHIFT_TABLES) < bits:
-        factor = 0x00800000                         # x^8: a shift by one byte
-        for _ in range(len(_SHIFT_TABLES)):
-            factor = _gf2_mul(factor, factor)
-        columns = [_gf2_mul(1 << bit, factor) for bit in range(32)]
-        lanes = []
-        for lane in range(4):
-            table = [0] * 256
-            for i in range(1, 256):
-                low = i & -i
-                table[i] = table[i ^ low] ^ columns[lane * 8 + low.bit_length() - 1]
-            lanes.append(table)
-        _SHIFT_TABLES.append(tuple(lanes))
+    """The tables of shifts by 2**k bytes for every k below `bits`; under a lock, so that each
+    is appended once, at its own index, whichever thread builds it."""
+    with _BUILDING:
+        while len(_SHIFT_TABLES) < bits:
+            factor = 0x00800000                         # x^8: a shift by one byte
+            for _ in range(len(_SHIFT_TABLES)):
+                factor = _gf2_mul(factor, factor)
+            columns = [_gf2_mul(1 << bit, factor) for bit in range(32)]
+            lanes = []
+            for lane in range(4):
+                table = [0] * 256
+                for i in range(1, 256):
+                    low = i & -i
+                    table[i] = table[i ^ low] ^ columns[lane * 8 + low.bit_length() - 1]
+                lanes.append(table)
+            _SHIFT_TABLES.append(tuple(lanes))
 
 
 def crc32_shift(crc: int, n: int) -> int:

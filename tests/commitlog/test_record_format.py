@@ -9,6 +9,8 @@ import json
 import os
 import random
 import shutil
+import sys
+import threading
 import zlib
 from pathlib import Path
 
@@ -233,3 +235,30 @@ def test_a_compaction_moving_long_records_writes_crcs_that_verify_and_still_chec
     with CommitLog.open(path) as log:
         with pytest.raises(CorruptLogError, match="checksum does not verify"):
             log.compact([[last]], lambda o, k, t, m: "dead" if m else None)
+
+
+def test_shift_tables_built_by_threads_at_once_give_zlibs_crcs(monkeypatch):
+    """The shift tables are built on first use; threads that first need them at the same time
+    (compactions of several logs) must still get the CRCs zlib gives."""
+    monkeypatch.setattr(rec, "_SHIFT_TABLES", [])
+    rng = random.Random(7)
+    cases = [(rng.randbytes(20), rng.randbytes(n)) for n in (2**20 - 1, 2**19 + 3, 2**18 - 5, 70_001)]
+    results: list[bool] = []
+    start = threading.Barrier(8)
+
+    def work(a: bytes, b: bytes) -> None:
+        start.wait()
+        results.append(rec.crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b))
+
+    threads = [threading.Thread(target=work, args=cases[i % len(cases)]) for i in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                # switch threads often: the race, if any, shows
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert results == [True] * 8
+    assert len(rec._SHIFT_TABLES) == 20        # one table per bit, none twice

@@ -16,6 +16,7 @@ Pure functions and constants: thread-safe.
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 from typing import NamedTuple
 
@@ -105,13 +106,82 @@ def encode(value: bytes, key: bytes | None, timestamp_ms: int, attributes: int =
     return b"".join((FRAME.pack(body_len, crc32(value, crc)), head, value))
 
 
-def reframed(attributes: int, timestamp_ms: int, klen: int, rest, delta: int) -> bytes:
+def reframed(attributes: int, timestamp_ms: int, klen: int, rest, delta: int,
+             crc: int | None = None, head_crc: int = 0) -> bytes:
     """The framed bytes of a record whose body head holds `attributes` (its ATTR_DELTA bit
     ignored), `timestamp_ms` and key length `klen`, and `rest` its key then value, carrying offset
-    delta `delta` (none when 0): how a compaction moves a record past a removed run."""
+    delta `delta` (none when 0): how a compaction moves a record past a removed run. With `crc`
+    (the record's verified CRC) and `head_crc` (the CRC of its old body head), the new CRC is
+    derived from them, not computed over `rest` again (worth it from COMBINE_MIN bytes)."""
     head = _DELTA_HEAD.pack(attributes | ATTR_DELTA, timestamp_ms, klen, delta) if delta \
         else BODY_HEAD.pack(attributes & ~ATTR_DELTA, timestamp_ms, klen)
-    return b"".join((FRAME.pack(len(head) + len(rest), crc32(rest, crc32(head))), head, rest))
+    if crc is None:
+        crc = crc32(rest, crc32(head))
+    else:  # crc(H || R) = shift(crc(H), len R) ^ crc(R): only the head's part changes
+        crc ^= crc32_shift(head_crc ^ crc32(head), len(rest))
+    return b"".join((FRAME.pack(len(head) + len(rest), crc), head, rest))
+
+
+# CRC-32 arithmetic (zlib's polynomial, bit-reflected: bit 31 is x^0). The CRC of A || B is the
+# CRC of A shifted by len(B) bytes (multiplied by x^(8 len B) modulo the polynomial) xor the CRC of
+# B; a shift is a linear map of 32 bits, applied with four 256-entry tables per power of two bytes
+# (built on first use, at most one per bit of a length).
+_POLY = 0xEDB88320
+_SHIFT_TABLES: list[tuple[list[int], list[int], list[int], list[int]]] = []
+_BUILDING = threading.Lock()
+# From this many bytes after the head, a shift (at most one lookup per bit of the length) is
+# faster than zlib over the bytes again, whatever the length (bench_compaction_keys.py --crc).
+COMBINE_MIN = 8192
+
+
+def _gf2_mul(a: int, b: int) -> int:
+    """a * b modulo the CRC polynomial, both bit-reflected."""
+    product = 0
+    for _ in range(32):
+        if b & 0x80000000:
+            product ^= a
+        b = (b << 1) & 0xFFFFFFFF
+        a = (a >> 1) ^ _POLY if a & 1 else a >> 1
+    return product
+
+
+def _build_tables(bits: int) -> None:
+    """The tables of shifts by 2**k bytes for every k below `bits`; under a lock, so that each
+    is appended once, at its own index, whichever thread builds it."""
+    with _BUILDING:
+        while len(_SHIFT_TABLES) < bits:
+            factor = 0x00800000                         # x^8: a shift by one byte
+            for _ in range(len(_SHIFT_TABLES)):
+                factor = _gf2_mul(factor, factor)
+            columns = [_gf2_mul(1 << bit, factor) for bit in range(32)]
+            lanes = []
+            for lane in range(4):
+                table = [0] * 256
+                for i in range(1, 256):
+                    low = i & -i
+                    table[i] = table[i ^ low] ^ columns[lane * 8 + low.bit_length() - 1]
+                lanes.append(table)
+            _SHIFT_TABLES.append(tuple(lanes))
+
+
+def crc32_shift(crc: int, n: int) -> int:
+    """`crc` shifted by `n` zero bytes of message, without its pre- and post-conditioning: what
+    the CRC of A contributes to the CRC of A || B when B is `n` bytes long. Costs one table
+    lookup of four per bit set in `n`."""
+    if n.bit_length() > len(_SHIFT_TABLES):
+        _build_tables(n.bit_length())
+    tables = _SHIFT_TABLES
+    while n:
+        low = n & -n
+        t0, t1, t2, t3 = tables[low.bit_length() - 1]
+        crc = t0[crc & 255] ^ t1[crc >> 8 & 255] ^ t2[crc >> 16 & 255] ^ t3[crc >> 24]
+        n ^= low
+    return crc
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """zlib's crc32_combine: the CRC-32 of A || B from crc1 of A, crc2 of B and len2 = len(B)."""
+    return crc32_shift(crc1, len2) ^ crc2
 
 
 class DecodeResult(NamedTuple):

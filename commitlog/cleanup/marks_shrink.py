@@ -67,11 +67,11 @@ def shrink_marks(segs: SegmentList, *, force: bool = False) -> tuple[int, int] |
         return None
     segs.refresh()
     obsolete = obsolete_entries(segs)
-    gone = sum(1 for e in entries if obsolete(*e))
-    if not gone or (not force and gone * 2 <= len(entries)):
+    gone = {seq for start, end, seq in entries if obsolete(start, end, seq)}
+    if not gone or (not force and len(gone) * 2 <= len(entries)):
         return None
-    try:
-        return marks.rewrite(lambda start, end, seq: not obsolete(start, end, seq))
+    try:  # each entry judged once: one read since (a later sequence number) stays
+        return marks.rewrite(lambda start, end, seq: seq not in gone)
     except (OSError, StoreFullError) as exc:  # a full disk: the old file stays whole, in use
-        log.warning("could not rewrite %s without its %d obsolete entries: %s", marks.path, gone, exc)
+        log.warning("could not rewrite %s without its %d obsolete entries: %s", marks.path, len(gone), exc)
         return None

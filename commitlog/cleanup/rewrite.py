@@ -38,6 +38,7 @@ from ..segments.segment_list import SEALED, SegmentList
 
 Decide = Callable[[int, "bytes | None", bool, bool], "str | None"]
 _MAX_SPAN = 1 << 32                   # index entries hold u32 relative offsets
+_NEVER = 1 << 64                      # past every offset: no marked range left
 
 
 @dataclass(frozen=True)
@@ -102,25 +103,70 @@ def _records(segs: SegmentList, base: int, start: int = 0) -> Iterator[tuple]:
 def record_facts(segs: SegmentList, marks: MarksSnapshot, start: int | None = None,
                  end: int | None = None) -> Iterator[tuple[int, bytes | None, bool, bool]]:
     """(offset, key, tombstone, marked) of every record in [start, end), under `marks`: what a
-    caller's key index is built from (marked records included, flagged)."""
+    caller's key index is built from (marked records included, flagged). Each record's CRC is
+    verified; a bad one is CorruptLogError in a sealed segment, the end of a live one."""
     segs.refresh()
     lo = segs.start() if start is None else start
     hi = (1 << 63) if end is None else end
-    dead = rec.ATTR_DEAD
     bases = list(segs.bases)
     for i, base in enumerate(bases):
         if i + 1 < len(bases) and bases[i + 1] <= lo:
             continue
         if base >= hi:
             return
-        for offset, _, r, mm in _records(segs, base):
-            if offset < lo:
+        with segs.hold_file(base) as (mm, ino):
+            if mm is None:
                 continue
-            if offset >= hi:
+            limit, kind, _ = segs.view_limits(base, mm, ino)
+            sealed = segs.segment_path(base) if kind == SEALED else None
+            if (yield from _facts(mm, limit, base, lo, hi, marks, sealed)):
                 return
-            key = None if r.key_start < 0 else bytes(mm[r.key_start:r.key_end])
-            yield (offset, key, r.value_start == r.value_end,
-                   bool(r.attributes & dead) or marks.is_marked(offset))
+
+
+def _facts(mm, limit: int, base: int, lo: int, hi: int, marks: MarksSnapshot,
+           sealed: str | None) -> Iterator[tuple[int, bytes | None, bool, bool]]:
+    """record_facts' walk of one segment (the checks of record.decode_at, inline); returns True
+    once past `hi`. `sealed`: the segment's path when sealed, None when a bad record may be one
+    in flight."""
+    unpack, crc32, span_of = rec.HEADER.unpack_from, rec.crc32, rec.SPAN.unpack_from
+    frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
+    gap, dead, delta_bit, special = rec.ATTR_GAP, rec.ATTR_DEAD, rec.ATTR_DELTA, rec.ATTR_RESERVED
+    delta_size = rec.DELTA_SIZE
+    starts, ends, after = marks.starts, marks.ends, bisect.bisect_right
+    i = after(ends, max(base, lo))
+    mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
+    pos, current, bound = 0, base, limit - key_at
+    while pos <= bound:
+        length, crc, attrs, ts, klen = unpack(mm, pos)
+        nxt, ks, head = pos + frame + length, pos + key_at, min_body
+        if length < min_body or nxt > limit or klen < -1 or klen > length - min_body \
+                or crc32(mm[pos + frame:nxt]) != crc:
+            break
+        if attrs & special:
+            if attrs & gap:
+                if klen != -1 or length != min_body + delta_size or attrs & delta_bit:
+                    break
+                current, pos = current + span_of(mm, ks)[0], nxt
+                continue
+            head += delta_size
+            if length < head or klen > length - head:
+                break
+            current += span_of(mm, ks)[0]
+            ks += delta_size
+        if current >= hi:
+            return True
+        if current >= lo:
+            if current >= mark_end:
+                i = after(ends, current, i)
+                mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
+            tombstone = length - head == (klen if klen > 0 else 0)
+            yield (current, None if klen < 0 else mm[ks:ks + klen], tombstone,
+                   current >= mark_start or attrs & dead > 0)
+        current, pos = current + 1, nxt
+    length = rec.LENGTH.unpack_from(mm, pos)[0] if pos + rec.LENGTH_SIZE <= limit else 0
+    if sealed is not None and length not in (0, rec.END_MARKER):
+        raise CorruptLogError(sealed, pos, "record checksum or length does not verify")
+    return False
 
 
 def measure(segs: SegmentList, runs: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
@@ -273,64 +319,80 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
 
 def _copy_kept(mm, view: memoryview, limit: int, base: int, path: str, decide: Decide,
                marks: MarksSnapshot, writer: OutputWriter, dropped: dict[str, int]) -> tuple[int, int]:
-    """The hot loop of a compaction: walk segment `base` (mapped as `mm`, `view`, up to `limit`)
-    and copy what `decide` keeps into `writer`; returns (the byte the walk ended at, records
-    kept). Headers are unpacked inline, marks followed with a cursor (offsets only grow), and the
-    CRC checked of every record kept (a dropped one is never copied; a wrong length would derail
-    the walk, caught by the next kept record's CRC or by the walk's end)."""
-    unpack, crc32, span_of = rec.HEADER.unpack_from, rec.crc32, rec.SPAN.unpack_from
+    """The hot loop of a compaction: walk segment `base` (mapped as `mm`, `view`, up to `limit`),
+    copy what `decide` keeps into `writer` CRC-checked (framed anew where its delta changes);
+    returns (where the walk ended, records kept). Why a dropped record is not checked: docs."""
+    unpack, span_of, special = rec.HEADER.unpack_from, rec.SPAN.unpack_from, rec.ATTR_RESERVED
+    crc32, reframed, combine_min = rec.crc32, rec.reframed, rec.COMBINE_MIN
     frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
-    gap, dead, delta_bit, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.ATTR_DELTA, rec.END_MARKER
-    delta_size = rec.DELTA_SIZE
-    starts, ends = marks.starts, marks.ends
-    n = len(ends)
-    read0 = writer.read
-    kept = 0
-    i = bisect.bisect_right(ends, base)   # the first marked range ending after `base`
-    pos, current, bound = 0, base, limit - key_at
+    gap, dead, delta_size, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.DELTA_SIZE, rec.END_MARKER
+    starts, ends, after = marks.starts, marks.ends, bisect.bisect_right
+    i = after(ends, base)                   # the first marked range ending after `base`
+    mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
+    read0, kept, dropping, run, pos, current, bound = writer.read, 0, None, 0, 0, base, limit - key_at
     while pos <= bound:
         length, crc, attrs, ts, klen = unpack(mm, pos)
-        if length == 0 or length == end_marker:
-            break
         nxt = pos + frame + length
         if length < min_body or nxt > limit or klen < -1 or klen > length - min_body:
+            if length == 0 or length == end_marker:
+                break
             raise CorruptLogError(path, pos, "record length does not verify")
         ks, head = pos + key_at, min_body
-        if attrs & (gap | delta_bit):
+        if attrs & special:
             if attrs & gap:  # a format-1 compaction's gap
-                current += span_of(mm, ks)[0]
-                pos = nxt
+                current, pos = current + span_of(mm, ks)[0], nxt
                 continue
             head += delta_size
             if length < head or klen > length - head:
                 raise CorruptLogError(path, pos, "record length does not verify")
             current += span_of(mm, ks)[0]
             ks += delta_size
-        while i < n and ends[i] <= current:
-            i += 1
-        marked = i < n and starts[i] <= current or attrs & dead > 0
-        if klen < 0:
-            cause = decide(current, None, length == head, marked)
-        else:
-            cause = decide(current, bytes(view[ks:ks + klen]), length == head + klen, marked)
+        if current >= mark_end:
+            i = after(ends, current, i)
+            mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
+        marked = current >= mark_start or attrs & dead > 0
+        key = None if klen < 0 else bytes(view[ks:ks + klen])
+        cause = decide(current, key, length - head == (klen if klen > 0 else 0), marked)
         if cause is None:
-            if crc32(view[pos + frame:nxt]) != crc:
-                raise CorruptLogError(path, pos, "record checksum does not verify")
             writer.read = read0 + nxt
-            if current > writer.next or attrs & delta_bit:  # its delta changes
-                writer.record(current, rec.reframed(attrs, ts, klen, view[ks:nxt],
-                                                    current - writer.next), ts)
-            else:
+            if nxt - ks >= combine_min:
+                _keep_long(view, pos, ks, nxt, crc, attrs, ts, klen, current, writer, path)
+            elif crc32(view[pos + frame:nxt]) != crc:
+                raise CorruptLogError(path, pos, "record checksum does not verify")
+            elif current == writer.next and not attrs & special:   # verbatim
                 writer.record(current, view[pos:nxt], ts)
+            else:
+                moved = reframed(attrs, ts, klen, view[ks:nxt], current - writer.next)
+                writer.record(current, moved, ts)
             writer.kept_marked |= marked
             kept += 1
+        elif cause is dropping:
+            run += 1
         else:
-            dropped[cause] += 1
-            if not current & 0x3FF:  # a run of dropped records counts as read too
-                writer.progress(read0 + nxt)
-        current += 1
-        pos = nxt
+            dropped[dropping] += run     # a dropping of None (no drop yet) is popped below
+            dropping, run = cause, 1
+        if not current & 0x3FF:  # a run of dropped records counts as read too
+            writer.progress(read0 + nxt)
+        current, pos = current + 1, nxt
+    dropped[dropping] += run
+    dropped.pop(None, None)
     return pos, kept
+
+
+def _keep_long(view: memoryview, pos: int, ks: int, nxt: int, crc: int, attrs: int, ts: int,
+               klen: int, offset: int, writer: OutputWriter, path: str) -> None:
+    """_copy_kept's path for a record of COMBINE_MIN bytes or more after its body head (which
+    ends at `ks`): verified against its CRC by way of its head's, so that, framed anew, its new
+    CRC is derived from them instead of computed over its bytes again."""
+    crc32 = rec.crc32
+    head_crc = crc32(view[pos + rec.FRAME_SIZE:ks])
+    if crc32(view[ks:nxt], head_crc) != crc:
+        raise CorruptLogError(path, pos, "record checksum does not verify")
+    if offset == writer.next and not attrs & rec.ATTR_DELTA:
+        writer.record(offset, view[pos:nxt], ts)
+    else:
+        writer.record(offset, rec.reframed(attrs, ts, klen, view[ks:nxt], offset - writer.next,
+                                           crc, head_crc), ts)
 
 
 def _check_unchanged(segs: SegmentList, run: list[int], inodes: list[int]) -> None:

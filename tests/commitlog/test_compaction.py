@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -13,8 +14,10 @@ import pytest
 from cl_helpers import child_env, value_for
 from cx_helpers import assert_one_file_per_offset, key_of, keyed_decide, marked_by_writer
 
-from commitlog import (CommitLog, InvalidArgumentError, OffsetOutOfRangeError, OffsetRemovedError,
-                       StoreFullError)
+from commitlog import (CommitLog, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError,
+                       OffsetRemovedError, StoreFullError)
+from commitlog import record as rec
+from commitlog.record import ATTR_DEAD
 from commitlog.layout import CLEANED_SUFFIX
 
 SEG = 16 * 1024
@@ -267,3 +270,68 @@ def test_offsets_before_the_first_segment_after_the_head_was_compacted_away(tmp_
             assert not isinstance(ei.value, OffsetRemovedError)
             with pytest.raises(OffsetOutOfRangeError, match="now starts at offset 8"):
                 next(iter(log.scan(offset)))
+
+
+def _facts_by_decode_at(log: CommitLog, marks, lo: int, hi: int) -> list[tuple]:
+    """record_facts as record.decode_at and the marks snapshot define it: the reference."""
+    out = []
+    for info in log.segments():
+        data = open(info.path, "rb").read()
+        pos, current = 0, info.base_offset
+        while True:
+            r = rec.decode_at(data, pos, info.used_bytes)
+            if r.status != rec.OK:
+                break
+            if r.attributes & rec.ATTR_GAP:
+                current += rec.gap_span(data, r.value_start)
+            else:
+                current += r.delta
+                if lo <= current < hi:
+                    key = None if r.key_start < 0 else data[r.key_start:r.key_end]
+                    out.append((current, key, r.value_start == r.value_end,
+                                bool(r.attributes & rec.ATTR_DEAD) or marks.is_marked(current)))
+                current += 1
+            pos = r.next_position
+    return out
+
+
+def test_record_facts_walk_agrees_with_decode_at_over_deltas_gaps_dead_records_and_bounds(tmp_path):
+    """record_facts walks segments inline (the keyed pass's index is built from it): the same
+    facts as decode_at gives, over records written dead, marked ones, tombstones, keyless ones,
+    offset deltas and gap-ended outputs, whatever the bounds; a damaged sealed record is
+    CorruptLogError naming the file."""
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=SEG) as log:
+        for o in range(700):
+            value = b"" if o % 13 == 0 else value_for(o, 300)
+            log.append(value, key=key_of(o), timestamp_ms=o, attributes=ATTR_DEAD if o % 17 == 5 else 0)
+        log.mark_dead([o for o in range(700) if o % 7 in (1, 2) or 300 <= o < 340])
+        sealed = [s.base_offset for s in log.segments()[:-1]]
+        log.compact([sealed[1:3], sealed[4:5]], lambda o, k, t, m: "dead" if m or o % 2 == 0 else None)
+        marks = log.marks_snapshot()
+        log.mark_dead([o for o in range(0, 700, 9)])       # after the snapshot: not in the facts
+        end = log.end_offset
+        assert any(d for s in log.segments() for _, d in _walk_deltas(s.path))
+        for lo, hi in ((None, None), (0, end), (sealed[1] + 3, sealed[4] + 2), (sealed[2], sealed[2] + 1),
+                       (end - 5, end + 10), (sealed[3], sealed[3])):
+            expected = _facts_by_decode_at(log, marks, log.start_offset if lo is None else lo,
+                                           1 << 63 if hi is None else hi)
+            assert list(log.record_facts(marks, lo, hi)) == expected, (lo, hi)
+        victim = log.segments()[3]
+    with open(victim.path, "r+b") as f:
+        f.seek(victim.used_bytes // 2)
+        byte = f.read(1)
+        f.seek(victim.used_bytes // 2)
+        f.write(bytes([byte[0] ^ 0x10]))
+    with CommitLog.open(path) as log:
+        with pytest.raises(CorruptLogError, match=re.escape(victim.path)):
+            list(log.record_facts(log.marks_snapshot()))
+
+
+def _walk_deltas(path: str) -> list[tuple[int, int]]:
+    data = open(path, "rb").read()
+    out, pos = [], 0
+    while (r := rec.decode_at(data, pos, len(data))).status == rec.OK:
+        out.append((r.attributes, r.delta))
+        pos = r.next_position
+    return out

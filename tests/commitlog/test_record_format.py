@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
+import sys
+import threading
+import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from commitlog import CommitLog, CorruptLogError, OffsetRemovedError
 from commitlog import record as rec
@@ -153,3 +159,106 @@ def test_each_removed_run_costs_the_delta_of_the_record_after_it(tmp_path):
                 assert bytes(log.read(o).value) == b"%030d" % o
                 assert log.offset_for_time(1000 + o) == o
         assert [r.offset for r in log.scan(first.base_offset + 1, first.end_offset)] == kept[1:]
+
+
+# ---------------------------------------------------------------- CRC arithmetic of a moved record
+# A compaction derives the CRC of a record framed anew from the CRC it verified (record.reframed
+# with crc and head_crc), so the arithmetic must agree with zlib for every length.
+
+_EDGE_LENGTHS = sorted({0, 1, 2, 3, 4, 7, 8, 255, 256, 257, rec.COMBINE_MIN - 1, rec.COMBINE_MIN,
+                        rec.COMBINE_MIN + 1, 65535, 65536, 65537, 2**17 - 1}
+                       | {2**k + d for k in range(1, 17) for d in (-1, 0, 1)})
+
+
+def test_crc32_combine_agrees_with_zlib_for_every_length_below_4097_and_at_the_edges():
+    rng = random.Random(39)
+    for len2 in list(range(4097)) + _EDGE_LENGTHS:
+        a, b = rng.randbytes(rng.randrange(40)), rng.randbytes(len2)
+        assert rec.crc32_combine(zlib.crc32(a), zlib.crc32(b), len2) == zlib.crc32(a + b), len2
+
+
+@given(a=st.binary(max_size=64), b=st.one_of(st.binary(max_size=5000),
+                                             st.integers(0, 200_000).map(lambda n: b"\x5a" * n)),
+       state=st.integers(0, 2**32 - 1))
+@settings(max_examples=300, deadline=None)
+def test_crc32_combine_and_shift_agree_with_zlib(a, b, state):
+    assert rec.crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+    # The shift alone: what a running CRC `state` becomes after len(b) zero bytes, unconditioned.
+    zeros = bytes(len(b))
+    assert rec.crc32_shift(state ^ 0xFFFFFFFF, len(b)) ^ 0xFFFFFFFF == zlib.crc32(zeros, state)
+
+
+@given(size=st.one_of(st.integers(0, 300), st.integers(rec.COMBINE_MIN - 30, rec.COMBINE_MIN + 30),
+                      st.integers(rec.COMBINE_MIN, 100_000)),
+       key=st.one_of(st.none(), st.binary(max_size=40)), ts=st.integers(-(2**63), 2**63 - 1),
+       attrs=st.integers(0, 255).map(lambda a: a & ~rec.ATTR_RESERVED),
+       delta=st.one_of(st.just(0), st.integers(1, 2**64 - 1)),
+       new_delta=st.one_of(st.just(0), st.integers(1, 2**64 - 1)))
+@settings(max_examples=200, deadline=None)
+def test_a_record_reframed_from_its_verified_crc_is_the_record_encoded_anew(size, key, ts, attrs,
+                                                                           delta, new_delta):
+    value = random.Random(size).randbytes(size)
+    framed = rec.encode(value, key, ts, attrs, delta)
+    r = rec.decode_at(framed, 0, len(framed))
+    head_end = r.value_start if r.key_start < 0 else r.key_start
+    rest = memoryview(framed)[head_end:]
+    crc = rec.FRAME.unpack_from(framed)[1]
+    head_crc = zlib.crc32(framed[rec.FRAME_SIZE:head_end])
+    got = rec.reframed(r.attributes, ts, -1 if key is None else len(key), rest, new_delta, crc, head_crc)
+    assert got == rec.encode(value, key, ts, attrs, new_delta)
+
+
+def test_a_compaction_moving_long_records_writes_crcs_that_verify_and_still_checks_each(tmp_path):
+    """Records past COMBINE_MIN moved past a removed run get their CRC derived, not recomputed: the
+    output reads whole (every CRC verified by the reader); a record damaged in its value is
+    still refused before it is copied, by the derived path's check."""
+    size = rec.COMBINE_MIN + 1000
+    path = str(tmp_path / "log")
+    with CommitLog.open(path, segment_size=8 * (size + 64)) as log:
+        for o in range(40):
+            log.append(bytes([o]) * size, key=b"k%d" % o if o % 2 else None, timestamp_ms=o)
+        log.mark_dead([o for o in range(40) if o % 3])
+        sealed = [s.base_offset for s in log.segments()[:-1]]
+        last = sealed.pop()                       # damaged below, compacted after the others
+        outs = log.compact([[b] for b in sealed], lambda o, k, t, m: "dead" if m else None)
+        assert sum(o.kept for o in outs) == len([o for o in range(last) if o % 3 == 0])
+        assert [(r.offset, r.value) for r in log.scan(0, last)] == \
+            [(o, bytes([o]) * size) for o in range(last) if o % 3 == 0]
+        assert any(d for s in log.segments()[:-2] for _, d in _walk(s.path))  # moved, with deltas
+        seg = log.segments()[-2]
+        victim = next(o for o in range(seg.base_offset, seg.end_offset) if o % 3 == 0 and o > seg.base_offset)
+    with open(seg.path, "r+b") as f:                  # a byte of the kept record's value flipped
+        data = f.read()
+        at = data.index(bytes([victim]) * size) + size // 2
+        f.seek(at)
+        f.write(bytes([victim ^ 0xFF]))
+    with CommitLog.open(path) as log:
+        with pytest.raises(CorruptLogError, match="checksum does not verify"):
+            log.compact([[last]], lambda o, k, t, m: "dead" if m else None)
+
+
+def test_shift_tables_built_by_threads_at_once_give_zlibs_crcs(monkeypatch):
+    """The shift tables are built on first use; threads that first need them at the same time
+    (compactions of several logs) must still get the CRCs zlib gives."""
+    monkeypatch.setattr(rec, "_SHIFT_TABLES", [])
+    rng = random.Random(7)
+    cases = [(rng.randbytes(20), rng.randbytes(n)) for n in (2**20 - 1, 2**19 + 3, 2**18 - 5, 70_001)]
+    results: list[bool] = []
+    start = threading.Barrier(8)
+
+    def work(a: bytes, b: bytes) -> None:
+        start.wait()
+        results.append(rec.crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b))
+
+    threads = [threading.Thread(target=work, args=cases[i % len(cases)]) for i in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                # switch threads often: the race, if any, shows
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert results == [True] * 8
+    assert len(rec._SHIFT_TABLES) == 20        # one table per bit, none twice

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from types import MappingProxyType
 
 from policies.config import CompactionConfig, DiskConfig
@@ -26,6 +27,7 @@ from policies.reasons import ACTIVE
 from policies.triggers import require_aware
 
 __all__ = [
+    "CompactionReason",
     "ARCHIVED_SEGMENT",
     "COMPACTION_REASONS",
     "DISABLED",
@@ -44,11 +46,18 @@ __all__ = [
     "within_pass_budget",
 ]
 
-DISABLED = "disabled"
-YOUNG = "young"
-LIVE_RATIO = "live-ratio"
-NO_ROOM = "no-room"
-ARCHIVED_SEGMENT = "archived"
+class CompactionReason(StrEnum):
+    """Why a compaction pass leaves a segment alone (besides `active`, the reasons' own)."""
+
+    DISABLED = "disabled"
+    YOUNG = "young"
+    LIVE_RATIO = "live-ratio"
+    NO_ROOM = "no-room"
+    ARCHIVED = "archived"
+
+
+DISABLED, YOUNG, LIVE_RATIO = CompactionReason.DISABLED, CompactionReason.YOUNG, CompactionReason.LIVE_RATIO
+NO_ROOM, ARCHIVED_SEGMENT = CompactionReason.NO_ROOM, CompactionReason.ARCHIVED
 
 COMPACTION_REASONS = MappingProxyType(
     {

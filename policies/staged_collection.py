@@ -17,16 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
-__all__ = ["ATTEMPT_UNLISTED", "CLAIM_EXPIRED", "COLLECTOR_REASONS", "JOB_ABORTED", "JOB_DONE", "UNCLAIMED", "CollectorLimits",
+__all__ = ["ATTEMPT_UNLISTED", "CLAIM_EXPIRED", "COLLECTOR_REASONS", "CollectorReason", "JOB_ABORTED", "JOB_DONE", "UNCLAIMED", "CollectorLimits",
            "JobState", "dead_reason", "markers_left_over", "prunable_versions"]
 
-JOB_ABORTED = "job-aborted"
-ATTEMPT_UNLISTED = "attempt-unlisted"
-CLAIM_EXPIRED = "claim-expired"
-UNCLAIMED = "unclaimed"
-JOB_DONE = "job-done"                 # a job's markers, once nothing of it is staged
-COLLECTOR_REASONS = (JOB_ABORTED, ATTEMPT_UNLISTED, CLAIM_EXPIRED, UNCLAIMED, JOB_DONE)
+class CollectorReason(StrEnum):
+    """Why the staged collector deletes an object of the tier (its audit lines' `because`)."""
+
+    JOB_ABORTED = "job-aborted"
+    ATTEMPT_UNLISTED = "attempt-unlisted"
+    CLAIM_EXPIRED = "claim-expired"
+    UNCLAIMED = "unclaimed"
+    JOB_DONE = "job-done"             # a job's markers, once nothing of it is staged
+
+
+JOB_ABORTED, ATTEMPT_UNLISTED = CollectorReason.JOB_ABORTED, CollectorReason.ATTEMPT_UNLISTED
+CLAIM_EXPIRED, UNCLAIMED, JOB_DONE = CollectorReason.CLAIM_EXPIRED, CollectorReason.UNCLAIMED, CollectorReason.JOB_DONE
+COLLECTOR_REASONS = tuple(CollectorReason)
 
 
 @dataclass(frozen=True)

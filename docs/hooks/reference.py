@@ -24,6 +24,7 @@ from commitlog.tool.command import EXIT_CODES as TOOL_EXIT_CODES
 from commitlog.tool.command import build_parser as tool_parser
 from retention.audit import ABORT_REASON_DOCS, EVENT_DOCS, INTENT_ACTION_DOCS
 from retention.cli import EXIT_CODES, build_parser
+from retention.scheduling.metrics import PASS_KIND_DOCS, PASS_OUTCOME_DOCS
 
 # The value types of policies/config/fields.py, by their parser: what a user writes.
 _KINDS = {
@@ -175,10 +176,19 @@ def intent_actions() -> str:
     return _table("| action | the intent is about to |", INTENT_ACTION_DOCS)
 
 
+def pass_outcomes() -> str:
+    return _table("| outcome | the pass |", PASS_OUTCOME_DOCS)
+
+
+def pass_kinds() -> str:
+    return _table("| kind | the pass was started by |", PASS_KIND_DOCS)
+
+
 _GENERATED = {"config-reference": config_reference, "cli-reference": cli_reference,
               "commitlog-cli-reference": tool_reference,
               "reason-codes": reason_codes, "triggers": triggers, "audit-events": audit_events,
-              "abort-reasons": abort_reasons, "intent-actions": intent_actions}
+              "abort-reasons": abort_reasons, "intent-actions": intent_actions,
+              "pass-outcomes": pass_outcomes, "pass-kinds": pass_kinds}
 _PLACEHOLDER = re.compile(r"<!-- generated: ([a-z-]+) -->")
 
 

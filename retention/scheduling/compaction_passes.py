@@ -31,6 +31,7 @@ from policies import plural, pressure_calls_for_compaction, should_compact_under
 from ..compaction.summary import CompactionResult
 from ..compaction.compactor import Compactor, Pending
 from .manual import PassRunningError
+from .metrics import PassKind
 from .scheduler_state import SchedulerState
 
 __all__ = ["CompactionPasses"]
@@ -93,7 +94,7 @@ class CompactionPasses:
             if not dry_run:
                 self._running.pop(dev, None)
                 lock.release()
-        if not dry_run and (result.outputs or kind != "pressure"):
+        if not dry_run and (result.outputs or kind != PassKind.PRESSURE):
             self.last = {"kind": kind, "mountpoint": fs.mountpoint, "outputs": result.outputs,
                          "reclaimed_bytes": result.reclaimed_bytes, **result.to_json_dict()}
         if not dry_run:
@@ -112,7 +113,7 @@ class CompactionPasses:
                 if not lock.acquire(blocking=False):
                     raise PassRunningError(self._describe(dev))
                 lock.release()   # a job starting right now still wins the race: then run() refuses
-        results = [r for r in (self.run(dev, kind="manual", dry_run=dry_run) for dev in devs) if r is not None]
+        results = [r for r in (self.run(dev, kind=PassKind.MANUAL, dry_run=dry_run) for dev in devs) if r is not None]
         at = datetime.fromtimestamp(self._clock(), timezone.utc)
         return CompactionResult(min((r.at for r in results), default=at), [log for r in results for log in r.logs],
                                 dry_run=dry_run, duration=sum(r.duration for r in results),
@@ -123,7 +124,7 @@ class CompactionPasses:
         fss = self._state.filesystems
         for dev, fs in list(fss.items()):
             if any(fs.config.logs[n].policy == policy for n in fs.logs):
-                self._guarded(dev, kind="interval", policy=policy)
+                self._guarded(dev, kind=PassKind.INTERVAL, policy=policy)
 
     def after_pressure(self, dev: int) -> None:
         """After a pressure pass that deleted nothing: compact the logs of `dev` for which
@@ -145,7 +146,7 @@ class CompactionPasses:
         def needed(segments, policy) -> bool:
             return should_compact_under_pressure(segments, config=policy.compaction, disk=policy.disk,
                                                  used_ratio=used, deletion_can_free=False, now=at)
-        self._guarded(dev, kind="pressure", only_if=needed)
+        self._guarded(dev, kind=PassKind.PRESSURE, only_if=needed)
 
     def _guarded(self, dev: int, **kwargs) -> None:
         try:

@@ -11,17 +11,56 @@ Thread-safe (prometheus-client's metrics are).
 from __future__ import annotations
 
 import threading
+from enum import StrEnum
+from types import MappingProxyType
 
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
                                ProcessCollector, generate_latest)
 
-# Pass outcomes (the `outcome` label, and `last_pass.outcome` in /status).
-OK, HUNG_OUTCOME, FAILED_OUTCOME, INTERRUPTED, ERROR = "ok", "hung", "failed", "interrupted", "error"
-OWNED_ELSEWHERE = "owned-elsewhere"     # another process owns the log's retention: left alone
-OUTCOMES = (OK, HUNG_OUTCOME, FAILED_OUTCOME, INTERRUPTED, ERROR, OWNED_ELSEWHERE)
 
-# What started a pass (the `kind` label).
-PASS_KINDS = ("interval", "pressure", "hung-retry", "manual", "resumed")
+class PassOutcome(StrEnum):
+    """How a pass ended (the `outcome` label, and `last_pass.outcome` in /status)."""
+
+    OK = "ok"
+    HUNG = "hung"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
+    OWNED_ELSEWHERE = "owned-elsewhere"
+
+
+class PassKind(StrEnum):
+    """What started a pass (the `kind` label)."""
+
+    INTERVAL = "interval"
+    PRESSURE = "pressure"
+    HUNG_RETRY = "hung-retry"
+    MANUAL = "manual"
+    RESUMED = "resumed"
+
+
+PASS_OUTCOME_DOCS = MappingProxyType({
+    PassOutcome.OK: "Every planned deletion happened (or none was planned).",
+    PassOutcome.HUNG: "A reader held a planned segment: kept, retried every hung.retry_every.",
+    PassOutcome.FAILED: "A deletion failed, or the log could not be read (corrupt, unreadable).",
+    PassOutcome.INTERRUPTED: "A stop or a reload ended the pass before all its planned deletions.",
+    PassOutcome.ERROR: "The pass raised.",
+    PassOutcome.OWNED_ELSEWHERE: "Another process owns the log's retention: left alone.",
+})
+"""Each pass outcome with what it means (the docs' table is generated from it)."""
+PASS_KIND_DOCS = MappingProxyType({
+    PassKind.INTERVAL: "The policy's interval.",
+    PassKind.PRESSURE: "The disk check found the filesystem above a threshold.",
+    PassKind.HUNG_RETRY: "A held segment's retry (hung.retry_every).",
+    PassKind.MANUAL: "An operator's request (retention clean, POST /clean, POST /compact).",
+    PassKind.RESUMED: "A pass a reload interrupted, resumed at once over the logs it had left.",
+})
+"""Each pass kind with what starts it."""
+
+OK, HUNG_OUTCOME, FAILED_OUTCOME = PassOutcome.OK, PassOutcome.HUNG, PassOutcome.FAILED
+INTERRUPTED, ERROR, OWNED_ELSEWHERE = PassOutcome.INTERRUPTED, PassOutcome.ERROR, PassOutcome.OWNED_ELSEWHERE
+OUTCOMES = tuple(PassOutcome)
+PASS_KINDS = tuple(PassKind)
 
 # Thresholds exported per filesystem (retention_disk_<name>), in the order of the pressure levels.
 THRESHOLDS = ("clean_ratio", "force_ratio", "refuse_writes_ratio")

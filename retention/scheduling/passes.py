@@ -18,6 +18,7 @@ from commitlog.layout import HUNG_FILE
 from ..deletion.results import PassResult
 from .health import PassLedger
 from .jobs import add_once
+from .metrics import PassKind
 from .scheduler_state import SchedulerState
 
 __all__ = ["DeletionPasses"]
@@ -37,7 +38,7 @@ class DeletionPasses:
     # ------------------------------------------------------------------ the jobs
     def interval(self, policy: str) -> None:
         for dev in self._state.filesystems_of(policy):
-            self.run(dev, kind="interval", policy=policy)
+            self.run(dev, kind=PassKind.INTERVAL, policy=policy)
 
     def hung_retry(self, policy: str) -> None:
         state = self._state
@@ -48,13 +49,13 @@ class DeletionPasses:
             hung = {n for n in fs.logs if fs.config.logs[n].policy == policy
                     and os.path.exists(os.path.join(str(fs.config.logs[n].path), HUNG_FILE))}
             if hung:
-                self.run(dev, kind="hung-retry", policy=policy, only=hung)
+                self.run(dev, kind=PassKind.HUNG_RETRY, policy=policy, only=hung)
 
     def pressure(self, dev: int) -> PassResult | None:
-        return self.run(dev, kind="pressure")
+        return self.run(dev, kind=PassKind.PRESSURE)
 
     def manual(self, dev: int) -> PassResult | None:
-        return self.run(dev, kind="manual")
+        return self.run(dev, kind=PassKind.MANUAL)
 
     # ------------------------------------------------------------------ one pass
     def run(self, dev: int, *, kind: str, policy: str | None = None,
@@ -108,4 +109,4 @@ class DeletionPasses:
             add_once(self._jobs, self._resumed, (dev, frozenset(only)), f"resume:{dev}:{min(only)}")
 
     def _resumed(self, dev: int, only: frozenset[str]) -> None:
-        self.run(dev, kind="resumed", only=set(only))
+        self.run(dev, kind=PassKind.RESUMED, only=set(only))

@@ -38,7 +38,8 @@ from ..deletion.clockguard import newest_time
 from ..deletion.results import PassResult
 from .checkup import HealthCheck
 from .compaction_passes import CompactionPasses
-from .filesystems import Filesystem, log_devs
+from .disk_check import DiskCheck
+from .filesystems import Filesystem
 from .health import PassLedger
 from .history import StatusHistory
 from .jobs import (DEFAULT_POOL, JobSpec, add_once, describe_jobs, desired_jobs, list_jobs, new_scheduler, run_now,
@@ -48,13 +49,11 @@ from .metrics import RetentionMetrics
 from .passes import DeletionPasses
 from .pressure_watch import PressureWatch
 from .problems import WARNING, Problem
-from .rollwatch import RollWatch
 from .scheduler_state import SchedulerState
 from .status_models import Status
 from .statusview import (LAG_NOTE, filesystem_views, iso, log_views, policy_views, primary_trigger,
                          shortest_interval, uptime)
 
-_REGROUP_EVERY = 10.0     # seconds between two looks for a log directory moved to another filesystem
 
 __all__ = ["RetentionScheduler", "PassRunningError", "LEVEL_OK", "LEVEL_CLEAN", "LEVEL_FORCE", "LEVEL_REFUSE",
            "LAG_NOTE", "primary_trigger"]
@@ -104,9 +103,8 @@ class RetentionScheduler:
         self.pressure = PressureWatch(state, metrics=self.metrics, history=self.history,
                                       run_pass=self.passes.pressure, schedule=self._once,
                                       compact=self.compactions.after_pressure, upload_now=self._upload_now)
-        self._watch_rolls = watch_rolls
-        self._regrouped = time.monotonic()
-        self._rolls: RollWatch | None = None
+        self.disk_check = DiskCheck(state, self.checkup, self.pressure, regroup=lambda: self._apply(state.config),
+                                    publish_clock=self._publish_clock, watch_rolls=watch_rolls)
 
     def _once(self, func: Callable, args: tuple, job_id: str) -> None:
         add_once(self._scheduler, func, args, job_id)
@@ -155,7 +153,7 @@ class RetentionScheduler:
             self.metrics.last_reload.set(self.checkup.loaded_at)
             self._scheduler.start()
             self._sync_jobs(state.config, first=True)
-            self._watch_logs()
+            self.disk_check.watch()
         logger.info("retention scheduler started: {}", describe_jobs(self.jobs()))
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -170,9 +168,7 @@ class RetentionScheduler:
         with state.apply_lock:
             filesystems = list(state.filesystems.values())
             retired = list(self._retired)
-            rolls, self._rolls = self._rolls, None
-        if rolls is not None:
-            rolls.close()
+            self.disk_check.close()
         for cleaner in [fs.cleaner for fs in filesystems] + retired:
             cleaner.stop()
         if self._scheduler.state != STATE_STOPPED:
@@ -225,22 +221,9 @@ class RetentionScheduler:
                 cleaner.stop()         # a running pass ends before its next file
             if self._started:
                 self._sync_jobs(config, first=False)
-                self._watch_logs()
+                self.disk_check.watch()
         threading.Thread(target=self._close_retired, args=(old,), name="retention-retire",
                          daemon=True).start()
-
-    def _watch_logs(self) -> None:
-        state = self._state
-        wanted = self._watch_rolls if self._watch_rolls is not None else state.config.service.watch_rolls
-        if wanted and self._rolls is None:
-            self._rolls = RollWatch(self.pressure.check)
-        elif not wanted and self._rolls is not None:
-            self._rolls.close()
-            self._rolls = None
-            logger.info("no longer watching log directories for segment rolls")
-        if self._rolls is not None:
-            self._rolls.sync({str(state.config.logs[n].path): fs.dev
-                              for fs in state.filesystems.values() for n in fs.logs})
 
     def _open_manual(self, config: RetentionConfig) -> dict[str, ManualTrigger]:
         return open_triggers(self._state.filesystems.values(), config)
@@ -261,7 +244,7 @@ class RetentionScheduler:
     def _sync_jobs(self, config: RetentionConfig, *, first: bool) -> None:
         uploads = self.archiver.sync(config, self._state.audit)
         jobs = desired_jobs(config, cleanup=self.passes.interval, hung=self.passes.hung_retry,
-                            disk_check=self._disk_check_job, compact=self.compactions.job,
+                            disk_check=self.disk_check.run, compact=self.compactions.job,
                             upload=self.archiver.upload, uploads=uploads)
         for job_id, every in self.cluster.sync(config, self._state.audit).items():   # cluster logs' tiers
             jobs[job_id] = JobSpec(self.cluster.run, (job_id.split(":", 1)[1],), every, "archive")
@@ -270,30 +253,6 @@ class RetentionScheduler:
     def jobs(self) -> list[dict]:
         """The scheduled jobs: id, interval in seconds, next run time (ISO 8601, UTC)."""
         return list_jobs(self._scheduler)
-
-    def _disk_check_job(self) -> None:
-        self.checkup.beat()
-        state = self._state
-        state.guard.look()
-        self._publish_clock()
-        now = time.monotonic()
-        if now - self._regrouped >= _REGROUP_EVERY:
-            # A stat per log: with a thousand logs, once a second would cost more than the check.
-            self._regrouped = now
-            try:
-                devs = log_devs(state.config)
-            except OSError as exc:
-                logger.warning("disk check: {}", exc)
-                devs = state.log_devs
-            if devs != state.log_devs and not state.stopping.is_set():
-                logger.info("a log directory moved to another filesystem; regrouping the logs")
-                self._apply(state.config)
-        rolls = self._rolls
-        if rolls is not None and rolls.unwatched():
-            rolls.retry()       # a log directory the writer has created since
-        for dev in list(state.filesystems):
-            self.pressure.check(dev)
-        self.checkup.evaluate()          # problems start and clear in the log without a probe
 
     # ------------------------------------------------------------------ on demand
     def clean(self, *, force: bool = False) -> PassResult:

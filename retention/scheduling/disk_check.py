@@ -1,0 +1,89 @@
+"""The disk check: the job that runs every `disk_check_interval` (a second by default) and looks
+at the clock, at where the logs live, and at each filesystem's use; and the segment-roll watch
+(inotify, `service.watch_rolls`) that checks a filesystem at once when a segment rolls there.
+
+`DiskCheck.run` is the job; the scheduler calls `watch` after every change of its filesystems and
+`close` when it stops. Runs on the scheduler's job thread; `watch` and `close` are called under the
+scheduler's apply lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from loguru import logger
+
+from .checkup import HealthCheck
+from .filesystems import log_devs
+from .pressure_watch import PressureWatch
+from .rollwatch import RollWatch
+from .scheduler_state import SchedulerState
+
+__all__ = ["DiskCheck"]
+
+REGROUP_EVERY = 10.0     # seconds between two looks for a log directory moved to another filesystem
+
+
+class DiskCheck:
+    """The disk check job and the roll watch of one scheduler. `regroup()` re-applies the running
+    configuration (a log directory moved to another filesystem); `publish_clock()` exports the
+    clock guard's state after each look."""
+
+    def __init__(self, state: SchedulerState, checkup: HealthCheck, pressure: PressureWatch, *,
+                 regroup: Callable[[], None], publish_clock: Callable[[], None],
+                 watch_rolls: bool | None) -> None:
+        self._state = state
+        self._checkup = checkup
+        self._pressure = pressure
+        self._regroup = regroup
+        self._publish_clock = publish_clock
+        self._watch_rolls = watch_rolls       # None: follow service.watch_rolls of the configuration
+        self._regrouped = time.monotonic()
+        self._rolls: RollWatch | None = None
+
+    def run(self) -> None:
+        """One disk check: the clock guard's look, a regroup when a log directory moved (at most
+        every REGROUP_EVERY), the roll watch's retries, then every filesystem's pressure."""
+        self._checkup.beat()
+        state = self._state
+        state.guard.look()
+        self._publish_clock()
+        now = time.monotonic()
+        if now - self._regrouped >= REGROUP_EVERY:
+            # A stat per log: with a thousand logs, once a second would cost more than the check.
+            self._regrouped = now
+            try:
+                devs = log_devs(state.config)
+            except OSError as exc:
+                logger.warning("disk check: {}", exc)
+                devs = state.log_devs
+            if devs != state.log_devs and not state.stopping.is_set():
+                logger.info("a log directory moved to another filesystem; regrouping the logs")
+                self._regroup()
+        rolls = self._rolls
+        if rolls is not None and rolls.unwatched():
+            rolls.retry()       # a log directory the writer has created since
+        for dev in list(state.filesystems):
+            self._pressure.check(dev)
+        self._checkup.evaluate()          # problems start and clear in the log without a probe
+
+    def watch(self) -> None:
+        """Watch the configured logs' directories for rolls, or stop watching, as configured."""
+        state = self._state
+        wanted = self._watch_rolls if self._watch_rolls is not None else state.config.service.watch_rolls
+        if wanted and self._rolls is None:
+            self._rolls = RollWatch(self._pressure.check)
+        elif not wanted and self._rolls is not None:
+            self._rolls.close()
+            self._rolls = None
+            logger.info("no longer watching log directories for segment rolls")
+        if self._rolls is not None:
+            self._rolls.sync({str(state.config.logs[n].path): fs.dev
+                              for fs in state.filesystems.values() for n in fs.logs})
+
+    def close(self) -> None:
+        """Stop watching (the scheduler stops)."""
+        rolls, self._rolls = self._rolls, None
+        if rolls is not None:
+            rolls.close()

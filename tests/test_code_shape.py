@@ -1,6 +1,6 @@
 """The packages' code stays in reader-sized pieces, read from the source with `ast`: no function
-over 60 lines, no module docstring over 20 lines (a short contract; the prose lives in docs/). A
-failure names every offender with its size and where it is."""
+over 60 lines, no module docstring over 20 lines (a short contract; the prose lives in docs/), no
+class over 300 lines. A failure names every offender with its size and where it is."""
 
 from __future__ import annotations
 
@@ -60,3 +60,10 @@ def test_the_function_check_counts_what_it_claims(source, expected):
     tree = ast.parse(source)
     found = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and _span(n) > MAX_FUNCTION_LINES]
     assert len(found) == expected
+
+
+def test_no_class_is_longer_than_300_lines():
+    long = [f"{_where(path, node)} {node.name}: {_span(node)} lines"
+            for path, tree in TREES for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef) and _span(node) > 300]
+    assert not long, "classes over 300 lines:\n" + "\n".join(long)

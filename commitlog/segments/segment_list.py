@@ -23,16 +23,14 @@ import os
 import threading
 from collections.abc import Iterator
 
-from . import last_segment_end
+from . import summary_reads
 from .active import ActiveSegment
 from ..errors import CorruptLogError, OffsetOutOfRangeError
-from .. import record as rec
 from .index import SegmentSummary, read_checkpoints, read_sealed
 from ..layout import SegmentListing, index_path, list_segments, marks_path, segment_path
 from ..locks import SegmentHolds
 from ..marks import MarkSet
-from ..safeopen import check_not_link, no_follow
-from .sealed import live_summary
+from ..safeopen import check_not_link
 from .summaries import SegmentSummaries
 from ..state import LogState
 
@@ -115,25 +113,9 @@ class SegmentList:
         return self.compacted_summary(base, size) if 0 < size < self.segment_size else None
 
     def compacted_summary(self, base: int, size: int) -> SegmentSummary | None:
-        """The summary of segment `base` if it is a complete compaction output: its index says
-        so and names this very file, or (index stale or lost) its data verifies up to an end
-        marker in its last four bytes. None for a torn or foreign file. One open file is
-        judged (a compaction of another process may replace the name meanwhile); `size` is
-        what a listing saw, superseded by the open file's."""
-        path = self.segment_path(base)
-        try:
-            f = open(path, "rb", opener=no_follow)
-        except FileNotFoundError:
-            return SegmentSummary(0, 0, 0, 0, 0)  # removed since the listing: nothing to judge
-        with f:
-            st = os.fstat(f.fileno())
-            if st.st_size == self.segment_size:
-                return self.summary(base, st.st_ino)  # replaced by a full-size file meanwhile
-            summary = self.summaries.read_index(base, st.st_ino)
-            if summary is not None and summary.compacted:
-                return summary if summary.used_bytes + rec.LENGTH_SIZE == st.st_size else None
-            data = f.read()
-        return self.summaries.verified_compacted(data, st, path)
+        """The summary of segment `base` if it is a complete compaction output, else None
+        (commitlog.segments.summary_reads.compacted_summary)."""
+        return summary_reads.compacted_summary(self, base, size)
 
     def refresh(self) -> None:
         """Re-read the list from the directory (other processes add and remove segments)."""
@@ -322,26 +304,9 @@ class SegmentList:
         return self.summaries.rebuild(base, ino, mm)
 
     def live_summary(self, base: int) -> SegmentSummary:
-        """Summary of the last segment written by another process: sealed index, or a scan."""
-        path = self.segment_path(base)
-        kept = self.summaries.live_end
-        if kept is not None and kept.base != base:
-            kept = None
-        if kept is not None and last_segment_end.unchanged(kept, path):
-            return kept.summary
-        ipath = index_path(path)
-        summary = read_sealed(ipath)
-        if summary is not None:
-            return summary
-        ident = last_segment_end.file_id(path)
-        with self.hold(base) as mm:
-            if kept is not None and kept.file_id == ident:
-                rels, positions = [kept.rel], [kept.position]  # resume: appended since
-            else:
-                rels, positions = read_checkpoints(ipath)
-            summary = live_summary(mm, len(mm) if mm is not None else 0, rels, positions)
-            self.summaries.live_end = last_segment_end.remember(base, ident, summary, mm, rels, positions)
-        return summary
+        """Summary of the last segment written by another process: sealed index, or a scan
+        (commitlog.segments.summary_reads.last_segment_summary)."""
+        return summary_reads.last_segment_summary(self, base)
 
     def light_summary(self, base: int, st: os.stat_result) -> SegmentSummary:
         """The summary of sealed segment `base` (the file `st` describes) without its index

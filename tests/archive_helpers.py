@@ -126,15 +126,17 @@ class TcpProxy:
                 if limit is not None and carried + len(data) > limit:
                     dst.sendall(data[:limit - carried])
                     break                 # cut: both sides are shut down below
+                if not towards and self._armed and not data.startswith(b"HTTP/1.1 100"):
+                    # Hold before the answer reaches the client: its next request, on any
+                    # connection, must find the hold set.
+                    self._armed = False
+                    self.holding.set()
+                    self.held.set()
                 dst.sendall(data)
                 carried += len(data)
                 if towards and self.hold_patterns and self.hold_patterns[0] in data:
                     self.hold_patterns.pop(0)
                     self._armed = not self.hold_patterns  # hold once the server answered it
-                elif not towards and self._armed and not data.startswith(b"HTTP/1.1 100"):
-                    self._armed = False
-                    self.holding.set()
-                    self.held.set()
         except OSError:
             pass
         finally:

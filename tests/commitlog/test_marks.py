@@ -105,6 +105,15 @@ def test_two_processes_mark_at_once_beside_a_running_writer(tmp_path):
         assert log.mark_dead(range(0, 2000)) == 0
 
 
+def _fill_up(path: str) -> None:
+    """Write `path` until the filesystem is full (the write, or the close's flush, fails)."""
+    with pytest.raises(OSError):
+        with open(path, "wb") as f:
+            while True:
+                f.write(bytes(4096))
+                f.flush()
+
+
 def test_marking_works_on_a_full_disk_until_the_reserved_step_is_used(small_fs):
     path = os.path.join(small_fs, "log")
     with CommitLog.open(path, segment_size=64 * 1024, refuse_writes_ratio=None) as log:
@@ -119,6 +128,7 @@ def test_marking_works_on_a_full_disk_until_the_reserved_step_is_used(small_fs):
         # The disk is full: marks still go into the reserved step, one entry each.
         for o in range(2, 2 + 2 * (MARKS_STEP // ENTRY_SIZE - 1), 2):
             log.mark_dead([o])
+        _fill_up(os.path.join(small_fs, "ballast-2"))   # whatever the store let go of meanwhile
         with pytest.raises(StoreFullError, match="no space left to record marks"):
             log.mark_dead([1])
         assert not any(r.offset == 2 for r in log.scan()) and log.read(1).offset == 1

@@ -96,7 +96,7 @@ def bare_pass(paths: list[str], out: str) -> int:
             pos += 8 + length
     offset, total = 0, 0
     for n, mm in enumerate(maps[:-1]):
-        fd = os.open(f"{out}{n}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(f"{out}{n}", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         os.posix_fallocate(fd, 0, len(mm))
         dst = mmap.mmap(fd, len(mm))
         os.close(fd)

@@ -18,7 +18,8 @@ sub-packages `segments` (segment files and reading), `append` (writing and recov
 `cleanup`/`append` -> `segments` -> base.
 """
 
-from .cleanup.rewrite import MarksSnapshot, RewrittenRun
+from .cleanup.marks_snapshot import MarksSnapshot
+from .cleanup.rewrite import RewrittenRun
 from .diskusage import DiskUsage, disk_usage
 from .errors import (ArchiveCorruptError, ArchiveError, ArchiveMissingError, CommitLogError, CorruptLogError, InvalidArgumentError, InvalidCommitError,
                      LogClosedError, LogLockedError, LogNotReadableError, LogNotWritableError, NotALogError, OffsetOutOfRangeError,

@@ -27,7 +27,8 @@ from .append.writer import BAD_RECORD
 from .record import Record
 from .cleanup.deadrecords import DeadRecords
 from .cleanup.removal import RemovalResult
-from .cleanup.rewrite import MarksSnapshot, RewrittenRun
+from .cleanup.marks_snapshot import MarksSnapshot
+from .cleanup.rewrite import RewrittenRun
 from .segments.local_reads import LocalReads
 from .segments.segment import SegmentInfo
 from .opening import open_directory

@@ -14,7 +14,9 @@ from . import rewrite, swap
 from .marks_shrink import STEP_ENTRIES, shrink_marks
 from ..segments import seginfo
 from ..segments.segment_list import SegmentList
-from .rewrite import MarksSnapshot, RewrittenRun
+from .marks_snapshot import MarksSnapshot, snapshot
+from .kept_copy import Decide
+from .rewrite import RewrittenRun
 from ..access import LogGate
 from ..errors import InvalidArgumentError
 from ..layout import tombstones_path
@@ -71,14 +73,14 @@ class DeadRecords:
 
     def marks_snapshot(self) -> MarksSnapshot:
         self._gate.check_open()
-        return rewrite.snapshot(self._segs)
+        return snapshot(self._segs)
 
     def record_facts(self, marks: MarksSnapshot, start: int | None,
                      end: int | None) -> Iterator[tuple[int, bytes | None, bool, bool]]:
         self._gate.check_open()
         return rewrite.record_facts(self._segs, marks, start, end)
 
-    def compact(self, runs: Sequence[Sequence[int]], decide: rewrite.Decide, marks: MarksSnapshot | None,
+    def compact(self, runs: Sequence[Sequence[int]], decide: Decide, marks: MarksSnapshot | None,
                 on_bytes, should_stop) -> list[RewrittenRun]:
         self._gate.check_change("compact")
         return rewrite.compact(self._segs, runs, decide, marks, on_bytes=on_bytes, should_stop=should_stop)

@@ -17,12 +17,11 @@ serialises the swap against head removers of every process.
 
 from __future__ import annotations
 
-import bisect
 import errno
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .. import record as rec
 from . import swap
@@ -31,27 +30,14 @@ from ..errors import CorruptLogError, InvalidArgumentError, StoreFullError
 from ..segments.index import SegmentSummary, write_sealed
 from ..layout import TMP_SUFFIX, cleaned_path, compact_lock_path, fsync_directory, index_path
 from ..meta import upgrade_format
+from .kept_copy import Decide, copy_kept
 from .marks_shrink import shrink_marks
+from .marks_snapshot import MarksSnapshot, snapshot
 from .output import OutputWriter
 from .removal import removal_lock
 from ..segments.segment_list import SEALED, SegmentList
 
-Decide = Callable[[int, "bytes | None", bool, bool], "str | None"]
 _MAX_SPAN = 1 << 32                   # index entries hold u32 relative offsets
-_NEVER = 1 << 64                      # past every offset: no marked range left
-
-
-@dataclass(frozen=True)
-class MarksSnapshot:
-    """The marked ranges at one instant, with the marks sequence number. Immutable."""
-
-    seq: int
-    starts: tuple[int, ...] = field(repr=False)
-    ends: tuple[int, ...] = field(repr=False)
-
-    def is_marked(self, offset: int) -> bool:
-        i = bisect.bisect_right(self.starts, offset) - 1
-        return i >= 0 and offset < self.ends[i]
 
 
 @dataclass(frozen=True)
@@ -69,9 +55,6 @@ class RewrittenRun:
     dropped: Mapping[str, int]
 
 
-def snapshot(segs: SegmentList) -> MarksSnapshot:
-    seq, starts, ends = segs.marks.snapshot()
-    return MarksSnapshot(seq, starts, ends)
 
 
 def _records(segs: SegmentList, base: int, start: int = 0) -> Iterator[tuple]:
@@ -132,9 +115,7 @@ def _facts(mm, limit: int, base: int, lo: int, hi: int, marks: MarksSnapshot,
     frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
     gap, dead, delta_bit, special = rec.ATTR_GAP, rec.ATTR_DEAD, rec.ATTR_DELTA, rec.ATTR_RESERVED
     delta_size = rec.DELTA_SIZE
-    starts, ends, after = marks.starts, marks.ends, bisect.bisect_right
-    i = after(ends, max(base, lo))
-    mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
+    i, mark_start, mark_end = marks.range_from(max(base, lo))
     pos, current, bound = 0, base, limit - key_at
     while pos <= bound:
         length, crc, attrs, ts, klen = unpack(mm, pos)
@@ -157,8 +138,7 @@ def _facts(mm, limit: int, base: int, lo: int, hi: int, marks: MarksSnapshot,
             return True
         if current >= lo:
             if current >= mark_end:
-                i = after(ends, current, i)
-                mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
+                i, mark_start, mark_end = marks.range_from(current, i)
             tombstone = length - head == (klen if klen > 0 else 0)
             yield (current, None if klen < 0 else mm[ks:ks + klen], tombstone,
                    current >= mark_start or attrs & dead > 0)
@@ -307,7 +287,7 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
         view = memoryview(mm)
         read0 = writer.read
         try:
-            pos, kept = _copy_kept(mm, view, limit, base, path, decide, marks, writer, dropped)
+            pos, kept = copy_kept(mm, view, limit, base, path, decide, marks, writer, dropped)
             if pos != summary.used_bytes:
                 raise CorruptLogError(path, pos, f"records end at byte {pos}, the index says "
                                                  f"{summary.used_bytes}")
@@ -315,84 +295,6 @@ def _rewrite(segs: SegmentList, base: int, summary: SegmentSummary, decide: Deci
         finally:
             view.release()
     return kept
-
-
-def _copy_kept(mm, view: memoryview, limit: int, base: int, path: str, decide: Decide,
-               marks: MarksSnapshot, writer: OutputWriter, dropped: dict[str, int]) -> tuple[int, int]:
-    """The hot loop of a compaction: walk segment `base` (mapped as `mm`, `view`, up to `limit`),
-    copy what `decide` keeps into `writer` CRC-checked (framed anew where its delta changes);
-    returns (where the walk ended, records kept). Why a dropped record is not checked: docs."""
-    unpack, span_of, special = rec.HEADER.unpack_from, rec.SPAN.unpack_from, rec.ATTR_RESERVED
-    crc32, reframed, combine_min = rec.crc32, rec.reframed, rec.COMBINE_MIN
-    frame, min_body, key_at = rec.FRAME_SIZE, rec.BODY_HEAD_SIZE, rec.HEADER_SIZE
-    gap, dead, delta_size, end_marker = rec.ATTR_GAP, rec.ATTR_DEAD, rec.DELTA_SIZE, rec.END_MARKER
-    starts, ends, after = marks.starts, marks.ends, bisect.bisect_right
-    i = after(ends, base)                   # the first marked range ending after `base`
-    mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
-    read0, kept, dropping, run, pos, current, bound = writer.read, 0, None, 0, 0, base, limit - key_at
-    while pos <= bound:
-        length, crc, attrs, ts, klen = unpack(mm, pos)
-        nxt = pos + frame + length
-        if length < min_body or nxt > limit or klen < -1 or klen > length - min_body:
-            if length == 0 or length == end_marker:
-                break
-            raise CorruptLogError(path, pos, "record length does not verify")
-        ks, head = pos + key_at, min_body
-        if attrs & special:
-            if attrs & gap:  # a format-1 compaction's gap
-                current, pos = current + span_of(mm, ks)[0], nxt
-                continue
-            head += delta_size
-            if length < head or klen > length - head:
-                raise CorruptLogError(path, pos, "record length does not verify")
-            current += span_of(mm, ks)[0]
-            ks += delta_size
-        if current >= mark_end:
-            i = after(ends, current, i)
-            mark_start, mark_end = (starts[i], ends[i]) if i < len(ends) else (_NEVER, _NEVER)
-        marked = current >= mark_start or attrs & dead > 0
-        key = None if klen < 0 else bytes(view[ks:ks + klen])
-        cause = decide(current, key, length - head == (klen if klen > 0 else 0), marked)
-        if cause is None:
-            writer.read = read0 + nxt
-            if nxt - ks >= combine_min:
-                _keep_long(view, pos, ks, nxt, crc, attrs, ts, klen, current, writer, path)
-            elif crc32(view[pos + frame:nxt]) != crc:
-                raise CorruptLogError(path, pos, "record checksum does not verify")
-            elif current == writer.next and not attrs & special:   # verbatim
-                writer.record(current, view[pos:nxt], ts)
-            else:
-                moved = reframed(attrs, ts, klen, view[ks:nxt], current - writer.next)
-                writer.record(current, moved, ts)
-            writer.kept_marked |= marked
-            kept += 1
-        elif cause is dropping:
-            run += 1
-        else:
-            dropped[dropping] += run     # a dropping of None (no drop yet) is popped below
-            dropping, run = cause, 1
-        if not current & 0x3FF:  # a run of dropped records counts as read too
-            writer.progress(read0 + nxt)
-        current, pos = current + 1, nxt
-    dropped[dropping] += run
-    dropped.pop(None, None)
-    return pos, kept
-
-
-def _keep_long(view: memoryview, pos: int, ks: int, nxt: int, crc: int, attrs: int, ts: int,
-               klen: int, offset: int, writer: OutputWriter, path: str) -> None:
-    """_copy_kept's path for a record of COMBINE_MIN bytes or more after its body head (which
-    ends at `ks`): verified against its CRC by way of its head's, so that, framed anew, its new
-    CRC is derived from them instead of computed over its bytes again."""
-    crc32 = rec.crc32
-    head_crc = crc32(view[pos + rec.FRAME_SIZE:ks])
-    if crc32(view[ks:nxt], head_crc) != crc:
-        raise CorruptLogError(path, pos, "record checksum does not verify")
-    if offset == writer.next and not attrs & rec.ATTR_DELTA:
-        writer.record(offset, view[pos:nxt], ts)
-    else:
-        writer.record(offset, rec.reframed(attrs, ts, klen, view[ks:nxt], offset - writer.next,
-                                           crc, head_crc), ts)
 
 
 def _check_unchanged(segs: SegmentList, run: list[int], inodes: list[int]) -> None:

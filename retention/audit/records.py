@@ -11,7 +11,7 @@ Immutable, so thread-safe.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from .entries import OMIT, AbortReason, Event
@@ -37,7 +37,46 @@ def _pick(source: object, names: tuple[str, ...], missing: object = KeyError) ->
     return {k: source.get(k, missing) for k in names}
 
 
-_SPAN = ("log", "path", "segment", "base_offset", "end_offset")
+@dataclass(frozen=True, kw_only=True)
+class _Span:
+    """The segment a line is about; its keys come first in an outcome read back from an intent."""
+
+    log: Any
+    path: Any
+    segment: Any
+    base_offset: Any
+    end_offset: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class _TimedSpan:
+    """The time of a line, then the segment it is about (`_Span`'s keys)."""
+
+    time: float = stamp()
+    log: Any
+    path: Any
+    segment: Any
+    base_offset: Any
+    end_offset: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class _CompactionSpan:
+    """The output a compaction line is about, then the time."""
+
+    log: Any
+    path: Any
+    segment: Any
+    first_offset: Any
+    end_offset: Any
+    time: float = stamp()
+
+
+def _names(record: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(record) if f.name != "time")
+
+
+_SPAN = _names(_Span)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,17 +97,11 @@ class PinnedBy:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DeletionEntry:
+class DeletionEntry(_TimedSpan):
     """A head segment's removal: its `delete` intent and its `deleted` outcome. `archived`: the log's
     archive tier holds it (an eviction); `paced`: its bytes were freed at `disk.delete_rate`,
     `unpaced`: why that rate was not applied; `error`: the removal failed after the segment left."""
 
-    time: float = stamp()
-    log: str
-    path: str
-    segment: str
-    base_offset: int
-    end_offset: int
     bytes: int
     triggers: tuple[str, ...]
     forced: bool
@@ -81,21 +114,16 @@ class DeletionEntry:
     error: Any = OMIT
 
 
-_RECOVERED_DELETION = ("log", "path", "segment", "base_offset", "end_offset", "bytes", "triggers", "forced",
-                       "overridden_by", "unconsumed", "pinned_by", "archived", "unpaced")
+_RECOVERED_DELETION = _SPAN + ("bytes", "triggers", "forced", "overridden_by", "unconsumed", "pinned_by",
+                               "archived", "unpaced")
 
 
 @dataclass(frozen=True, kw_only=True)
-class RecoveredDeletionEntry:
+class RecoveredDeletionEntry(_TimedSpan):
     """The `deleted` outcome of a dead process's `delete` intent whose segment left the log: the
-    intent's keys as read back (not `paced`: a crash's leftover went at once), and its time."""
+    intent's keys as read back (not `paced`: a crash's leftover went at once; a key the intent
+    lacks is left out), and its time."""
 
-    time: float = stamp()
-    log: Any = OMIT
-    path: Any = OMIT
-    segment: Any = OMIT
-    base_offset: Any = OMIT
-    end_offset: Any = OMIT
     bytes: Any = OMIT
     triggers: Any = OMIT
     forced: Any = OMIT
@@ -112,16 +140,10 @@ class RecoveredDeletionEntry:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AbortedEntry:
+class AbortedEntry(_TimedSpan):
     """The `aborted` outcome of a removal's or an upload's intent (`covered_by`: the intent whose
     `deleted` line covers the segment; `error`: what failed)."""
 
-    time: float = stamp()
-    log: Any
-    path: Any
-    segment: Any
-    base_offset: Any
-    end_offset: Any
     reason: AbortReason
     covered_by: Any = OMIT
     error: Any = OMIT
@@ -151,19 +173,13 @@ class CompactionEntry:
     dropped: Any = OMIT
 
 
-_COMPACTION_SPAN = ("log", "path", "segment", "first_offset", "end_offset")
+_COMPACTION_SPAN = _names(_CompactionSpan)
 
 
 @dataclass(frozen=True, kw_only=True)
-class CompactionAbortedEntry:
+class CompactionAbortedEntry(_CompactionSpan):
     """The `aborted` outcome of a compaction output's intent."""
 
-    log: Any
-    path: Any
-    segment: Any
-    first_offset: Any
-    end_offset: Any
-    time: float = stamp()
     reason: AbortReason
     error: Any = OMIT
 
@@ -174,16 +190,10 @@ class CompactionAbortedEntry:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RecoveredCompactionEntry:
+class RecoveredCompactionEntry(_CompactionSpan):
     """The `compacted` outcome of a dead process's compaction that passed its commit point
     (`dropped` null: only the dead process knew the counts)."""
 
-    log: Any
-    path: Any
-    segment: Any
-    first_offset: Any
-    end_offset: Any
-    time: float = stamp()
     inputs: Any
     bytes_before: Any
     bytes_after: int
@@ -198,32 +208,21 @@ class RecoveredCompactionEntry:
 
 
 @dataclass(frozen=True, kw_only=True)
-class UploadEntry:
+class UploadEntry(_TimedSpan):
     """An `archive` intent: a sealed segment about to be sent to `url` as object `key`."""
 
-    time: float = stamp()
-    log: str
-    path: str
-    segment: str
-    base_offset: int
-    end_offset: int
     bytes: int
     url: str
     key: str
 
 
-_UPLOAD_SPAN = ("log", "path", "segment", "base_offset", "end_offset", "url", "key")
+_UPLOAD_SPAN = _SPAN + ("url", "key")
 
 
 @dataclass(frozen=True, kw_only=True)
-class ArchivedEntry:
+class ArchivedEntry(_Span):
     """The `archived` outcome of an upload: what the manifest lists (`seconds`: how long it took)."""
 
-    log: Any
-    path: Any
-    segment: Any
-    base_offset: Any
-    end_offset: Any
     url: Any
     key: Any
     time: float = stamp()
@@ -241,21 +240,14 @@ class ArchivedEntry:
                    index_bytes=listed.index_bytes, index_sha256=listed.index_sha256, **extra)
 
 
-_COPY_EVICTION = ("log", "path", "segment", "base_offset", "end_offset", "bytes", "triggers", "because",
-                  "archived", "copy", "archive", "covered_by")
+_COPY_EVICTION = _SPAN + ("bytes", "triggers", "because", "archived", "copy", "archive", "covered_by")
 
 
 @dataclass(frozen=True, kw_only=True)
-class CopyEvictionEntry:
+class CopyEvictionEntry(_TimedSpan):
     """An `evict-copy` intent (a cluster log's cached copy of an archived object, `segment` its key)
     and its `deleted` outcome."""
 
-    time: float = stamp()
-    log: Any
-    path: Any
-    segment: Any
-    base_offset: Any
-    end_offset: Any
     bytes: Any
     triggers: Any
     because: Any
@@ -270,34 +262,23 @@ class CopyEvictionEntry:
         return cls(time=at, **_pick(intent, _COPY_EVICTION, OMIT))
 
 
-_ARCHIVE_DELETION = ("log", "path", "segment", "base_offset", "end_offset", "bytes", "archive", "because")
+_ARCHIVE_DELETION = _SPAN + ("bytes", "archive", "because")
 
 
 @dataclass(frozen=True, kw_only=True)
-class ArchiveDeletionEntry:
+class ArchiveDeletionEntry(_TimedSpan):
     """An `archive-delete` intent (an object of an archive tier at `path`, its URL) and its
     `deleted` outcome."""
 
-    time: float = stamp()
-    log: str
-    path: str
-    segment: str
-    base_offset: int | None
-    end_offset: int | None
     bytes: int
     archive: str
     because: str
 
 
 @dataclass(frozen=True, kw_only=True)
-class RecoveredArchiveDeletionEntry:
+class RecoveredArchiveDeletionEntry(_Span):
     """The `deleted` outcome of a dead process's `archive-delete` intent: its keys, then the time."""
 
-    log: Any
-    path: Any
-    segment: Any
-    base_offset: Any
-    end_offset: Any
     bytes: Any
     archive: Any
     because: Any

@@ -61,7 +61,8 @@ class PinnedBy:
 class DeletionEntry:
     """A head segment's removal: its `delete` intent and its `deleted` outcome. `archived`: the log's
     archive tier holds it (an eviction); `paced`: its bytes were freed at `disk.delete_rate`,
-    `unpaced`: why that rate was not applied; `error`: the removal failed after the segment left."""
+    `unpaced`: why that rate was not applied; `budget`: the figures of the shared byte budget that
+    took it; `error`: the removal failed after the segment left."""
 
     time: float = stamp()
     log: str
@@ -78,11 +79,12 @@ class DeletionEntry:
     archived: bool
     paced: bool
     unpaced: Any = OMIT
+    budget: Any = OMIT
     error: Any = OMIT
 
 
 _RECOVERED_DELETION = ("log", "path", "segment", "base_offset", "end_offset", "bytes", "triggers", "forced",
-                       "overridden_by", "unconsumed", "pinned_by", "archived", "unpaced")
+                       "overridden_by", "unconsumed", "pinned_by", "archived", "unpaced", "budget")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +106,7 @@ class RecoveredDeletionEntry:
     pinned_by: Any = OMIT
     archived: Any = OMIT
     unpaced: Any = OMIT
+    budget: Any = OMIT
     intent_time: Any
 
     @classmethod

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 
-from policies.budgets import decide_budgets
+from policies.byte_budgets import decide_budgets
 from policies.clock_guard import judged_at
 from policies.config import BudgetConfig, PolicyConfig
-from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
+from policies.reasons import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
 from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange, explain_codes  # re-exported
 from policies.plans import (archived_detail, clean_detail, expired_detail, force_detail, manual_detail,
                             size_cap_detail, window_detail)
@@ -42,12 +42,6 @@ from policies.triggers import (
 )
 
 __all__ = [
-    "ACTIONS",
-    "DELETE",
-    "DELETED",
-    "FAILED",
-    "HUNG",
-    "KEEP",
     "LogPlan",
     "Plan",
     "SegmentDecision",

@@ -13,11 +13,8 @@
 - ``manual``: an operator asked for cleanup and passes of it remain.
 - ``size-cap``: the log's segment files take more than the policy's ``retention_bytes``; its oldest
   segments go at any hour and whatever their age (never unconsumed ones: only the disk forces
-  those), down to the cap. A trigger of one log, not of the policy: the planner decides it from the
-  log's own size (:func:`over_size_cap`).
-- ``budget``: the logs of a shared byte budget (``budgets:``) take more than its bytes together; the
-  log furthest above its share gives up its oldest segments first, whatever their age (never
-  unconsumed ones), until the total fits (:mod:`policies.budgets`). A trigger of each of those logs.
+  those), down to the cap. A trigger of one log, from its own size (:func:`over_size_cap`).
+- ``budget``: a shared byte budget's logs take more than its bytes together (:mod:`policies.byte_budgets`).
 
 Each trigger is declared once, a member of :class:`Trigger` (the module-level names are those
 members). Every function is pure: the time and the disk usage are inputs, so they are thread-safe.

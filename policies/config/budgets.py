@@ -1,6 +1,6 @@
 """`budgets.NAME:`, a byte budget shared by several logs: its size and, per log, a weight and a
 floor. How a budget is enforced: docs/concepts.md (Shared byte budgets); the decision is
-:mod:`policies.budgets`. Which logs exist is the whole file's to check (``RetentionConfig``)."""
+:mod:`policies.byte_budgets`. Which logs exist is the whole file's to check (``RetentionConfig``)."""
 
 from __future__ import annotations
 

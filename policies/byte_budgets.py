@@ -22,9 +22,8 @@ from types import MappingProxyType
 from typing import Protocol
 
 from policies.config import BudgetConfig, PolicyConfig
-from policies.outcomes import DELETE
 from policies.plans import SegmentDecision, archived_detail, expired_detail, prefix_detail
-from policies.reasons import ARCHIVED, CLOCK_STEP, EXPIRED, NO_TRIGGER, PREFIX, RESERVED
+from policies.reasons import ARCHIVED, CLOCK_STEP, DELETE, EXPIRED, NO_TRIGGER, PREFIX, RESERVED
 from policies.snapshot import LogSnapshot, SegmentSnapshot
 from policies.triggers import BUDGET, TRIGGERS
 from policies.units import humanize_size

@@ -44,6 +44,8 @@ def _kind(field) -> str:
     """What a user writes for ``field``, from its validators (through ``X | None``) or its type."""
     candidates = list(field.metadata)
     annotation = field.annotation
+    if "BudgetLogConfig" in str(annotation):
+        return "mapping of log name to `{weight, floor}`"
     for arg in typing.get_args(annotation):
         candidates.extend(getattr(arg, "__metadata__", ()))
     for meta in candidates:
@@ -63,8 +65,6 @@ def _kind(field) -> str:
         return "path (relative to the working directory)"
     if annotation is str or (optional and str in typing.get_args(annotation)):
         return "string"
-    if "BudgetLogConfig" in str(annotation):
-        return "mapping of log name to `{weight, floor}`"
     return "mapping of policy keys" if "Mapping" in str(annotation) else str(annotation)
 
 

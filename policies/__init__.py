@@ -12,7 +12,7 @@ Typical use::
 """
 
 # Each module's __all__ is its public API, listed once there; the package exports all of them.
-from policies import archive_expiry as _archive_expiry, archive_trust as _archive_trust
+from policies import archive_expiry as _archive_expiry, archive_trust as _archive_trust, byte_budgets as _byte_budgets
 from policies import clock_guard as _clock_guard
 from policies import compaction as _compaction, config as _config, liveness as _liveness, loading as _loading
 from policies import pacing as _pacing
@@ -22,6 +22,7 @@ from policies import staged_collection as _staged_collection, tier_lease as _tie
 from policies.archive_expiry import *  # noqa: F401,F403
 from policies.clock_guard import *  # noqa: F401,F403
 from policies.archive_trust import *  # noqa: F401,F403
+from policies.byte_budgets import *  # noqa: F401,F403
 from policies.compaction import *  # noqa: F401,F403
 from policies.config import *  # noqa: F401,F403
 from policies.liveness import *  # noqa: F401,F403
@@ -41,6 +42,7 @@ __all__ = [
     *_snapshot.__all__,                                         # the planner's input
     *_triggers.__all__, *_pressure.__all__, *_reasons.__all__,  # what starts a pass; why a segment stays
     *_planner.__all__, *_clock_guard.__all__,                   # deletion plans; a stepped clock
+    *_byte_budgets.__all__,                                          # byte budgets shared by logs
     *_pacing.__all__,                                           # how fast a pass removes bytes
     *_liveness.__all__, *_compaction.__all__,                   # what is live; compaction plans
     *_archive_expiry.__all__, *_archive_trust.__all__,          # the archive's total retention; trusting it

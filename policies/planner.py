@@ -17,9 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 
+from policies.byte_budgets import decide_budgets
 from policies.clock_guard import judged_at
-from policies.config import PolicyConfig
-from policies.outcomes import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
+from policies.config import BudgetConfig, PolicyConfig
+from policies.reasons import ACTIONS, DELETE, DELETED, FAILED, HUNG, KEEP  # re-exported
 from policies.plans import LogPlan, Plan, SegmentDecision, UnconsumedRange, explain_codes  # re-exported
 from policies.plans import (archived_detail, clean_detail, expired_detail, force_detail, manual_detail,
                             size_cap_detail, window_detail)
@@ -41,12 +42,6 @@ from policies.triggers import (
 )
 
 __all__ = [
-    "ACTIONS",
-    "DELETE",
-    "DELETED",
-    "FAILED",
-    "HUNG",
-    "KEEP",
     "LogPlan",
     "Plan",
     "SegmentDecision",
@@ -65,11 +60,13 @@ def plan(
     now: datetime,
     manual: Mapping[str, ManualTrigger] = MappingProxyType({}),
     trusted_now: datetime | None = None,
+    budgets: Mapping[str, BudgetConfig] = MappingProxyType({}),
 ) -> Plan:
     """Decide every segment of ``logs`` at ``now``. ``in_force``: by log name, the policy in force for
     it (its policy with its ``overrides`` applied, ``RetentionConfig.policies_in_force``); ``manual``:
     open manual triggers by policy name (``LogSnapshot.policy``); ``trusted_now``: the time before a
-    forward clock step, at which expiry and staleness are judged.
+    forward clock step, at which expiry and staleness are judged; ``budgets``: the shared byte budgets
+    (``RetentionConfig.budgets``), decided after every log's own rules over the logs of each in ``logs``.
 
     Raises ``ValueError`` for a naive ``now`` or ``trusted_now``, a log absent from ``in_force`` or
     two logs with one name.
@@ -90,6 +87,8 @@ def plan(
         filesystems.setdefault(walk.log.disk.filesystem_id, []).append(walk)
     for shared in filesystems.values():
         _walk_filesystem(shared)
+    if budgets:
+        decide_budgets(budgets, {walk.log.name: walk for walk in walks})
     return Plan(at=now, logs=tuple(walk.result() for walk in walks))
 
 
@@ -104,11 +103,12 @@ def log_triggers(policy: PolicyConfig, disk: DiskSnapshot, now: datetime, manual
 
 
 def segments_to_examine(policy: PolicyConfig, disk: DiskSnapshot, now: datetime,
-                        manual: ManualTrigger) -> int | None:
+                        manual: ManualTrigger, budgeted: bool = False) -> int | None:
     """How many of a log's oldest segments ``plan`` needs (beside the last) to decide it as it would
     the whole log; None: all of them. A pass deletes at most ``files_per_pass`` and nothing without a
-    trigger, so with none active the head stands for the log; a capped log's size needs every file."""
-    if policy.retention_bytes is not None:
+    trigger, so with none active the head stands for the log; a capped log's size needs every file,
+    and so does the size of a log in a budget (``budgeted``)."""
+    if policy.retention_bytes is not None or budgeted:
         return None
     return policy.files_per_pass + 1 if log_triggers(policy, disk, now, manual, 0) else 1   # uncapped: 0 bytes
 

@@ -15,8 +15,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from policies.config import PolicyConfig
-from policies.outcomes import DELETE, DELETED, KEEP
-from policies.reasons import HELD
+from policies.reasons import DELETE, DELETED, HELD, KEEP
 from policies.snapshot import DiskSnapshot, live_ratio
 from policies.triggers import local_hour
 from policies.units import format_hours, format_size, humanize_duration, humanize_size

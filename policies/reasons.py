@@ -8,6 +8,10 @@ from a delete attempt that found a reader, and ``not-attempted`` only from an ex
 planned deletion the pass did not reach (it stopped at an earlier failure or a held segment, or was
 stopped). Each code is declared once, a member of :class:`Reason` (``unconsumed:GROUP`` is a pattern:
 :func:`unconsumed`); the module-level names are those members. Immutable; the functions are pure.
+
+Actions (:class:`Action`, the same contract): ``retention plan`` shows ``delete`` or ``keep``;
+``retention clean`` replaces ``delete`` with what happened: ``deleted``, ``hung`` (kept with reason
+``held``) or ``failed``; a planned deletion the pass never reached shows ``keep``, ``not-attempted``.
 """
 
 from __future__ import annotations
@@ -16,13 +20,20 @@ from enum import StrEnum
 from types import MappingProxyType
 
 __all__ = [
+    "ACTIONS",
     "ACTIVE",
+    "Action",
     "BATCH_LIMIT",
     "ARCHIVED",
     "Cause",
     "CLOCK_STEP",
+    "DELETE",
+    "DELETED",
     "EXPIRED",
+    "FAILED",
     "HELD",
+    "HUNG",
+    "KEEP",
     "NOT_ARCHIVED",
     "NOT_ATTEMPTED",
     "NO_TRIGGER",
@@ -36,6 +47,21 @@ __all__ = [
     "unconsumed_group",
 ]
 
+
+
+class Action(StrEnum):
+    """What a plan decides for a file, or what an executor did (its value is what output shows)."""
+
+    DELETE = "delete"
+    DELETED = "deleted"
+    KEEP = "keep"
+    HUNG = "hung"
+    FAILED = "failed"
+
+
+DELETE, DELETED, KEEP, HUNG, FAILED = Action.DELETE, Action.DELETED, Action.KEEP, Action.HUNG, Action.FAILED
+ACTIONS = tuple(Action)
+"""Every ``action`` a file can show in ``retention plan|clean --json``."""
 
 
 class Reason(StrEnum):

@@ -13,8 +13,8 @@
 - ``manual``: an operator asked for cleanup and passes of it remain.
 - ``size-cap``: the log's segment files take more than the policy's ``retention_bytes``; its oldest
   segments go at any hour and whatever their age (never unconsumed ones: only the disk forces
-  those), down to the cap. A trigger of one log, not of the policy: the planner decides it from the
-  log's own size (:func:`over_size_cap`).
+  those), down to the cap. A trigger of one log, from its own size (:func:`over_size_cap`).
+- ``budget``: a shared byte budget's logs take more than its bytes together (:mod:`policies.byte_budgets`).
 
 Each trigger is declared once, a member of :class:`Trigger` (the module-level names are those
 members). Every function is pure: the time and the disk usage are inputs, so they are thread-safe.
@@ -30,6 +30,7 @@ from types import MappingProxyType
 from policies.config import DiskConfig, PolicyConfig
 
 __all__ = [
+    "BUDGET",
     "DISK_CLEAN",
     "DISK_FORCE",
     "MANUAL",
@@ -63,10 +64,12 @@ class Trigger(StrEnum):
     REFUSE_WRITES = "refuse-writes"
     MANUAL = "manual"
     SIZE_CAP = "size-cap"
+    BUDGET = "budget"
 
 
 TIME_WINDOW, DISK_CLEAN, DISK_FORCE = Trigger.TIME_WINDOW, Trigger.DISK_CLEAN, Trigger.DISK_FORCE
 REFUSE_WRITES, MANUAL, SIZE_CAP = Trigger.REFUSE_WRITES, Trigger.MANUAL, Trigger.SIZE_CAP
+BUDGET = Trigger.BUDGET
 TRIGGERS = tuple(Trigger)
 """Every trigger, in the order a plan lists the active ones."""
 
@@ -83,6 +86,9 @@ TRIGGER_DOCS = MappingProxyType({
     "hour; with force, unexpired ones too",
     SIZE_CAP: "the log's segment files take more than `retention_bytes`: its oldest segments go, whatever "
     "their age, down to the cap (never unconsumed ones)",
+    BUDGET: "the logs of a shared byte budget (`budgets:`) take more than its `bytes` together: the log "
+    "furthest above its share gives up its oldest segments first, whatever their age, until the total fits "
+    "(never unconsumed ones)",
 })
 """Every trigger with a one-line explanation of when it is active and what it deletes."""
 

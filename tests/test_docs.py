@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from commitlog import CommitLog
-from policies.config import LogConfig, PolicyConfig, ServiceConfig
+from policies.config import BudgetConfig, BudgetLogConfig, LogConfig, PolicyConfig, ServiceConfig
 from policies.reasons import REASONS
 from policies.triggers import TRIGGERS
 from retention.cli import EXIT_CODES, build_parser
@@ -128,7 +128,8 @@ def _field_paths(model, prefix: str) -> list[str]:
 def test_the_configuration_reference_has_every_field_with_its_default(site):
     html = page(site, "configuration")
     paths = (_field_paths(ServiceConfig, "service.") + _field_paths(LogConfig, "logs.NAME.")
-             + _field_paths(PolicyConfig, "policies.NAME."))
+             + _field_paths(PolicyConfig, "policies.NAME.") + _field_paths(BudgetConfig, "budgets.NAME.")
+             + _field_paths(BudgetLogConfig, "budgets.NAME.logs.LOG."))
     assert len(paths) > 40
     for path in paths:
         assert f"<code>{path}</code>" in html, path

@@ -16,7 +16,7 @@ import typing
 
 from pydantic import BaseModel
 
-from policies.config import LogConfig, PolicyConfig, ServiceConfig
+from policies.config import BudgetConfig, BudgetLogConfig, LogConfig, PolicyConfig, ServiceConfig
 from policies.config import fields as value_types
 from policies.reasons import REASONS
 from policies.triggers import TRIGGER_DOCS
@@ -31,6 +31,7 @@ _KINDS = {
     value_types._positive_duration: "duration > 0 (`500ms`, `10s`, `5m`, `72h`, `7d`; a number is seconds)",
     value_types._non_negative_duration: "duration ≥ 0 (`0s`, `100ms`, `24h`; a number is seconds)",
     value_types._positive_size: "size > 0 in bytes (`4096`, `64KiB`, `64MiB`, `2GiB`)",
+    value_types.parse_size: "size ≥ 0 in bytes (`0`, `64MiB`, `10GiB`)",
     value_types.parse_ratio: "ratio 0-1 (`0.85` or `\"85%\"`)",
     value_types._clean_ratio: "ratio 0.10-0.95 (`0.75` or `\"75%\"`)",
     value_types.parse_hours: "hours 0-23 (`[4, 5]`, `4` or `\"04;05\"`)",
@@ -43,6 +44,8 @@ def _kind(field) -> str:
     """What a user writes for ``field``, from its validators (through ``X | None``) or its type."""
     candidates = list(field.metadata)
     annotation = field.annotation
+    if "BudgetLogConfig" in str(annotation):
+        return "mapping of log name to `{weight, floor}`"
     for arg in typing.get_args(annotation):
         candidates.extend(getattr(arg, "__metadata__", ()))
     for meta in candidates:
@@ -52,6 +55,8 @@ def _kind(field) -> str:
     optional = type(None) in typing.get_args(annotation)
     if annotation is bool:
         return "boolean"
+    if annotation is float:
+        return "number"
     if annotation is int or (optional and int in typing.get_args(annotation)):
         return "integer"
     if typing.get_origin(annotation) is typing.Literal:
@@ -103,6 +108,10 @@ def config_reference() -> str:
         ("`policies.NAME:`", "How the logs naming the policy are cleaned. A policy named `default` "
          "always exists (with every default below) unless the file defines its own.", PolicyConfig,
          "policies.NAME."),
+        ("`budgets.NAME:`", "A byte budget shared by several logs ([Shared byte budgets](#shared-byte-budgets)).",
+         BudgetConfig, "budgets.NAME."),
+        ("`budgets.NAME.logs.LOG:`", "One log's part of a budget; `LOG: {}` takes every default.", BudgetLogConfig,
+         "budgets.NAME.logs.LOG."),
     ]
     out = []
     for title, text, model, prefix in sections:

@@ -118,6 +118,8 @@ _DURATION_SERIALIZER = PlainSerializer(format_duration, return_type=str)
 PositiveDuration = Annotated[float, PlainValidator(_positive_duration), _DURATION_SERIALIZER]
 NonNegativeDuration = Annotated[float, PlainValidator(_non_negative_duration), _DURATION_SERIALIZER]
 ByteSize = Annotated[int, PlainValidator(_positive_size), PlainSerializer(format_size, return_type=str)]
+NonNegativeByteSize = Annotated[int, PlainValidator(parse_size),
+                                PlainSerializer(format_size, return_type=str)]
 Ratio = Annotated[float, PlainValidator(parse_ratio)]
 CleanRatio = Annotated[float, PlainValidator(_clean_ratio)]
 Hours = Annotated[tuple[int, ...], PlainValidator(parse_hours), PlainSerializer(list, return_type=list[int])]

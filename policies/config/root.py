@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import os
 from functools import cached_property
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any
@@ -19,6 +19,7 @@ from storesettings import SEGMENT_SIZE_DEFAULT, SEGMENT_SIZE_MAX, SEGMENT_SIZE_M
 from policies.units import format_size
 from policies.config.service import ServiceConfig
 from policies.config.policy import PolicyConfig
+from policies.config.budgets import Budgets
 from policies.config.fields import (ByteSize, DEFAULT_POLICY, Name, _Strict, _config_problem, _frozen_mapping,
                                     _probe, _resolve_path)
 
@@ -109,6 +110,10 @@ class RetentionConfig(_Strict):
     policies: Policies = Field(
         default_factory=dict, validate_default=True, description="Policy name -> policy; 'default' always exists."
     )
+    budgets: Budgets = Field(
+        default_factory=dict, validate_default=True,
+        description="Budget name -> a byte budget shared by several logs; default none.",
+    )
 
     @field_validator("policies", mode="after")
     @classmethod
@@ -145,7 +150,36 @@ class RetentionConfig(_Strict):
                                       f"{archived[key]!r} does: give one another directory name or archive url",
                                       "logs", name, "path")
             archived[key] = name
+        self._check_budgets()
         return self
+
+    def _check_budgets(self) -> None:
+        """Each budget's logs are logs of the file, each in one budget at most."""
+        member: dict[str, str] = {}
+        for budget_name, budget in self.budgets.items():
+            for log in budget.logs:
+                if log not in self.logs:
+                    defined = ", ".join(sorted(self.logs)) or "none"
+                    raise _config_problem(f"unknown log {log!r}; defined: {defined}", "budgets", budget_name,
+                                          "logs", log)
+                if log in member:
+                    raise _config_problem(f"log {log!r} is already in budget {member[log]!r}; a log is in one "
+                                          f"budget at most", "budgets", budget_name, "logs", log)
+                member[log] = budget_name
+
+    @cached_property
+    def budget_of(self) -> Mapping[str, str]:
+        """By log name, the budget it is in (logs in none are absent)."""
+        return MappingProxyType({log: name for name, budget in self.budgets.items() for log in budget.logs})
+
+    def budget_partners(self, names: Iterable[str]) -> list[str]:
+        """``names`` and, after them, every other log of the budgets they are in (in file order): a
+        budget's logs are decided together."""
+        names = list(names)
+        budgets = {self.budget_of[n] for n in names if n in self.budget_of}
+        wanted = set(names)
+        return names + [log for b in self.budgets if b in budgets for log in self.budgets[b].logs
+                        if log not in wanted]
 
     @property
     def defined_policies(self) -> tuple[str, ...]:

@@ -100,7 +100,8 @@ class PinnedBy:
 class DeletionEntry(_TimedSpan):
     """A head segment's removal: its `delete` intent and its `deleted` outcome. `archived`: the log's
     archive tier holds it (an eviction); `paced`: its bytes were freed at `disk.delete_rate`,
-    `unpaced`: why that rate was not applied; `error`: the removal failed after the segment left."""
+    `unpaced`: why that rate was not applied; `budget`: the figures of the shared byte budget that
+    took it; `error`: the removal failed after the segment left."""
 
     bytes: int
     triggers: tuple[str, ...]
@@ -111,11 +112,12 @@ class DeletionEntry(_TimedSpan):
     archived: bool
     paced: bool
     unpaced: Any = OMIT
+    budget: Any = OMIT
     error: Any = OMIT
 
 
 _RECOVERED_DELETION = _SPAN + ("bytes", "triggers", "forced", "overridden_by", "unconsumed", "pinned_by",
-                               "archived", "unpaced")
+                               "archived", "unpaced", "budget")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,6 +134,7 @@ class RecoveredDeletionEntry(_TimedSpan):
     pinned_by: Any = OMIT
     archived: Any = OMIT
     unpaced: Any = OMIT
+    budget: Any = OMIT
     intent_time: Any
 
     @classmethod

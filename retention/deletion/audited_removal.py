@@ -24,7 +24,7 @@ from dataclasses import replace
 from loguru import logger
 
 from commitlog import CommitLogError
-from policies import ARCHIVED, DELETED, FAILED, HUNG, PolicyConfig, SegmentDecision, plural
+from policies import ARCHIVED, BUDGET, DELETED, FAILED, HUNG, PolicyConfig, SegmentDecision, plural
 
 from ..audit import (OMIT, AbortedEntry, AbortReason, AuditTrail, DeletionEntry, Event, IntentAction, PinnedBy,
                      RecoveredDeletionEntry, SettledIntents, UnconsumedRange)
@@ -63,7 +63,7 @@ class AuditedRemoval:
             unconsumed=tuple(UnconsumedRange(group=u.group, first_offset=u.first_offset, end_offset=u.end_offset)
                              for u in decision.unconsumed),
             pinned_by=(), archived=ARCHIVED in decision.because, paced=rate is not None,
-            unpaced=r.unpaced or OMIT)
+            unpaced=r.unpaced or OMIT, budget=decision.details[BUDGET] if BUDGET in decision.because else OMIT)
         ident = self._write_intent(r, decision, planned)
         if ident is None:
             return False

@@ -85,6 +85,7 @@ class Cleaner:
     def plan(self, now: datetime | None = None, *, names: Iterable[str] | None = None) -> PassResult:
         """What a pass would do at `now` (default: the clock, and the guard's trusted now), without doing it."""
         at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
+        names = None if names is None else self.config.budget_partners(names)
         results, _ = self._plan(at, names, LogReads(), trusted=self._trusted(now))
         self._attach_pins(results)
         return PassResult(at, results, executed=False)
@@ -98,7 +99,7 @@ class Cleaner:
         results = [reads.read(w, self.config.policy_for(w.name), at, manual.get(w.config.policy, NO_MANUAL_TRIGGER))
                    for w in (self.logs[n] for n in (names if names is not None else self.logs))]
         pass_plan = plan([r.snapshot for r in results if r.snapshot is not None], self.config.policies_in_force,
-                        at, manual, trusted_now=trusted)
+                         at, manual, trusted_now=trusted, budgets=self.config.budgets)
         by_name = {lp.name: lp for lp in pass_plan.logs}
         for r in results:
             r.plan = by_name.get(r.name)
@@ -139,12 +140,20 @@ class Cleaner:
         """Plan and execute one pass. `sleep` waits between files (default: an interruptible wait
         that `stop()` ends early); `forcing`: a disk force is under way (`policies.pressure`)."""
         wait = sleep or self._stop.wait
+        # A budget's logs are decided together: a pass over one is a pass over all (a disk force
+        # under way is the named logs' filesystem's, not a partner's elsewhere).
+        partners: frozenset[str] = frozenset()
+        if names is not None:
+            names = list(names)
+            expanded = self.config.budget_partners(names)
+            partners, names = frozenset(expanded[len(names):]), expanded
+        reads = PassReads(forcing, budgeted=frozenset(self.config.budget_of), unforced=partners)
         with self._pass_lock:
             started = time.monotonic()
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
             copies = self._evict_copies(at, names, forcing)   # before any log: a cache goes first
             self._removal.settle_intents(self.logs, names)
-            results, pass_plan = self._plan(at, names, PassReads(forcing), trusted=self._trusted(now))
+            results, pass_plan = self._plan(at, names, reads, trusted=self._trusted(now))
             for r in results:
                 if r.cache is not None:
                     r.cache = copies.get(r.name, {})

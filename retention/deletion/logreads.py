@@ -61,33 +61,39 @@ class LogReads:
         _note_not_writable(w, result)
         return snapshot
 
-    def _disk(self, path: str, *, again: bool = False) -> DiskSnapshot:
-        """The disk under `path`, read once per filesystem (`again`: read it anew)."""
+    def _disk(self, path: str, *, again: bool = False, forcing: bool | None = None) -> DiskSnapshot:
+        """The disk under `path`, read once per filesystem (`again`: read it anew; `forcing`: a disk
+        force under way there, default `self.forcing`)."""
         disk = None if again else self._disks.get(os.stat(path).st_dev)
         if disk is None:
-            disk = disk_snapshot(path, forcing=self.forcing)
+            disk = disk_snapshot(path, forcing=self.forcing if forcing is None else forcing)
             self._disks[disk.filesystem_id] = disk
         return disk
 
 
 class PassReads(LogReads):
-    """Reads the logs a pass is about to clean; `forcing`: a disk force is under way."""
+    """Reads the logs a pass is about to clean; `forcing`: a disk force is under way, except on a
+    filesystem first read for a log of `unforced`; the logs of `budgeted` (in a budget) are listed whole."""
 
-    def __init__(self, forcing: bool) -> None:
+    def __init__(self, forcing: bool, *, budgeted: frozenset[str] = frozenset(),
+                 unforced: frozenset[str] = frozenset()) -> None:
         super().__init__()
         self.forcing = forcing
+        self.budgeted = budgeted
+        self.unforced = unforced
 
     def _list(self, w: WatchedLog, result: LogPassResult, policy: PolicyConfig, at: datetime,
               manual: ManualTrigger) -> LogSnapshot:
         w.claim()
-        disk = self._disk(w.path)
-        examine = segments_to_examine(policy, disk, at, manual)
+        forcing = self.forcing and w.name not in self.unforced
+        disk = self._disk(w.path, forcing=forcing)
+        examine = segments_to_examine(policy, disk, at, manual, w.name in self.budgeted)
         snapshot, result.not_examined = _snapshot(w, disk, True, examine)
         why = _note_not_writable(w, result)
         # Before planning, so a sealed segment that is expired goes in this very pass.
         if policy.roll_after is not None and why is None and _roll(w, policy.roll_after, at):
             result.rolled = True
-            disk = self._disk(w.path, again=True)   # its tail freed
+            disk = self._disk(w.path, again=True, forcing=forcing)   # its tail freed
             snapshot, result.not_examined = _snapshot(w, disk, False, examine)
         return snapshot
 

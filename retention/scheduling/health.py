@@ -170,11 +170,23 @@ class PassLedger:
                 self._note_presence(r, state["exists"], watched[r.name].path)
             if success:
                 self.metrics.set_last_success(r.name, end_wall)
+        self._count_budgets(config)
         outcome = pass_outcome(outcomes)
         self.metrics.observe_pass(kind, outcome, result.duration)
         self.history.passed({"at": result.at.isoformat(), "kind": kind, "logs": [r.name for r in result.logs],
                              "outcome": outcome, "deleted": result.deleted, "freed_bytes": result.freed_bytes,
                              "duration_seconds": round(result.duration, 6)})
+
+    def _count_budgets(self, config: RetentionConfig) -> None:
+        """Each budget's gauges: its bytes, its logs' bytes together (as their last passes left
+        them; None until each was seen) and each log's share."""
+        budgets = {}
+        with self._lock:
+            for name, budget in config.budgets.items():
+                sizes = [(self._state.get(log) or {}).get("bytes") for log in budget.logs]
+                used = None if None in sizes else sum(sizes)
+                budgets[name] = (budget.bytes, used, {log: budget.share(log) for log in budget.logs})
+        self.metrics.set_budgets(budgets)
 
     def _count_log(self, r: LogPassResult, state: dict, config: RetentionConfig) -> None:
         """The metrics of log `r` after its pass (`state`: its described state)."""

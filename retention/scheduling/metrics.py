@@ -84,6 +84,7 @@ class RetentionMetrics:
         self._add_service_metrics(r)
         self._lock = threading.Lock()
         self._groups: dict[str, set[str]] = {}
+        self._budgets: dict[str, set[str]] = {}
         self._mounts: set[str] = set()
         self._policies: set[str] = set()
 
@@ -111,6 +112,14 @@ class RetentionMetrics:
         self.log_retention_bytes = Gauge(
             "retention_log_retention_bytes", "The log's size cap (its policy's retention_bytes); absent when "
             "it has none.", ["log"], registry=r)
+        self.budget_bytes = Gauge(
+            "retention_budget_bytes", "A shared byte budget's bytes (budgets.NAME.bytes).", ["budget"], registry=r)
+        self.budget_used_bytes = Gauge(
+            "retention_budget_used_bytes", "Bytes of the segment files of a budget's logs together, after "
+            "the last pass of each; absent until each was seen.", ["budget"], registry=r)
+        self.budget_share_bytes = Gauge(
+            "retention_budget_share_bytes", "A log's share of its budget: bytes x weight / total weight, never "
+            "below its floor.", ["budget", "log"], registry=r)
         self.log_dead_bytes = Gauge(
             "retention_log_dead_bytes", "Record bytes of the log's sealed segments that are dead (marked, "
             "not yet dropped by a compaction): used minus live bytes, after the last pass.", ["log"], registry=r)
@@ -237,6 +246,25 @@ class RetentionMetrics:
         self.log_bytes.labels(log).set(bytes)
         self.hung_segments.labels(log).set(hung)
         self.pinned_bytes.labels(log).set(pinned_bytes)
+
+    def set_budgets(self, budgets: dict[str, tuple[int, int | None, dict[str, int]]]) -> None:
+        """`budgets`: name -> (bytes, used bytes or None, share by log); budgets absent now lose their series."""
+        with self._lock:
+            before, self._budgets = self._budgets, {name: set(shares) for name, (_, _, shares) in budgets.items()}
+        for name, logs in before.items():
+            for log in logs - self._budgets.get(name, set()):
+                _remove(self.budget_share_bytes, name, log)
+            if name not in budgets:
+                _remove(self.budget_bytes, name)
+                _remove(self.budget_used_bytes, name)
+        for name, (nbytes, used, shares) in budgets.items():
+            self.budget_bytes.labels(name).set(nbytes)
+            if used is None:
+                _remove(self.budget_used_bytes, name)
+            else:
+                self.budget_used_bytes.labels(name).set(used)
+            for log, share in shares.items():
+                self.budget_share_bytes.labels(name, log).set(share)
 
     def deleted(self, log: str, trigger: str, nbytes: int) -> None:
         self.deleted_segments.labels(log, trigger).inc()

@@ -51,7 +51,7 @@ from .pressure_watch import PressureWatch
 from .problems import WARNING, Problem
 from .scheduler_state import SchedulerState
 from .status_models import Status
-from .statusview import (LAG_NOTE, filesystem_views, iso, log_views, policy_views, primary_trigger,
+from .statusview import (LAG_NOTE, budget_views, filesystem_views, iso, log_views, policy_views, primary_trigger,
                          shortest_interval, uptime)
 
 
@@ -335,15 +335,16 @@ class RetentionScheduler:
         problems = [p.describe() for p in found if p.severity != WARNING]
         filesystems = list(state.filesystems.values())
         policies = policy_views(config)
+        logs = log_views(config, self.ledger, filesystems, self._open_manual(config))
         return Status(
             service="retention", pid=os.getpid(), healthy=not problems, problems=problems, ready=self.ready,
             config_loaded_at=iso(self.checkup.loaded_at), uptime_seconds=uptime(self.checkup.started_mono),
             interval_seconds=shortest_interval(policies), policies=policies,
             filesystems=filesystem_views(filesystems, set(self.pressure.running)),
-            logs=log_views(config, self.ledger, filesystems, self._open_manual(config)),
-            jobs=self.jobs(), audit=state.audit.path, lag_note=LAG_NOTE,
+            logs=logs, jobs=self.jobs(), audit=state.audit.path, lag_note=LAG_NOTE,
             warnings=[p.describe() for p in found if p.severity == WARNING], config=self.config_source,
             clock=state.guard.state(),       # a forward step held (ClockGuard.state), or None
             compaction=self.compactions.status(), archive=self.archiver.status(), cluster=self.cluster.status(),
+            budgets=budget_views(config, logs),
             health={"problems": self.problems.describe_active(), "reload_error": self.checkup.reload_error,
                     "not_ready": self.not_ready_reasons()})

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, WithJsonSchema
 
-__all__ = ["ArchiveStatus", "ClockHeld", "ClusterStatus", "CompactionLast", "CompactionLogLast",
+__all__ = ["ArchiveStatus", "BudgetLogView", "BudgetView", "ClockHeld", "ClusterStatus", "CompactionLast", "CompactionLogLast",
            "CompactionLogResult", "CompactionOutputView", "CompactionResultView", "CompactionRunning",
            "CompactionStatus", "ConsumerGroup", "FilesystemView", "HealthView", "HungSegment", "Job", "LastPass",
            "LogDisk", "LogStatus", "Number", "OwnedBy", "PinnedFileView", "PolicyFields", "PolicyView",
@@ -286,6 +286,26 @@ class ClusterStatus(StrictModel):
     deleted_bytes: int
 
 
+class BudgetLogView(StrictModel):
+    """One log of a shared byte budget: its part and its size after its last pass (null before one)."""
+
+    name: str
+    weight: Number
+    floor_bytes: int
+    share_bytes: int
+    bytes: int | None
+
+
+class BudgetView(StrictModel):
+    """A shared byte budget: its bytes, what its logs take together (null until each was seen) and
+    whether that is over."""
+
+    bytes: int
+    used_bytes: int | None
+    over: bool
+    logs: list[BudgetLogView]
+
+
 class Status(StrictModel):
     """The `/status` answer."""
 
@@ -309,6 +329,7 @@ class Status(StrictModel):
     compaction: CompactionStatus
     archive: dict[str, ArchiveStatus]
     cluster: dict[str, ClusterStatus]
+    budgets: dict[str, BudgetView]
     health: HealthView
 
     def next_run(self, job_id: str) -> str | None:

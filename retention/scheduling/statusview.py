@@ -14,14 +14,14 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 
 from commitlog import is_log_directory, segment_name
-from policies import (DELETED, DISK_CLEAN, DISK_FORCE, LEVEL_NAMES, MANUAL, REFUSE_WRITES, SIZE_CAP, TIME_WINDOW,
-                      ManualTrigger, PolicyConfig, RetentionConfig, SegmentDecision)
+from policies import (BUDGET, DELETED, DISK_CLEAN, DISK_FORCE, LEVEL_NAMES, MANUAL, REFUSE_WRITES, SIZE_CAP,
+                      TIME_WINDOW, ManualTrigger, PolicyConfig, RetentionConfig, SegmentDecision)
 
 from ..deletion.pinned import pinned_bytes
 from ..deletion.results import LogPassResult
-from .status_models import FilesystemView, LogDisk, LogStatus, PolicyView
+from .status_models import BudgetLogView, BudgetView, FilesystemView, LogDisk, LogStatus, PolicyView
 
-__all__ = ["LAG_NOTE", "describe_log", "empty_state", "filesystem_views", "iso", "log_views", "policy_views",
+__all__ = ["LAG_NOTE", "budget_views", "describe_log", "empty_state", "filesystem_views", "iso", "log_views", "policy_views",
            "primary_trigger", "shortest_interval", "uptime"]
 
 LAG_NOTE = ("lag_bytes is approximate: the bytes of the segment files at or after the committed "
@@ -34,11 +34,14 @@ def iso(ts: float | None) -> str | None:
 
 
 def primary_trigger(decision: SegmentDecision, triggers: Iterable[str]) -> str:
-    """The trigger a deletion is counted under: the one that overrode a reason to keep it, else the
-    most pressing active one (disk-force, refuse-writes, size-cap, disk-clean, manual, time-window)."""
+    """The trigger a deletion is counted under: the one that overrode a reason to keep it, else
+    `budget` when a budget took it, else the most pressing active one (disk-force, refuse-writes,
+    size-cap, disk-clean, manual, time-window)."""
     if decision.overridden_by:
         return decision.overridden_by
     active = set(triggers)
+    if BUDGET in decision.because:
+        return BUDGET
     for t in (DISK_FORCE, REFUSE_WRITES, SIZE_CAP, DISK_CLEAN, MANUAL, TIME_WINDOW):
         if t in active:
             return t
@@ -115,6 +118,21 @@ def log_views(config: RetentionConfig, ledger, filesystems: Iterable,
             last_pass=last,
         ))
     return logs
+
+
+def budget_views(config: RetentionConfig, logs: Iterable[LogStatus]) -> dict[str, BudgetView]:
+    """`/status`'s `budgets`: each budget's bytes and use, each log's weight, floor, share and size
+    as its last pass saw it (`used_bytes` null until every log of the budget was seen)."""
+    sizes = {log.name: log.bytes for log in logs}
+    views = {}
+    for name, budget in config.budgets.items():
+        parts = [BudgetLogView(name=log, weight=part.weight, floor_bytes=part.floor, share_bytes=budget.share(log),
+                               bytes=sizes.get(log)) for log, part in budget.logs.items()]
+        known = [part.bytes for part in parts if part.bytes is not None]
+        used = sum(known) if len(known) == len(parts) else None
+        views[name] = BudgetView(bytes=budget.bytes, used_bytes=used, over=used is not None and used > budget.bytes,
+                                 logs=parts)
+    return views
 
 
 def empty_state(exists: bool) -> dict:

@@ -198,7 +198,8 @@ def _deletion(e: dict) -> dict:
     return {"time": e.get("time"), "log": e.get("log"), "segment": e.get("segment"), "bytes": e.get("bytes"),
             "triggers": e.get("triggers"), "forced": e.get("forced"), "overridden_by": e.get("overridden_by"),
             "archived": bool(e.get("archived")),
-            "unconsumed": [u.get("group") for u in (e.get("unconsumed") or [])][:LIST_CAP]}
+            "unconsumed": [u.get("group") for u in (e.get("unconsumed") or [])][:LIST_CAP],
+            **({"budget": e["budget"]} if isinstance(e.get("budget"), str) else {})}
 
 
 # ---------------------------------------------------------------------- the page's data
@@ -253,7 +254,7 @@ def build_page_data(status: Status, result, policies: Mapping[str, PolicyConfig]
         filesystems=[_page_filesystem(fs, policies, history, now) for fs in status.filesystems],
         logs=logs, logs_not_shown=max(0, len(status.logs) - len(logs)),
         pinned=pinned, deletions=[_deletion(e) for e in deletions], rules=rules,
-        passes=history.passes()[:LIST_CAP // 2],
+        passes=history.passes()[:LIST_CAP // 2], budgets=status.budgets,
     )
 
 

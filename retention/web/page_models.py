@@ -4,8 +4,8 @@ the `/status` models it shares (retention/scheduling/status_models.py). Plain da
 
 from __future__ import annotations
 
-from ..scheduling.status_models import (ArchiveStatus, CompactionLogLast, ConsumerGroup, HealthView, HungSegment,
-                                        LastPass, Number, PinnedFileView, StrictModel)
+from ..scheduling.status_models import (ArchiveStatus, BudgetView, CompactionLogLast, ConsumerGroup, HealthView,
+                                        HungSegment, LastPass, Number, PinnedFileView, StrictModel)
 
 __all__ = ["Deletion", "PageData", "PageFilesystem", "PageLog", "PageLogCompaction", "PageService", "PagePinned",
            "PassEntry", "Rules", "Run"]
@@ -112,6 +112,8 @@ class Deletion(StrictModel):
     overridden_by: str | None
     archived: bool
     unconsumed: list[str | None]
+    budget: str | None = None
+    """The figures of the shared byte budget that took it (absent for any other deletion)."""
 
 
 class Rules(StrictModel):
@@ -147,4 +149,5 @@ class PageData(StrictModel):
     deletions: list[Deletion]
     rules: dict[str, Rules]
     passes: list[PassEntry]
+    budgets: dict[str, BudgetView]
 

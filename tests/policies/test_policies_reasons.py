@@ -63,18 +63,18 @@ def test_the_module_docstring_lists_every_code():
 
 
 def test_outcomes_are_defined_once_and_shared():
-    import policies.outcomes
+    import policies.reasons
     import policies.planner
     import retention
     import retention.deletion.cleaner
 
     for name in ("DELETE", "KEEP", "DELETED", "HUNG", "FAILED"):
-        value = getattr(policies.outcomes, name)
+        value = getattr(policies.reasons, name)
         assert getattr(policies.planner, name) is value
         for module in (retention.deletion.cleaner, retention):   # where a name is seen, it is this one
             if hasattr(module, name):
                 assert getattr(module, name) is value
-    assert policies.outcomes.ACTIONS == ("delete", "deleted", "keep", "hung", "failed")
+    assert policies.reasons.ACTIONS == ("delete", "deleted", "keep", "hung", "failed")
 
 
 def test_unknown_code_is_rejected():

@@ -39,7 +39,7 @@ def open_minutes(window_policy, start: datetime, hours: int) -> list[datetime]:
 
 
 def test_trigger_names_are_the_contract():
-    assert TRIGGERS == ("time-window", "disk-clean", "disk-force", "refuse-writes", "manual", "size-cap")
+    assert TRIGGERS == ("time-window", "disk-clean", "disk-force", "refuse-writes", "manual", "size-cap", "budget")
 
 
 @pytest.mark.parametrize(
@@ -149,8 +149,8 @@ def test_without_disk_force_nothing_forces_even_when_writes_are_refused(ratio, e
 
 def test_active_triggers_combine_in_contract_order():
     window = utc(2026, 1, 10, 4, 15)
-    # Every trigger of the policy; size-cap is a log's, decided by the planner from its size.
-    assert active_triggers(policy(), 0.95, window, ManualTrigger.open(3)) == TRIGGERS[:-1]
+    # Every trigger of the policy; size-cap and budget are a log's, decided by the planner from sizes.
+    assert active_triggers(policy(), 0.95, window, ManualTrigger.open(3)) == TRIGGERS[:-2]
     assert active_triggers(policy(), 0.1, utc(2026, 1, 10, 12), NO_MANUAL_TRIGGER) == ()
     assert active_triggers(policy(), 0.1, utc(2026, 1, 10, 12), ManualTrigger.open(1)) == (MANUAL,)
     assert active_triggers(policy(), 0.1, window) == (TIME_WINDOW,)

@@ -145,7 +145,7 @@ def test_every_event_and_intent_action_a_writer_can_write_is_declared_and_docume
 
 
 def test_the_vocabulary_is_one_enum_each_with_a_doc_and_json_keeps_the_values():
-    from policies import outcomes, reasons, triggers
+    from policies import reasons, triggers
     from retention.scheduling import problems
 
     assert set(audit.EVENT_DOCS) == set(audit.Event) and set(audit.EVENTS) == set(audit.Event)
@@ -153,7 +153,7 @@ def test_the_vocabulary_is_one_enum_each_with_a_doc_and_json_keeps_the_values():
     assert set(audit.INTENT_ACTION_DOCS) == set(audit.IntentAction)
     assert set(reasons.REASONS) - {reasons.UNCONSUMED_PREFIX + "GROUP"} == set(reasons.Reason)
     assert set(triggers.TRIGGER_DOCS) == set(triggers.Trigger) and triggers.TRIGGERS == tuple(triggers.Trigger)
-    assert outcomes.ACTIONS == tuple(outcomes.Action) and problems.KINDS == tuple(problems.ProblemKind)
+    assert reasons.ACTIONS == tuple(reasons.Action) and problems.KINDS == tuple(problems.ProblemKind)
     assert reasons.HELD is reasons.Reason.HELD and triggers.MANUAL is triggers.Trigger.MANUAL
     assert audit.AbortReason.HELD == reasons.HELD        # one word, two vocabularies: the same value
     line = json.dumps({"event": audit.Event.ABORTED, "reason": audit.AbortReason.NO_ROOM,

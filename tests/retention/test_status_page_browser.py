@@ -344,3 +344,48 @@ def test_a_deletion_of_an_archived_segment_says_nothing_was_lost(sidecar, browse
     assert all(row.endswith("manual; archived first: nothing lost") for row in rows), rows
     staging_rows = [row for row in browser.find_element("id", "deletions").text.splitlines() if " staging " in row]
     assert staging_rows and not any("archived" in row for row in staging_rows), staging_rows   # no tier, not said
+
+
+@pytest.fixture
+def budget_sidecar(tmp_path):
+    """A scheduler and its server over logs a (9 segments and the active one), b (8) and c (5) in a
+    budget of 16 segments with weights 2:1:1; consumer group etl has read c's first segment only."""
+    bases = {"a": make_log(tmp_path / "a", 9), "b": make_log(tmp_path / "b", 8), "c": make_log(tmp_path / "c", 5)}
+    with CommitLog.open(tmp_path / "c") as log:
+        log.commit("etl", bases["c"][1])
+    body = config_text(tmp_path, sidecar=True, logs={n: {"path": str(tmp_path / n), "segment_size": "4KiB"}
+                                                     for n in "abc"})
+    body += "budgets:\n  shared:\n    bytes: 64KiB\n    logs: {a: {weight: 2}, b: {}, c: {}}\n"
+    _, config = write_config(tmp_path, body)
+    scheduler = RetentionScheduler(config)
+    scheduler.start()
+    server = RetentionHTTPServer(scheduler, config.service)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        scheduler.stop()
+
+
+def test_status_page_shows_each_budget_its_use_and_each_logs_share(budget_sidecar, browser):
+    browser.get(budget_sidecar.url + "/?refresh=500")
+    # The first pass takes a and b down to their shares; c keeps what etl has not read: 68 KiB of 64.
+    head = wait_for(lambda: "68.0 KiB of 64.0 KiB" in (_text(browser, "[data-budget=shared]") or "")
+                    and _text(browser, "[data-budget=shared] > div"), "the budget's use after the first pass")
+    assert head == "shared 68.0 KiB of 64.0 KiB over", head
+    assert browser.execute_script("return document.getElementById('budgetbox').hidden;") is False
+    rows = browser.execute_script(
+        "return [...document.querySelectorAll('[data-budget=shared] tr')].slice(1)"
+        ".map(r => [...r.children].map(c => c.textContent));")
+    assert rows == [["a", "2", "0 B", "32.0 KiB", "32.0 KiB", "within"],
+                    ["b", "1", "0 B", "16.0 KiB", "16.0 KiB", "within"],
+                    ["c", "1", "0 B", "16.0 KiB", "20.0 KiB", "above by 4.0 KiB"]], rows
+    # The last deletions say why, with the figures: the budget overrode their age.
+    deletions = wait_for(lambda: "budget override (log " in browser.find_element("id", "deletions").text
+                         and browser.find_element("id", "deletions").text, "budget deletions in the table")
+    assert "share 16.0KiB; budget shared 64.0KiB" in deletions, deletions
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / "status-page-budgets.png"))

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from commitlog import META_FILE
 from policies import humanize_size
 
-from ..scheduling.status_models import ArchiveStatus, LogStatus, Status
+from ..scheduling.status_models import ArchiveStatus, BudgetView, LogStatus, Status
 from ..web.admission import CLIENT_HEADER
 from .embedded import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
@@ -201,6 +201,8 @@ def render_status(s: Status, url: str = "") -> str:
         lines.append(f"filesystem {fs.mountpoint}: {_ratio(fs.used_ratio)} used of "
                      f"{_size(fs.total_bytes)}, {_size(fs.free_bytes)} free, pressure {fs.pressure}"
                      f"{' (pressure passes running)' if fs.pressure_pass_running else ''}")
+    for name, b in s.budgets.items():
+        lines.append(_budget_line(name, b))
     for name, c in s.cluster.items():
         lines.append(f"cluster log {name}: tier lease held by {c.owner or 'nobody'} until "
                      f"{c.until or '-'}{' (this sidecar: it runs retention on the tier)' if c.mine else ''}"
@@ -244,6 +246,14 @@ def _log_lines(log: LogStatus, archive: ArchiveStatus | None) -> list[str]:
     if log.error and log.exists:
         lines.append(f"  error: {log.error}")
     return lines
+
+
+def _budget_line(name: str, b: BudgetView) -> str:
+    """A shared byte budget: its use, then each log's size against its share."""
+    parts = [f"{log.name} {_size(log.bytes)} of {_size(log.share_bytes)} (weight {log.weight:g}"
+             f"{', floor ' + _size(log.floor_bytes) if log.floor_bytes else ''})" for log in b.logs]
+    return (f"budget {name}: {_size(b.used_bytes)} used of {_size(b.bytes)}{' (OVER)' if b.over else ''}; "
+            + ", ".join(parts))
 
 
 def _archive_line(a: ArchiveStatus) -> str:

@@ -92,6 +92,11 @@ def test_the_sidecar_enforces_the_budget_across_three_logs_and_shows_it(tmp_path
         # c's next segment is etl's: the plan keeps it for etl, not for the budget.
         plan = {log["name"]: log for log in sidecar.get_json("/plan")[1]["logs"]}
         assert "unconsumed:etl" in plan["c"]["files"][0]["reasons"] and plan["c"]["deleted"] == 0
+        shown = subprocess.run([sys.executable, "-m", "retention.cli", "status", "--url", sidecar.url],
+                               cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert ("budget shared: 68.0KiB used of 64.0KiB (OVER); a 32.0KiB of 32.0KiB (weight 2), "
+                "b 16.0KiB of 16.0KiB (weight 1), c 20.0KiB of 16.0KiB (weight 1)") in shown.stdout
         page = sidecar.get_json("/ui/data")[1]
         assert page["budgets"]["shared"]["over"] is True
         assert any(e["log"] == "b" and e["budget"].startswith("log b: ") for e in page["deletions"])

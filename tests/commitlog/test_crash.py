@@ -64,8 +64,9 @@ def _run_and_kill(path: str, rng: random.Random, seed: int) -> list[int]:
     return [int.from_bytes(buf[i:i + 8], "little") for i in range(0, len(buf), 8)]
 
 
-def _verify(path: str, reported: list[int], caplog) -> dict:
-    """Reopen as the writer (recovery runs) and check every record and the segment tail."""
+def _verify(path: str, reported: list[int], acknowledged: int, caplog) -> dict:
+    """Reopen as the writer (recovery runs) and check every record and the segment tail;
+    `acknowledged`: the end offset every round so far reported written (none may be lost)."""
     stats = {"truncated": 0, "sealed_last": False}
     with caplog.at_level(logging.WARNING, logger="commitlog"):
         caplog.clear()
@@ -73,8 +74,7 @@ def _verify(path: str, reported: list[int], caplog) -> dict:
     stats["truncated"] = sum("truncated" in r.getMessage() for r in caplog.records)
     try:
         end = log.end_offset
-        if reported:
-            assert end >= reported[-1] + 1, f"lost reported records: end {end} < {reported[-1] + 1}"
+        assert end >= acknowledged, f"lost reported records: end {end} < {acknowledged}"
         n = 0
         for r in log.scan():
             assert r.offset == n, f"offset {r.offset} where {n} was expected"
@@ -85,28 +85,33 @@ def _verify(path: str, reported: list[int], caplog) -> dict:
             check_record(log.read(off), MAX_VALUE)
         segs = log.segments()
         assert sum(s.record_count for s in segs) == end
-        last = segs[-1]
-        with open(last.path, "rb") as f:
-            f.seek(last.used_bytes)
-            tail = f.read()
-        # No torn record: after the last good record only zeros (or a sealed segment's marker).
-        if tail[:4] == rec.END_MARKER.to_bytes(4, "little"):
-            stats["sealed_last"] = True
-            tail = tail[4:]
-        assert not any(tail), f"garbage after the last record of {last.path}"
-        stats["segments"] = len(segs)
-        stats["end"] = end
+        stats["segments"], stats["end"] = len(segs), end
+        if segs:
+            stats["sealed_last"] = _tail_is_clean(segs[-1])
+        else:                   # killed before its first append (a loaded host): nothing written
+            assert end == 0
     finally:
         log.close()
     assert not [n for n in os.listdir(path) if n.startswith(PREALLOC_PREFIX)]  # the crash's leftover too
     return stats
 
 
+def _tail_is_clean(last) -> bool:
+    """No torn record: after the last good record of segment `last` only zeros (or a sealed
+    segment's marker, then zeros); True when it is sealed."""
+    with open(last.path, "rb") as f:
+        f.seek(last.used_bytes)
+        tail = f.read()
+    sealed = tail[:4] == rec.END_MARKER.to_bytes(4, "little")
+    assert not any(tail[4:] if sealed else tail), f"garbage after the last record of {last.path}"
+    return sealed
+
+
 def _crash_rounds(path: str, kills: int, seed: int, caplog) -> None:
     """Kill an appender `kills` times, and more if needed until the log has rolled that many
     times too (on a busy machine a round may append little)."""
     rng = random.Random(seed)
-    truncations = sealed = rounds = 0
+    truncations = sealed = rounds = acknowledged = 0
     stats = {"segments": 0}
     while rounds < kills or stats["segments"] < kills:
         assert rounds < 4 * kills, f"only {stats['segments']} segments after {rounds} kills"
@@ -114,7 +119,8 @@ def _crash_rounds(path: str, kills: int, seed: int, caplog) -> None:
         rounds += 1
         if reported:
             assert reported == list(range(reported[0], reported[0] + len(reported)))
-        stats = _verify(path, reported, caplog)
+            acknowledged = max(acknowledged, reported[-1] + 1)
+        stats = _verify(path, reported, acknowledged, caplog)
         truncations += stats["truncated"]
         sealed += stats["sealed_last"]
     print(f"{rounds} kills: {stats['end']} records in {stats['segments']} segments, "

@@ -61,6 +61,14 @@ class LogReads:
         _note_not_writable(w, result)
         return snapshot
 
+    def disk_on(self, dev: int, path: str) -> DiskSnapshot:
+        """The disk `dev` that holds `path`, read once per filesystem."""
+        disk = self._disks.get(dev)
+        if disk is None:
+            disk = disk_snapshot(path, forcing=self.forcing)
+            self._disks[disk.filesystem_id] = disk
+        return disk
+
     def _disk(self, path: str, *, again: bool = False) -> DiskSnapshot:
         """The disk under `path`, read once per filesystem (`again`: read it anew)."""
         disk = None if again else self._disks.get(os.stat(path).st_dev)

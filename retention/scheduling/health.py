@@ -24,7 +24,7 @@ from .history import StatusHistory
 from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, OWNED_ELSEWHERE, RetentionMetrics
 from .problems import (LOG_DAMAGED, LOG_MISSING, LOG_OWNED_ELSEWHERE, LOG_PERMISSION_DENIED, PASSES_FAILING,
                        PASSES_LATE, Problem)
-from .statusview import describe_log, iso, primary_trigger
+from .statusview import carried_state, describe_log, iso, primary_trigger
 
 __all__ = ["PassLedger", "log_outcome", "merge_results", "pass_outcome"]
 
@@ -144,21 +144,25 @@ class PassLedger:
         """A pass ended: per log its state, outcome, deletions by trigger, gauges; then the pass."""
         end_mono = time.monotonic()
         outcomes = []
+        at, finished, duration = result.at.isoformat(), iso(end_wall), round(result.duration, 6)
         for r in result.logs:
-            state = describe_log(watched[r.name], r)
-            state["as_of"] = result.at.isoformat()
+            with self._lock:
+                before = self._state.get(r.name) if r.unchanged else None
+            state = carried_state(before, r) if before is not None else describe_log(watched[r.name], r)
+            state["as_of"] = at
             outcome = log_outcome(r, result.interrupted, state["exists"])
             outcomes.append(outcome)
-            self._count_log(r, state, config)
+            if before is None or before["pinned_bytes"] != state["pinned_bytes"]:
+                self._count_log(r, state, config)     # a carried log's gauges stand as they are
             success = outcome in (OK, HUNG_OUTCOME)
             with self._lock:
                 previous = self._last_pass.get(r.name, {})
                 self._last_pass[r.name] = {
-                    "at": result.at.isoformat(), "finished_at": iso(end_wall), "kind": kind,
+                    "at": at, "finished_at": finished, "kind": kind,
                     "deleted": r.deleted, "freed_bytes": r.deleted_bytes, "outcome": outcome,
                     "rolled": r.rolled, "error": r.error or (next(iter(r.errors.values())) if r.errors else None),
-                    "duration_seconds": round(result.duration, 6), "_end_mono": end_mono,
-                    "last_success_at": iso(end_wall) if success else previous.get("last_success_at"),
+                    "duration_seconds": duration, "_end_mono": end_mono,
+                    "last_success_at": finished if success else previous.get("last_success_at"),
                 }
                 self._state[r.name] = state
                 self._passed.add(r.name)

@@ -1,0 +1,218 @@
+"""Change-driven passes: a log none of whose inputs can have changed since its last plan is not
+planned again; its last result stands, as if planned (docs/performance.md, "Many logs").
+
+A log's unchanged key, taken before its snapshot is read (a change during the read shows next time):
+
+- its directory's (inode, mtime_ns, ctime_ns): any file created, renamed or removed there (a
+  segment rolled or removed, hung, damage, manifest and archive-state records, all replaced by a
+  rename), or its permissions changed;
+- (inode, size, mtime_ns) of the files written in place: consumer state `state.db` and its `-wal`,
+  `start.offset`, `marks`;
+- the last segment's end: its inode, and the 32 bytes before the end the plan saw with the 4 after
+  it still zero (`commitlog.segments.last_segment_end`: mmap writes do not reliably touch mtime);
+- the log's active triggers now (delete hour window, disk level, size cap aside) and its
+  filesystem's read-only flag, computed once per policy and filesystem a pass.
+
+Beside the key, the next clock-derived deadline: the earliest future moment a segment the plan
+saw turns older than `reserve`, a consumer group goes stale (`consumer_ttl`), the last segment's
+first record reaches `roll_after`, or the archive tier's last proof leaves its trust or up window.
+
+Never skipped: a log planned at a moment within `RACY_NS` of an mtime in its key (git's racily
+clean rule), one with hung segments, a pass whose last plan had a disk trigger (logs on one disk are
+walked together), with a deletion, roll or error, an open manual trigger for its policy, a held
+forward clock step, a wall clock earlier than the last plan, or a `roll_after` already due.
+`coupled` is where logs decided together (a shared budget) are planned again together.
+One `PlanMemory` per cleaner, used under its pass lock: not thread-safe.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from commitlog.layout import marks_path, state_path
+from commitlog.segments.last_segment_end import end_mark
+from policies import NO_MANUAL_TRIGGER, DiskSnapshot, ManualTrigger, PolicyConfig
+from policies.triggers import DISK_CLEAN, DISK_FORCE, active_triggers
+
+from .results import LogPassResult
+from .watched import WatchedLog
+
+__all__ = ["RACY_NS", "PlanMemory", "coupled", "files_key"]
+
+RACY_NS = 2_000_000_000       # an mtime this close to the moment it was read is not trusted
+_DISK_TRIGGERS = frozenset((DISK_CLEAN, DISK_FORCE))
+
+
+def key_paths(path: str) -> tuple[str, ...]:
+    """The log directory `path` and its files written in place (`start.offset` moves only with a
+    removal, which renames a segment)."""
+    state = state_path(path)
+    return path, state, state + "-wal", marks_path(path)
+
+
+def files_key(paths: tuple[str, ...], now_ns: int) -> tuple[int, tuple | None] | None:
+    """(the directory's device, its and its in-place files' stats: see the module docstring) of
+    `key_paths`; None when the directory cannot be read, and no stats when one of their mtimes is
+    within `RACY_NS` of `now_ns`."""
+    try:
+        st = os.stat(paths[0])
+    except OSError:
+        return None
+    if now_ns - st.st_mtime_ns < RACY_NS or now_ns - st.st_ctime_ns < RACY_NS:
+        return st.st_dev, None
+    key: list = [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+    for name in paths[1:]:
+        try:
+            f = os.stat(name)
+        except FileNotFoundError:
+            key.append(None)
+            continue
+        except OSError:
+            return st.st_dev, None
+        if now_ns - f.st_mtime_ns < RACY_NS:
+            return st.st_dev, None
+        key.append((f.st_ino, f.st_size, f.st_mtime_ns))
+    return st.st_dev, tuple(key)
+
+
+def coupled(names: set[str]) -> set[str]:
+    """The logs to plan when `names` are: today each log is decided alone."""
+    return names
+
+
+@dataclass(frozen=True)
+class _Remembered:
+    dev: int
+    files: tuple
+    tail: tuple
+    triggers: tuple
+    planned_at: float          # wall clock of the plan (a clock stepped back plans again)
+    deadline: float            # the next clock-derived moment its plan may change at
+    result: LogPassResult
+
+
+DiskOf = Callable[[int, str], DiskSnapshot]     # (device, a path on it) -> its disk, read once a pass
+
+
+class PlanMemory:
+    """What each log's last plan was made from, and whether a pass may reuse it (module docstring)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, _Remembered] = {}
+        self._taken: dict[str, tuple[int, tuple | None]] = {}   # keys taken before this pass's reads
+        self._triggers: dict[tuple, tuple] = {}     # (policy, dev) -> (triggers, read-only) this pass
+        self._paths: dict[str, tuple[str, ...]] = {}   # log name -> its key_paths
+        self.planned = 0                             # logs planned and carried, counted (tests, benches)
+        self.carried = 0
+
+    def split(self, logs: Iterable[WatchedLog], in_force: Mapping[str, PolicyConfig], disk_of: DiskOf,
+              manual: Mapping[str, ManualTrigger], at: datetime, *,
+              trusted: bool) -> tuple[list[str], list[LogPassResult]]:
+        """(the names to plan at `at`, the carried results of the others); `trusted`: the clock
+        guard holds a forward step (everything is planned)."""
+        self._taken.clear()
+        self._triggers.clear()
+        now, now_ns = at.timestamp(), time.time_ns()
+        plan, carried = [], []
+        for w in logs:
+            paths = self._paths.get(w.name)
+            if paths is None or paths[0] != w.path:
+                paths = self._paths[w.name] = key_paths(w.path)
+            taken = files_key(paths, now_ns)
+            kept = self._kept.get(w.name)
+            if (kept is None or trusted or taken is None or taken != (kept.dev, kept.files)
+                    or not kept.planned_at <= now < kept.deadline
+                    or manual.get(w.config.policy, NO_MANUAL_TRIGGER).active
+                    or self._now_triggers(in_force[w.name], taken[0], w.path, disk_of, at) != kept.triggers
+                    or not _tail_unchanged(kept.tail)):
+                plan.append(w.name)
+                if taken is not None:
+                    self._taken[w.name] = taken
+            else:
+                carried.append(kept.result)
+        again = coupled(set(plan)) - set(plan)
+        plan += [r.name for r in carried if r.name in again]
+        carried = [r for r in carried if r.name not in again]
+        self.planned += len(plan)
+        self.carried += len(carried)
+        return plan, [_carried(r) for r in carried]
+
+    def _now_triggers(self, policy: PolicyConfig, dev: int, path: str, disk_of: DiskOf, at: datetime) -> tuple:
+        """The triggers of `policy` on disk `dev` at `at`, and whether it is mounted read-only
+        (once per policy and disk a pass)."""
+        found = self._triggers.get((id(policy), dev))
+        if found is None:
+            disk = disk_of(dev, path)
+            found = (active_triggers(policy, disk.used_ratio, at, forcing=disk.forcing), _read_only(path))
+            self._triggers[(id(policy), dev)] = found
+        return found
+
+    def remember(self, w: WatchedLog, r: LogPassResult, policy: PolicyConfig, disk_of: DiskOf,
+                 at: datetime) -> None:
+        """After a pass planned `w` at `at`: keep its result when nothing in it depends on more than its key."""
+        self._kept.pop(w.name, None)
+        taken = self._taken.pop(w.name, None)
+        snap = r.snapshot
+        if (taken is None or taken[1] is None or snap is None or r.plan is None or r.error or r.actions
+                or r.rolled or r.removed_by_another or r.paced_seconds or r.unpaced or snap.hung or r.damage):
+            return
+        triggers = self._now_triggers(policy, taken[0], w.path, disk_of, at)
+        if _DISK_TRIGGERS & {*triggers[0], *r.plan.triggers}:
+            return       # logs on one disk are walked together under pressure
+        now = at.timestamp()
+        tail, deadline = _tail(w), _deadline(w, r, policy, now)
+        if tail is not None and deadline is not None:
+            self._kept[w.name] = _Remembered(taken[0], taken[1], tail, triggers, now, deadline, r)
+
+
+def _read_only(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _tail(w: WatchedLog) -> tuple | None:
+    """The last segment's end mark as the plan saw it; None when no record may be known to end there."""
+    info = w.last_seen
+    if info is None:
+        return None
+    mark = end_mark(info.path, info.used_bytes)
+    return None if mark is None else (info.path, info.used_bytes, mark)
+
+
+def _tail_unchanged(tail: tuple) -> bool:
+    path, used, mark = tail
+    return end_mark(path, used) == mark
+
+
+def _deadline(w: WatchedLog, r: LogPassResult, policy: PolicyConfig, now: float) -> float | None:
+    """The earliest future moment `r`'s plan may change by the clock alone; None: it may now."""
+    moments = [seg.mtime + policy.reserve for seg in r.snapshot.segments]
+    moments += [g.last_commit_at + policy.consumer_ttl for g in r.snapshot.groups if g.last_commit_at]
+    info = w.last_seen
+    if policy.roll_after is not None and info is not None and info.active and info.record_count:
+        due = info.first_timestamp_ms / 1000 + policy.roll_after
+        if due <= now:
+            return None
+        moments.append(due)
+    if w.archive is not None:
+        if w.archive_until is None and w.archive_doubt is None:
+            return None
+        if w.archive_until is not None:
+            moments.append(w.archive_until)
+    future = [m for m in moments if m > now]
+    return min(future, default=float("inf"))
+
+
+def _carried(r: LogPassResult) -> LogPassResult:
+    """`r` (a planned log's result that deleted, rolled and paced nothing) as a pass that carried it
+    gives it: a copy, so each pass's result has its own pins."""
+    carried = copy.copy(r)
+    carried.pinned, carried.unchanged = [], True
+    return carried

@@ -9,6 +9,7 @@ than the plan can delete (`policies.segments_to_examine`) and seals an idle last
 
 from __future__ import annotations
 
+import errno
 import os
 from datetime import datetime
 
@@ -18,7 +19,7 @@ from commitlog import CommitLogError, LogNotReadableError
 from policies import DiskSnapshot, LogSnapshot, ManualTrigger, PolicyConfig, humanize_duration, segments_to_examine
 
 from ..archiving.cluster_cache import is_cache
-from .owner import OwnedElsewhere
+from .owner import NoDescriptors, OwnedElsewhere
 from .results import LogPassResult
 from .watched import WatchedLog, disk_snapshot
 
@@ -49,10 +50,14 @@ class LogReads:
             result.snapshot, result.not_examined_bytes, result.start_offset = snapshot, w.not_examined_bytes, w.start_seen
         except OwnedElsewhere as exc:
             result.error, result.owned_elsewhere, result.owner_pid = str(exc), True, exc.holder_pid
+        except NoDescriptors as exc:
+            result.error = result.no_descriptors = str(exc)
         except LogNotReadableError as exc:
             result.error = result.permission_denied = str(exc)
         except (CommitLogError, OSError) as exc:
             result.error = str(exc)
+            if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+                result.no_descriptors = f"cannot open this log for lack of file descriptors: {exc}"
         return result
 
     def _list(self, w: WatchedLog, result: LogPassResult, policy: PolicyConfig, at: datetime,

@@ -1,28 +1,20 @@
 """Change-driven passes: a log none of whose inputs can have changed since its last plan is not
-planned again; its last result stands, as if planned (docs/performance.md, "Many logs").
+planned again; its last result is carried, as if planned (docs: operations.md, "Change-driven passes").
 
-A log's unchanged key, taken before its snapshot is read (a change during the read shows next time):
+Its key, taken before the log is read: the directory's (inode, mtime_ns, ctime_ns) (every file
+replaced by a rename, a segment rolled or removed, permissions); (inode, size, mtime_ns) of the
+files written in place (`state.db`, its `-wal`, `marks`); the last segment's end mark
+(`commitlog.end_mark`: mmap writes do not reliably touch mtime); the active triggers of its policy
+on its disk now and the disk's read-only flag. Beside it, the next clock-derived deadline: the first
+future moment a segment seen turns older than `reserve`, a group goes stale (`consumer_ttl`), the
+last segment reaches `roll_after` or the archive tier's proof leaves its window.
 
-- its directory's (inode, mtime_ns, ctime_ns): any file created, renamed or removed there (a
-  segment rolled or removed, hung, damage, manifest and archive-state records, all replaced by a
-  rename), or its permissions changed;
-- (inode, size, mtime_ns) of the files written in place: consumer state `state.db` and its `-wal`,
-  `start.offset`, `marks`;
-- the last segment's end: its inode, and the 32 bytes before the end the plan saw with the 4 after
-  it still zero (`commitlog.segments.last_segment_end`: mmap writes do not reliably touch mtime);
-- the log's active triggers now (delete hour window, disk level, size cap aside) and its
-  filesystem's read-only flag, computed once per policy and filesystem a pass.
-
-Beside the key, the next clock-derived deadline: the earliest future moment a segment the plan
-saw turns older than `reserve`, a consumer group goes stale (`consumer_ttl`), the last segment's
-first record reaches `roll_after`, or the archive tier's last proof leaves its trust or up window.
-
-Never skipped: a log planned at a moment within `RACY_NS` of an mtime in its key (git's racily
-clean rule), one with hung segments, a pass whose last plan had a disk trigger (logs on one disk are
-walked together), with a deletion, roll or error, an open manual trigger for its policy, a held
-forward clock step, a wall clock earlier than the last plan, or a `roll_after` already due.
-`coupled` is where logs decided together (a shared budget) are planned again together.
-One `PlanMemory` per cleaner, used under its pass lock: not thread-safe.
+Not kept (planned every pass): a key read within `RACY_NS` of one of its mtimes (git's racily clean
+rule), hung segments, damage, a disk trigger (logs on one disk are walked together), a deletion,
+roll or error, a `roll_after` already due. Planned whatever the key: an open manual trigger, a held
+forward clock step, a wall clock before the last plan. `coupled` is the one place where logs
+decided together are planned again together. One `PlanMemory` per cleaner, used under its pass
+lock: not thread-safe.
 """
 
 from __future__ import annotations
@@ -35,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from commitlog.layout import marks_path, state_path
-from commitlog.segments.last_segment_end import end_mark
+from commitlog import end_mark
 from policies import NO_MANUAL_TRIGGER, DiskSnapshot, ManualTrigger, PolicyConfig
 from policies.triggers import DISK_CLEAN, DISK_FORCE, active_triggers
 

@@ -22,8 +22,8 @@ from policies import DELETED, FAILED, HUNG, RetentionConfig
 from ..deletion.results import LogPassResult, PassResult
 from .history import StatusHistory
 from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, OWNED_ELSEWHERE, RetentionMetrics
-from .problems import (LOG_DAMAGED, LOG_MISSING, LOG_OWNED_ELSEWHERE, LOG_PERMISSION_DENIED, PASSES_FAILING,
-                       PASSES_LATE, Problem)
+from .problems import (LOG_DAMAGED, LOG_MISSING, LOG_NO_DESCRIPTORS, LOG_OWNED_ELSEWHERE, LOG_PERMISSION_DENIED,
+                       PASSES_FAILING, PASSES_LATE, Problem)
 from .statusview import carried_state, describe_log, iso, primary_trigger
 
 __all__ = ["PassLedger", "log_outcome", "merge_results", "pass_outcome"]
@@ -49,6 +49,7 @@ class PassLedger:
         self._owned_elsewhere: dict[str, str] = {}        # log -> why it is left alone
         self._damaged: dict[str, str] = {}                # log -> its damage record, described
         self._denied: dict[str, str] = {}                 # log -> why its user may not read or write it
+        self._no_descriptors: dict[str, str] = {}         # log -> why it could not be owned or opened
         self._ready = False
 
     def configure(self, names: Iterable[str]) -> None:
@@ -67,6 +68,7 @@ class PassLedger:
                     self._owned_elsewhere.pop(name, None)
                     self._damaged.pop(name, None)
                     self._denied.pop(name, None)
+                    self._no_descriptors.pop(name, None)
                     self.metrics.forget_log(name)
             for name in names:
                 self._since.setdefault(name, now)
@@ -109,6 +111,8 @@ class PassLedger:
                     problems.append(Problem(LOG_DAMAGED, name, self._damaged[name]))
                 if name in self._denied:
                     problems.append(Problem(LOG_PERMISSION_DENIED, name, self._denied[name]))
+                if name in self._no_descriptors:
+                    problems.append(Problem(LOG_NO_DESCRIPTORS, name, self._no_descriptors[name]))
         return problems
 
     def _count_failure(self, name: str, error: str | None) -> None:
@@ -212,6 +216,10 @@ class PassLedger:
                                      f"{describe_damage(r.damage[-1])}")[:_MESSAGE_MAX]
         elif not r.owned_elsewhere:
             self._damaged.pop(r.name, None)
+        if r.no_descriptors:
+            self._no_descriptors[r.name] = r.no_descriptors
+        else:
+            self._no_descriptors.pop(r.name, None)
         if r.permission_denied:
             self._denied[r.name] = r.permission_denied
         elif not r.owned_elsewhere:

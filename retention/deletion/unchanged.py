@@ -79,6 +79,7 @@ def coupled(names: set[str]) -> set[str]:
 
 @dataclass(frozen=True)
 class _Remembered:
+    settings: tuple            # (the log's settings, the policy in force): a reload keeps it when equal
     dev: int
     files: tuple
     tail: tuple
@@ -125,8 +126,11 @@ class PlanMemory:
                 plan.append(w.name)
                 if taken is not None:
                     self._taken[w.name] = taken
-            else:
+            elif _still_claimed(w):
                 carried.append(kept.result)
+            else:
+                plan.append(w.name)      # a claim a reload handed over failed: the pass says why
+                self._taken[w.name] = taken
         again = coupled(set(plan)) - set(plan)
         plan += [r.name for r in carried if r.name in again]
         carried = [r for r in carried if r.name not in again]
@@ -159,7 +163,23 @@ class PlanMemory:
         now = at.timestamp()
         tail, deadline = _tail(w), _deadline(w, r, policy, now)
         if tail is not None and deadline is not None:
-            self._kept[w.name] = _Remembered(taken[0], taken[1], tail, triggers, now, deadline, r)
+            self._kept[w.name] = _Remembered((w.config, policy), taken[0], taken[1], tail, triggers, now, deadline, r)
+
+    def adopt(self, old: PlanMemory, logs: Mapping[str, object], in_force: Mapping[str, PolicyConfig]) -> None:
+        """Keep what `old` (the memory a reload replaces) remembers of the logs whose settings and
+        policy in force are the same in the new configuration (`logs`, `in_force`)."""
+        for name, kept in old._kept.copy().items():      # one C call: safe beside a pass of the old
+            if name in logs and kept.settings == (logs[name], in_force[name]):
+                self._kept[name] = kept
+
+
+def _still_claimed(w: WatchedLog) -> bool:
+    """`w` owned by this process (claimed again after a reload built it anew)."""
+    try:
+        w.claim()
+    except Exception:  # noqa: BLE001 (owned elsewhere, no descriptors: planned, and the pass says so)
+        return False
+    return True
 
 
 def _read_only(path: str) -> bool:

@@ -110,7 +110,7 @@ class RetentionConfig(_Strict):
     logs: Logs = Field(default_factory=dict, validate_default=True, description="Log name -> log settings.")
     discover: Annotated[list[DiscoverConfig], AfterValidator(tuple),
                         WrapSerializer(lambda value, handler: handler(list(value)))] = Field(
-        default_factory=list, description="Roots whose directories are each a log, named by its directory, "
+        default_factory=tuple, description="Roots whose directories are each a log, named by its directory, "
         "beside the named logs (which keep a name or directory found there too); default none.",
     )
     policies: Policies = Field(

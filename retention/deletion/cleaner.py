@@ -55,7 +55,8 @@ class Cleaner:
         self._clock = clock
         self.guard = guard      # a pass at the clock's time judges expiry at the guard's trusted now
         self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
-        self.logs = {name: WatchedLog(name, cfg, archive=config.policy_for(name).archive)
+        found = config.discovered
+        self.logs = {name: WatchedLog(name, cfg, archive=config.policy_for(name).archive, real_dir=name in found)
                      for name, cfg in config.logs.items()}
         self.manual: dict[str, ManualTrigger] = {}
         self._pass_lock = threading.Lock()

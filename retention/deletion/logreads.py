@@ -38,6 +38,10 @@ class LogReads:
         """`w` as the plan will see it under `policy` at `at`: its result, with the snapshot and
         no plan yet, or why it has no snapshot."""
         result = LogPassResult(w.name, w.path, None)
+        if w.real_dir and os.path.islink(w.path):
+            # Replaced since its root was read by someone who may write the root: never followed.
+            result.error = f"{w.path} is a symbolic link now, where a directory was found: left alone"
+            return result
         try:
             if not w.exists():
                 # A cache is governed by run_pass's CopyEviction; else a writer creates it.

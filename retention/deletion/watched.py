@@ -52,8 +52,9 @@ class WatchedLog:
     """A configured log as the cleaner sees it: opened read-only on first use (the sidecar is never
     the writer), with its hung-segment registry. Not thread-safe: one pass uses it at a time."""
 
-    def __init__(self, name: str, config: LogConfig, *, archive=None) -> None:
+    def __init__(self, name: str, config: LogConfig, *, archive=None, real_dir: bool = False) -> None:
         self.name = name
+        self.real_dir = real_dir    # found by `discover`: its path must stay a real directory, never a link
         self.config = config
         self.archive = archive if archive is not None and archive.enabled else None   # its ArchiveConfig
         self.archive_doubt: str | None = None  # why the last snapshot trusted nothing the tier lists

@@ -171,15 +171,16 @@ class Cleaner:
 
     def _split(self, names: Iterable[str] | None, reads: PassReads, at: datetime,
                trusted: datetime | None) -> tuple[list[str], list[LogPassResult]]:
-        """(the logs this pass plans, the results carried for the others: `.unchanged`); a carried
-        log's read-only open is closed (a descriptor each, for 10,000 logs)."""
+        """(the logs this pass plans, the results carried for the others: `.unchanged`); while
+        claims hold half the descriptors (`owner.tight`), a carried log's read-only open is closed."""
         with self._manual_lock:
             manual = dict(self.manual)
         watched = [self.logs[n] for n in (names if names is not None else self.logs)]
         todo, carried = self.memory.split(watched, self.config.policies_in_force, reads.disk_on, manual, at,
                                           trusted=trusted is not None)
-        for r in carried:
-            self.logs[r.name].release_log()
+        if owner.tight():
+            for r in carried:
+                self.logs[r.name].release_log()
         return todo, carried
 
     def _remember(self, results: list[LogPassResult], reads: PassReads, at: datetime) -> None:

@@ -116,9 +116,10 @@ class PlanMemory:
             paths = self._paths.get(w.name)
             if paths is None or paths[0] != w.path:
                 paths = self._paths[w.name] = key_paths(w.path)
+            claimed = _claimed(w)          # before the key: a first claim creates the lock file
             taken = files_key(paths, now_ns)
             kept = self._kept.get(w.name)
-            if (kept is None or trusted or taken is None or taken != (kept.dev, kept.files)
+            if (not claimed or kept is None or trusted or taken is None or taken != (kept.dev, kept.files)
                     or not kept.planned_at <= now < kept.deadline
                     or manual.get(w.config.policy, NO_MANUAL_TRIGGER).active
                     or self._now_triggers(in_force[w.name], taken[0], w.path, disk_of, at) != kept.triggers
@@ -126,11 +127,8 @@ class PlanMemory:
                 plan.append(w.name)
                 if taken is not None:
                     self._taken[w.name] = taken
-            elif _still_claimed(w):
-                carried.append(kept.result)
             else:
-                plan.append(w.name)      # a claim a reload handed over failed: the pass says why
-                self._taken[w.name] = taken
+                carried.append(kept.result)
         again = coupled(set(plan)) - set(plan)
         plan += [r.name for r in carried if r.name in again]
         carried = [r for r in carried if r.name not in again]
@@ -173,8 +171,9 @@ class PlanMemory:
                 self._kept[name] = kept
 
 
-def _still_claimed(w: WatchedLog) -> bool:
-    """`w` owned by this process (claimed again after a reload built it anew)."""
+def _claimed(w: WatchedLog) -> bool:
+    """`w` owned by this process (claimed now if not yet, or anew after a reload); False when it
+    cannot be: it is planned, and its read says why."""
     try:
         w.claim()
     except Exception:  # noqa: BLE001 (owned elsewhere, no descriptors: planned, and the pass says so)

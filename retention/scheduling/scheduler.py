@@ -228,16 +228,8 @@ class RetentionScheduler:
 
     def _rediscover(self) -> None:
         """The `discover` roots read again: logs come or gone are applied as a reload of the same file."""
-        config = self._state.config
-        try:
-            new = config.rediscovered()
-        except ValueError as exc:        # pydantic's ValidationError: a name found clashes, say
-            logger.warning("discover: the logs found now are refused, the ones found before stay: {}", exc)
-            return
+        new = rediscovered(self._state.config)
         if new is not None:
-            came, went = sorted(new.discovered - config.discovered), sorted(config.discovered - new.discovered)
-            logger.info("discover: {} log directories came ({}), {} went ({})", len(came), ", ".join(came[:20]),
-                        len(went), ", ".join(went[:20]))
             self._apply(new)
 
     def _open_manual(self, config: RetentionConfig) -> dict[str, ManualTrigger]:
@@ -362,3 +354,18 @@ class RetentionScheduler:
             compaction=self.compactions.status(), archive=self.archiver.status(), cluster=self.cluster.status(),
             health={"problems": self.problems.describe_active(), "reload_error": self.checkup.reload_error,
                     "not_ready": self.not_ready_reasons()})
+
+
+def rediscovered(config: RetentionConfig) -> RetentionConfig | None:
+    """`config` with its `discover` roots read again (`RetentionConfig.rediscovered`), logged;
+    None when nothing came or went, or what came is refused (a WARNING: the logs found before stay)."""
+    try:
+        new = config.rediscovered()
+    except ValueError as exc:        # pydantic's ValidationError: a name found clashes, say
+        logger.warning("discover: the logs found now are refused, the ones found before stay: {}", exc)
+        return None
+    if new is not None:
+        came, went = sorted(new.discovered - config.discovered), sorted(config.discovered - new.discovered)
+        logger.info("discover: {} log directories came ({}), {} went ({})", len(came), ", ".join(came[:20]),
+                    len(went), ", ".join(went[:20]))
+    return new

@@ -1,16 +1,18 @@
 """Change-driven passes: a log none of whose inputs can have changed since its last plan is not
 planned again; its last result is carried, as if planned (docs: operations.md, "Change-driven passes").
 
-Its key, taken before the log is read: the directory's (inode, mtime_ns, ctime_ns) (every file
-replaced by a rename, a segment rolled or removed, permissions); (inode, size, mtime_ns) of the
-files written in place (`state.db`, its `-wal`, `marks`); the last segment's end mark
+Its key, taken before the log is read: the directory's inode, mode and owner, and its entries'
+(name, inode), listed again only when its mtime or ctime moved (a segment rolled, removed or
+swapped; every record replaced by a rename; not SQLite's -wal and -shm, which come and go with
+connections); (inode, size, mtime_ns) of the files written in place (`state.db`, a non-empty
+`-wal`, `marks`); the last segment's end mark
 (`commitlog.end_mark`: mmap writes do not reliably touch mtime); the active triggers of its policy
 on its disk now and the disk's read-only flag. Beside it, the next clock-derived deadline: the first
 future moment a segment seen turns older than `reserve`, a group goes stale (`consumer_ttl`), the
 last segment reaches `roll_after` or the archive tier's proof leaves its window.
 
-Not kept (planned every pass): a key read within `RACY_NS` of one of its mtimes (git's racily clean
-rule), hung segments, damage, a disk trigger (logs on one disk are walked together), a deletion,
+Not kept (planned every pass): an in-place file's mtime within `RACY_NS` of reading it (git's
+racily clean rule; a listing is kept only past it too), hung segments, damage, a disk trigger (logs on one disk are walked together), a deletion,
 roll or error, a `roll_after` already due. Planned whatever the key: an open manual trigger, a held
 forward clock step, a wall clock before the last plan. `coupled` is the one place where logs
 decided together are planned again together. One `PlanMemory` per cleaner, used under its pass
@@ -26,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from commitlog.layout import marks_path, state_path
+from commitlog.layout import SPARK_LEDGER_FILE, STATE_FILE, marks_path, state_path
 from commitlog import end_mark
 from policies import NO_MANUAL_TRIGGER, DiskSnapshot, ManualTrigger, PolicyConfig
 from policies.triggers import DISK_CLEAN, DISK_FORCE, active_triggers
@@ -47,17 +49,41 @@ def key_paths(path: str) -> tuple[str, ...]:
     return path, state, state + "-wal", marks_path(path)
 
 
-def files_key(paths: tuple[str, ...], now_ns: int) -> tuple[int, tuple | None] | None:
-    """(the directory's device, its and its in-place files' stats: see the module docstring) of
-    `key_paths`; None when the directory cannot be read, and no stats when one of their mtimes is
-    within `RACY_NS` of `now_ns`."""
+# SQLite's companions come and go with its connections (the sidecar's own reads among them), an
+# empty -wal is no commit: neither is a change of what the log holds.
+_CONNECTION_FILES = frozenset(name + suffix for name in (STATE_FILE, SPARK_LEDGER_FILE)
+                              for suffix in ("-wal", "-shm", "-journal"))
+
+
+class _Listing:
+    """A directory's entries (name, inode), less SQLite's companions, listed again only when its
+    (mtime_ns, ctime_ns) moved or were racily recent when listed."""
+
+    __slots__ = ("times", "entries")
+
+    def __init__(self) -> None:
+        self.times: tuple | None = None
+        self.entries: frozenset | None = None
+
+    def read(self, path: str, st: os.stat_result, now_ns: int) -> frozenset:
+        times = (st.st_mtime_ns, st.st_ctime_ns)
+        if times != self.times or self.entries is None:
+            with os.scandir(path) as listing:
+                self.entries = frozenset((e.name, e.inode()) for e in listing if e.name not in _CONNECTION_FILES)
+            settled = now_ns - max(times) >= RACY_NS      # a change in the same tick would go unseen
+            self.times = times if settled else None
+        return self.entries
+
+
+def files_key(paths: tuple[str, ...], listing: _Listing, now_ns: int) -> tuple[int, tuple | None] | None:
+    """(the directory's device, the key of its entries and in-place files: see the module
+    docstring) of `key_paths`; None when the directory cannot be read, and no key when an in-place
+    file's mtime is within `RACY_NS` of `now_ns`."""
     try:
         st = os.stat(paths[0])
+        key: list = [st.st_ino, st.st_mode, st.st_uid, st.st_gid, listing.read(paths[0], st, now_ns)]
     except OSError:
         return None
-    if now_ns - st.st_mtime_ns < RACY_NS or now_ns - st.st_ctime_ns < RACY_NS:
-        return st.st_dev, None
-    key: list = [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
     for name in paths[1:]:
         try:
             f = os.stat(name)
@@ -68,7 +94,7 @@ def files_key(paths: tuple[str, ...], now_ns: int) -> tuple[int, tuple | None] |
             return st.st_dev, None
         if now_ns - f.st_mtime_ns < RACY_NS:
             return st.st_dev, None
-        key.append((f.st_ino, f.st_size, f.st_mtime_ns))
+        key.append((f.st_ino, f.st_size, f.st_mtime_ns) if f.st_size else None)   # an empty -wal: none
     return st.st_dev, tuple(key)
 
 
@@ -99,7 +125,7 @@ class PlanMemory:
         self._kept: dict[str, _Remembered] = {}
         self._taken: dict[str, tuple[int, tuple | None]] = {}   # keys taken before this pass's reads
         self._triggers: dict[tuple, tuple] = {}     # (policy, dev) -> (triggers, read-only) this pass
-        self._paths: dict[str, tuple[str, ...]] = {}   # log name -> its key_paths
+        self._paths: dict[str, tuple] = {}           # log name -> (its key_paths, its _Listing)
         self.planned = 0                             # logs planned and carried, counted (tests, benches)
         self.carried = 0
 
@@ -114,10 +140,10 @@ class PlanMemory:
         plan, carried = [], []
         for w in logs:
             paths = self._paths.get(w.name)
-            if paths is None or paths[0] != w.path:
-                paths = self._paths[w.name] = key_paths(w.path)
+            if paths is None or paths[0][0] != w.path:
+                paths = self._paths[w.name] = (key_paths(w.path), _Listing())
             claimed = _claimed(w)          # before the key: a first claim creates the lock file
-            taken = files_key(paths, now_ns)
+            taken = files_key(*paths, now_ns)
             kept = self._kept.get(w.name)
             if (not claimed or kept is None or trusted or taken is None or taken != (kept.dev, kept.files)
                     or not kept.planned_at <= now < kept.deadline

@@ -114,14 +114,20 @@ def test_a_delete_hour_opening_and_a_manual_trigger_plan_a_log_again(tmp_path):
         cleaner.close()
 
 
-def test_a_log_changed_within_the_racy_window_is_planned_again(tmp_path):
+def test_a_file_written_in_place_within_the_racy_window_is_not_trusted(tmp_path):
     make_log(tmp_path / "a", 2)
-    cleaner = Cleaner(_config(tmp_path, ["a"]))
-    try:
-        cleaner.run_pass()
-        assert _planned(cleaner.run_pass()) == {"a"}, "its directory is racily new: not trusted"
-    finally:
-        cleaner.close()
+    with CommitLog.open(tmp_path / "a", flush="none") as writer:
+        writer.commit("etl", 1)
+        cleaner = Cleaner(_config(tmp_path, ["a"]))
+        try:
+            _first_passes(cleaner)
+            writer.commit("etl", 2)
+            assert _planned(cleaner.run_pass()) == {"a"}
+            # Nothing changed since, but a commit in the same tick as that look would have gone unseen.
+            assert _planned(cleaner.run_pass()) == {"a"}, "an mtime this recent is not trusted"
+            _first_passes(cleaner)
+        finally:
+            cleaner.close()
 
 
 def _log_view(status: dict, name: str) -> dict:

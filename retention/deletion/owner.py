@@ -27,7 +27,8 @@ import threading
 from commitlog.layout import RETENTION_LOCK_FILE
 from commitlog.locks import try_pid_lock
 
-__all__ = ["RESERVE", "NoDescriptors", "OwnedElsewhere", "claim", "raise_descriptor_limit", "release", "tight"]
+__all__ = ["RESERVE", "NoDescriptors", "OwnedElsewhere", "claim", "held_fds", "raise_descriptor_limit", "release",
+           "tight"]
 
 RESERVE = 256      # descriptors left to all but claims: HTTP, audit, SQLite, a pass's opens of logs
 _OUT = (errno.EMFILE, errno.ENFILE)
@@ -74,6 +75,12 @@ def raise_descriptor_limit() -> tuple[int, int]:
         except (ValueError, OSError):
             return soft, soft
     return soft, hard
+
+
+def held_fds() -> frozenset[str]:
+    """The descriptor numbers of this process's claims, as /proc/self/fd names them."""
+    with _lock:
+        return frozenset(str(held[0]) for held in _held.values())
 
 
 def tight() -> bool:

@@ -78,7 +78,7 @@ def end_mark(path: str, used_bytes: int) -> tuple | None:
     moments, mean nothing was appended between (as `unchanged`). None when it is gone, or a record
     follows `used_bytes` already."""
     try:
-        fd = open_file(path, os.O_RDONLY)
+        fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK)     # non-blocking: a regular file reads alike
     except OSError:
         return None
     try:

@@ -57,19 +57,21 @@ _CONNECTION_FILES = frozenset(name + suffix for name in (STATE_FILE, SPARK_LEDGE
 
 class _Listing:
     """A directory's entries (name, inode), less SQLite's companions, listed again only when its
-    (mtime_ns, ctime_ns) moved or were racily recent when listed."""
+    (mtime_ns, ctime_ns) moved or were racily recent when listed; kept as their hash (an int, not
+    25 tuples a log: 10,000 logs)."""
 
     __slots__ = ("times", "entries")
 
     def __init__(self) -> None:
         self.times: tuple | None = None
-        self.entries: frozenset | None = None
+        self.entries: int | None = None
 
-    def read(self, path: str, st: os.stat_result, now_ns: int) -> frozenset:
+    def read(self, path: str, st: os.stat_result, now_ns: int) -> int:
         times = (st.st_mtime_ns, st.st_ctime_ns)
         if times != self.times or self.entries is None:
             with os.scandir(path) as listing:
-                self.entries = frozenset((e.name, e.inode()) for e in listing if e.name not in _CONNECTION_FILES)
+                self.entries = hash(frozenset((e.name, e.inode()) for e in listing
+                                              if e.name not in _CONNECTION_FILES))
             settled = now_ns - max(times) >= RACY_NS      # a change in the same tick would go unseen
             self.times = times if settled else None
         return self.entries

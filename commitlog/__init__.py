@@ -36,6 +36,7 @@ from .record import ATTR_CONTROL, ATTR_DEAD, ATTR_GAP, Record
 from .cleanup.removal import RemovalResult, shrink_doomed, unlink_doomed
 from .timeroll import NOT_DUE, ROLLED, WRITER_OPEN, roll_idle
 from .segments.segment import SegmentInfo
+from .segments.last_segment_end import end_mark
 
 # The public face: what `dir(commitlog)` shows and the Python API page documents. The other names
 # imported above (record attribute bits, roll outcomes, removal and compaction helpers, layout

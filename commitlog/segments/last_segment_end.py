@@ -70,3 +70,24 @@ def unchanged(kept: LiveEnd, path: str) -> bool:
     finally:
         os.close(fd)
     return data == tail + bytes(LENGTH.size)  # the same last bytes, then no record
+
+
+def end_mark(path: str, used_bytes: int) -> tuple | None:
+    """What tells that no record was appended to segment `path` after `used_bytes` and that it is
+    the same file: (device, inode, size, the bytes before `used_bytes`); equal marks, taken at two
+    moments, mean nothing was appended between (as `unchanged`). None when it is gone, or a record
+    follows `used_bytes` already."""
+    try:
+        fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK)     # non-blocking: a regular file reads alike
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        start = max(0, used_bytes - _TAIL)
+        room = min(LENGTH.size, max(0, st.st_size - used_bytes))   # a full segment has no next length
+        data = os.pread(fd, used_bytes - start + room, start)
+    finally:
+        os.close(fd)
+    if data[used_bytes - start:] != bytes(room):
+        return None
+    return st.st_dev, st.st_ino, st.st_size, data

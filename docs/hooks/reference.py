@@ -17,6 +17,7 @@ import typing
 from pydantic import BaseModel
 
 from policies.config import BudgetConfig, BudgetLogConfig, LogConfig, PolicyConfig, ServiceConfig
+from policies.config.discovery import DiscoverConfig
 from policies.config import fields as value_types
 from policies.reasons import REASONS
 from policies.triggers import TRIGGER_DOCS
@@ -105,6 +106,8 @@ def config_reference() -> str:
         ("`service:`", "The sidecar process: one per file.", ServiceConfig, "service."),
         ("`logs.NAME:`", "One entry per log the scheduler looks after; `NAME` is used in metrics, "
          "`/status` and the audit trail.", LogConfig, "logs.NAME."),
+        ("`discover: - ...`", "Roots whose directories are each a log, named by its directory "
+         "([Discovered logs](#discovered-logs)).", DiscoverConfig, "discover[]."),
         ("`policies.NAME:`", "How the logs naming the policy are cleaned. A policy named `default` "
          "always exists (with every default below) unless the file defines its own.", PolicyConfig,
          "policies.NAME."),

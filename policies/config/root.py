@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from functools import cached_property
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ from policies.units import format_size
 from policies.config.service import ServiceConfig
 from policies.config.policy import PolicyConfig
 from policies.config.budgets import Budgets
+from policies.config.discovery import DiscoverConfig, discover
 from policies.config.fields import (ByteSize, DEFAULT_POLICY, Name, _Strict, _config_problem, _frozen_mapping,
                                     _probe, _resolve_path)
 
@@ -107,6 +109,11 @@ class RetentionConfig(_Strict):
         default_factory=dict, validate_default=True, description="The sidecar process settings."
     )
     logs: Logs = Field(default_factory=dict, validate_default=True, description="Log name -> log settings.")
+    discover: Annotated[list[DiscoverConfig], AfterValidator(tuple),
+                        WrapSerializer(lambda value, handler: handler(list(value)))] = Field(
+        default_factory=tuple, description="Roots whose directories are each a log, named by its directory, "
+        "beside the named logs (which keep a name or directory found there too); default none.",
+    )
     policies: Policies = Field(
         default_factory=dict, validate_default=True, description="Policy name -> policy; 'default' always exists."
     )
@@ -123,9 +130,13 @@ class RetentionConfig(_Strict):
         return MappingProxyType({DEFAULT_POLICY: _implicit_default_policy(), **policies})
 
     _effective: dict[str, PolicyConfig] = PrivateAttr(default_factory=dict)
+    _discovered: dict[str, str] = PrivateAttr(default_factory=dict)      # name -> path of each log found
+    _roots_seen: list = PrivateAttr(default_factory=list)                 # the roots' stats when read
 
     @model_validator(mode="after")
     def _check_logs(self) -> RetentionConfig:
+        if self.discover:
+            self._add_discovered()
         seen: dict[str, str] = {}
         for name, log in self.logs.items():
             if log.policy not in self.policies:
@@ -181,6 +192,39 @@ class RetentionConfig(_Strict):
         return names + [log for b in self.budgets if b in budgets for log in self.budgets[b].logs
                         if log not in wanted]
 
+    def _add_discovered(self) -> None:
+        """The logs under the `discover` roots, added to `logs` (frozen: set once, here)."""
+        for i, entry in enumerate(self.discover):
+            if entry.policy not in self.policies:
+                defined = ", ".join(sorted(self.policies))
+                raise _config_problem(f"undefined policy {entry.policy!r}; defined: {defined}", "discover", i, "policy")
+        self._roots_seen[:] = _root_stats(self.discover)
+        found = discover(self.discover, self.logs, [os.path.realpath(log.path) for log in self.logs.values()])
+        self._discovered.update({name: str(args["path"]) for name, args in found.items()})
+        logs = {name: LogConfig.model_construct(set(args) - {"overrides"}, **args) for name, args in found.items()}
+        object.__setattr__(self, "logs", MappingProxyType({**self.logs, **logs}))
+
+    @property
+    def discovered(self) -> frozenset[str]:
+        """The names of the logs found under the `discover` roots (not named in `logs`)."""
+        return frozenset(self._discovered)
+
+    def rediscovered(self) -> RetentionConfig | None:
+        """This configuration with its `discover` roots read again, or None when they hold the same
+        directories (a root whose mtime has not changed, and not racily, is not listed again)."""
+        stats = _root_stats(self.discover)
+        if not self.discover or (None not in stats and stats == self._roots_seen):
+            return None
+        named = {name: log for name, log in self.logs.items() if name not in self._discovered}
+        found = discover(self.discover, named, [os.path.realpath(log.path) for log in named.values()])
+        if {name: str(args["path"]) for name, args in found.items()} == self._discovered:
+            self._roots_seen[:] = stats
+            return None
+        data = self.model_dump(mode="json", exclude={"logs": set(self._discovered)})
+        if self.policies.get(DEFAULT_POLICY) is _implicit_default_policy():
+            data["policies"].pop(DEFAULT_POLICY)
+        return type(self).model_validate(data, context={"base_dir": os.sep})
+
     @property
     def defined_policies(self) -> tuple[str, ...]:
         """The names of the policies the file defines (``policies`` less an implicit ``default``)."""
@@ -198,6 +242,20 @@ class RetentionConfig(_Strict):
         """Return the policy in force for the log named ``log_name``: its policy with the log's
         ``overrides`` applied (KeyError if there is no such log)."""
         return self.policies_in_force[log_name]
+
+
+def _root_stats(entries) -> list:
+    """(inode, mtime_ns) of each root, None for one unreadable or changed within two seconds (read again)."""
+    now = time.time_ns()
+    stats = []
+    for entry in entries:
+        try:
+            st = os.stat(entry.root)
+        except OSError:
+            stats.append(None)
+            continue
+        stats.append((st.st_ino, st.st_mtime_ns) if now - st.st_mtime_ns > 2_000_000_000 else None)
+    return stats
 
 
 def _merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

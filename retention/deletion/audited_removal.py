@@ -178,6 +178,8 @@ class AuditedRemoval:
             logger.warning("audit {} cannot be read to settle interrupted removals: {}",
                            self.audit.path, exc)
             return
+        if not open_intents:
+            return
         mine = {os.path.abspath(logs[n].path): logs[n] for n in (names if names is not None else logs)}
         settled = SettledIntents("removal")
         for intent in open_intents:

@@ -36,6 +36,8 @@ from .audited_removal import AuditedRemoval
 from .logreads import LogReads, PassReads
 from .pinned import find_pinned
 from .results import LogPassResult, PassResult  # re-exported
+from . import owner
+from .unchanged import PlanMemory
 from .watched import WatchedLog
 
 
@@ -53,7 +55,8 @@ class Cleaner:
         self._clock = clock
         self.guard = guard      # a pass at the clock's time judges expiry at the guard's trusted now
         self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
-        self.logs = {name: WatchedLog(name, cfg, archive=config.policy_for(name).archive)
+        found = config.discovered
+        self.logs = {name: WatchedLog(name, cfg, archive=config.policy_for(name).archive, real_dir=name in found)
                      for name, cfg in config.logs.items()}
         self.manual: dict[str, ManualTrigger] = {}
         self._pass_lock = threading.Lock()
@@ -62,6 +65,7 @@ class Cleaner:
         self._pacing = Pacing(self._stop)
         self._removal = AuditedRemoval(self.audit, clock, self._pacing)
         self._copies = CopyEviction(self.audit, clock)
+        self.memory = PlanMemory()     # what each log's last plan was made from (.unchanged)
         self.last_result: PassResult | None = None
 
     # ------------------------------------------------------------------ triggers
@@ -151,21 +155,50 @@ class Cleaner:
         with self._pass_lock:
             started = time.monotonic()
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
-            copies = self._evict_copies(at, names, forcing)   # before any log: a cache goes first
             self._removal.settle_intents(self.logs, names)
-            results, pass_plan = self._plan(at, names, reads, trusted=self._trusted(now))
+            trusted = self._trusted(now)
+            todo, carried = self._split(names, reads, at, trusted)
+            copies = self._evict_copies(at, todo, forcing)   # before any log: a cache goes first
+            results, pass_plan = self._plan(at, todo, reads, trusted=trusted)
             for r in results:
                 if r.cache is not None:
                     r.cache = copies.get(r.name, {})
             self._consume_manual(pass_plan)
             self._pacing.begin_pass()
             interrupted = self._execute(results, wait)
-            self._attach_pins(results)
             self._note_damage(results, at)
+            self._remember(results, reads, at)
+            if owner.tight():      # claims take half the descriptors: no log stays open between passes
+                for r in results:
+                    self.logs[r.name].release_log()
+            results = self._in_order(results + carried, names)
+            self._attach_pins(results)
             result = PassResult(at, results, executed=True, duration=time.monotonic() - started,
                                 interrupted=interrupted)
             self.last_result = result
             return result
+
+    def _split(self, names: Iterable[str] | None, reads: PassReads, at: datetime,
+               trusted: datetime | None) -> tuple[list[str], list[LogPassResult]]:
+        """(the logs this pass plans, the results carried for the others: `.unchanged`); while
+        claims hold half the descriptors (`owner.tight`), a carried log's read-only open is closed."""
+        with self._manual_lock:
+            manual = dict(self.manual)
+        watched = [self.logs[n] for n in (names if names is not None else self.logs)]
+        todo, carried = self.memory.split(watched, self.config.policies_in_force, reads.disk_on, manual, at,
+                                          trusted=trusted is not None, partners=self.config.budget_partners)
+        if owner.tight():
+            for r in carried:
+                self.logs[r.name].release_log()
+        return todo, carried
+
+    def _remember(self, results: list[LogPassResult], reads: PassReads, at: datetime) -> None:
+        for r in results:
+            self.memory.remember(self.logs[r.name], r, self.config.policy_for(r.name), reads.disk_on, at)
+
+    def _in_order(self, results: list[LogPassResult], names: Iterable[str] | None) -> list[LogPassResult]:
+        by_name = {r.name: r for r in results}
+        return [by_name[n] for n in (names if names is not None else self.logs) if n in by_name]
 
     def _evict_copies(self, at: datetime, names: Iterable[str] | None, forcing: bool) -> dict[str, dict]:
         """Each watched cache's eviction run (retention.archiving.cluster_cache), by log name."""

@@ -9,6 +9,7 @@ than the plan can delete (`policies.segments_to_examine`) and seals an idle last
 
 from __future__ import annotations
 
+import errno
 import os
 from datetime import datetime
 
@@ -18,7 +19,7 @@ from commitlog import CommitLogError, LogNotReadableError
 from policies import DiskSnapshot, LogSnapshot, ManualTrigger, PolicyConfig, humanize_duration, segments_to_examine
 
 from ..archiving.cluster_cache import is_cache
-from .owner import OwnedElsewhere
+from .owner import NoDescriptors, OwnedElsewhere
 from .results import LogPassResult
 from .watched import WatchedLog, disk_snapshot
 
@@ -37,6 +38,10 @@ class LogReads:
         """`w` as the plan will see it under `policy` at `at`: its result, with the snapshot and
         no plan yet, or why it has no snapshot."""
         result = LogPassResult(w.name, w.path, None)
+        if w.real_dir and os.path.islink(w.path):
+            # Replaced since its root was read by someone who may write the root: never followed.
+            result.error = f"{w.path} is a symbolic link now, where a directory was found: left alone"
+            return result
         try:
             if not w.exists():
                 # A cache is governed by run_pass's CopyEviction; else a writer creates it.
@@ -49,10 +54,14 @@ class LogReads:
             result.snapshot, result.not_examined_bytes, result.start_offset = snapshot, w.not_examined_bytes, w.start_seen
         except OwnedElsewhere as exc:
             result.error, result.owned_elsewhere, result.owner_pid = str(exc), True, exc.holder_pid
+        except NoDescriptors as exc:
+            result.error = result.no_descriptors = str(exc)
         except LogNotReadableError as exc:
             result.error = result.permission_denied = str(exc)
         except (CommitLogError, OSError) as exc:
             result.error = str(exc)
+            if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+                result.no_descriptors = f"cannot open this log for lack of file descriptors: {exc}"
         return result
 
     def _list(self, w: WatchedLog, result: LogPassResult, policy: PolicyConfig, at: datetime,
@@ -60,6 +69,14 @@ class LogReads:
         snapshot, result.not_examined = _snapshot(w, self._disk(w.path), False, None)
         _note_not_writable(w, result)
         return snapshot
+
+    def disk_on(self, dev: int, path: str) -> DiskSnapshot:
+        """The disk `dev` that holds `path`, read once per filesystem."""
+        disk = self._disks.get(dev)
+        if disk is None:
+            disk = disk_snapshot(path, forcing=self.forcing)
+            self._disks[disk.filesystem_id] = disk
+        return disk
 
     def _disk(self, path: str, *, again: bool = False, forcing: bool | None = None) -> DiskSnapshot:
         """The disk under `path`, read once per filesystem (`again`: read it anew; `forcing`: a disk

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from commitlog import DELETED_SUFFIX
 
+from . import owner
+
 _DELETED = " (deleted)"
 
 
@@ -47,14 +49,17 @@ def _pids() -> list[str]:
         return []
 
 
-def _open_files(pid: str):
-    """(the fd's /proc link, the file it names) for each file descriptor of `pid` still readable."""
+def _open_files(pid: str, skip: frozenset[str] = frozenset()):
+    """(the fd's /proc link, the file it names) for each file descriptor of `pid` still readable,
+    but those numbered in `skip`."""
     fd_dir = f"/proc/{pid}/fd"
     try:
         fds = os.listdir(fd_dir)
     except OSError:
         return
     for fd in fds:
+        if fd in skip:
+            continue
         try:
             yield f"{fd_dir}/{fd}", os.readlink(f"{fd_dir}/{fd}")
         except OSError:
@@ -70,13 +75,29 @@ def _mappings(pid: str) -> list[str]:
         return []
 
 
+class _Roots:
+    """The directories, each ending in a separator, made only when a deleted file is met."""
+
+    def __init__(self, directories: list[str]) -> None:
+        self._directories = directories
+        self._all: tuple[str, ...] | None = None
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        if self._all is None:
+            self._all = tuple(os.path.join(os.path.abspath(d), "") for d in self._directories)
+        return self._all
+
+
 def find_pinned(directories: list[str]) -> list[PinnedFile]:
-    """Every (process, deleted file) pair under `directories`, oldest pid first."""
-    roots = tuple(os.path.join(os.path.abspath(d), "") for d in directories)
+    """Every (process, deleted file) pair under `directories`, oldest pid first. This process's
+    retention locks (one per owned log, `owner.held_fds`) are not looked at."""
+    roots = _Roots(directories)
     found: dict[tuple[int, str], PinnedFile] = {}
+    me = str(os.getpid())
     for pid in _pids():
-        for link, target in _open_files(pid):
-            if target.endswith(_DELETED) and target.startswith(roots):
+        for link, target in _open_files(pid, owner.held_fds() if pid == me else frozenset()):
+            if target.endswith(_DELETED) and target.startswith(roots.all):
                 path = _segment_path(target[: -len(_DELETED)])
                 try:
                     size = os.stat(link).st_blocks * 512
@@ -87,7 +108,7 @@ def find_pinned(directories: list[str]) -> list[PinnedFile]:
             if not line.endswith(_DELETED):
                 continue
             fields = line.split(None, 5)
-            if len(fields) < 6 or not fields[5].startswith(roots):
+            if len(fields) < 6 or not fields[5].startswith(roots.all):
                 continue
             path = _segment_path(fields[5][: -len(_DELETED)])
             if (int(pid), path) in found:

@@ -43,6 +43,8 @@ class LogPassResult:
     paced_seconds: float = 0.0                                # waited to hold disk.delete_rate
     unpaced: str | None = None                                # why its delete_rate was not applied
     cache: dict | None = None                                 # a cluster log's cache: its run (cluster_cache)
+    no_descriptors: str | None = None                         # not owned or read for lack of descriptors: why
+    unchanged: bool = False                                   # not planned again: its last plan stands (unchanged)
 
     @property
     def deleted(self) -> int:

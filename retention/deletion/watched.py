@@ -52,11 +52,13 @@ class WatchedLog:
     """A configured log as the cleaner sees it: opened read-only on first use (the sidecar is never
     the writer), with its hung-segment registry. Not thread-safe: one pass uses it at a time."""
 
-    def __init__(self, name: str, config: LogConfig, *, archive=None) -> None:
+    def __init__(self, name: str, config: LogConfig, *, archive=None, real_dir: bool = False) -> None:
         self.name = name
+        self.real_dir = real_dir    # found by `discover`: its path must stay a real directory, never a link
         self.config = config
         self.archive = archive if archive is not None and archive.enabled else None   # its ArchiveConfig
         self.archive_doubt: str | None = None  # why the last snapshot trusted nothing the tier lists
+        self.archive_until: float | None = None  # when (epoch s) that trust or the tier's being up may lapse
         self.path = str(config.path)
         self._log: CommitLog | None = None
         self._hung: HungRegistry | None = None
@@ -163,8 +165,10 @@ class WatchedLog:
         if self.archive is None:
             return None, False
         state, now, url = read_state(self.path), BootMark.now(), self.archive.url
-        manifest, self.archive_doubt = trusted_manifest(self.archived(), state, now=now, url=url,
-                                                        within_s=trust_window(self.archive))
+        within = trust_window(self.archive)
+        manifest, self.archive_doubt = trusted_manifest(self.archived(), state, now=now, url=url, within_s=within)
+        age = state.age_s(now)
+        self.archive_until = None if age is None else time.time() + min(within, up_window(self.archive)) - age
         return manifest, state.up(now, up_window(self.archive), url)
 
     def archived(self) -> Manifest | None:
@@ -216,6 +220,13 @@ class WatchedLog:
                 or info.first_timestamp_ms / 1000 + roll_after > now:
             return False
         return roll_idle(self.path, roll_after, now_ns=int(now * 1e9)) == ROLLED
+
+    def release_log(self) -> None:
+        """Close the read-only open of the log (its descriptor), keeping the claim: reopened when
+        next read."""
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def close(self) -> None:
         if self._claim is not None:

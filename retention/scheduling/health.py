@@ -22,9 +22,9 @@ from policies import DELETED, FAILED, HUNG, RetentionConfig
 from ..deletion.results import LogPassResult, PassResult
 from .history import StatusHistory
 from .metrics import ERROR, FAILED_OUTCOME, HUNG_OUTCOME, INTERRUPTED, OK, OWNED_ELSEWHERE, RetentionMetrics
-from .problems import (LOG_DAMAGED, LOG_MISSING, LOG_OWNED_ELSEWHERE, LOG_PERMISSION_DENIED, PASSES_FAILING,
-                       PASSES_LATE, Problem)
-from .statusview import describe_log, iso, primary_trigger
+from .problems import (LOG_DAMAGED, LOG_MISSING, LOG_NO_DESCRIPTORS, LOG_OWNED_ELSEWHERE, LOG_PERMISSION_DENIED,
+                       PASSES_FAILING, PASSES_LATE, Problem)
+from .statusview import carried_state, describe_log, iso, primary_trigger
 
 __all__ = ["PassLedger", "log_outcome", "merge_results", "pass_outcome"]
 
@@ -49,6 +49,7 @@ class PassLedger:
         self._owned_elsewhere: dict[str, str] = {}        # log -> why it is left alone
         self._damaged: dict[str, str] = {}                # log -> its damage record, described
         self._denied: dict[str, str] = {}                 # log -> why its user may not read or write it
+        self._no_descriptors: dict[str, str] = {}         # log -> why it could not be owned or opened
         self._ready = False
 
     def configure(self, names: Iterable[str]) -> None:
@@ -67,6 +68,7 @@ class PassLedger:
                     self._owned_elsewhere.pop(name, None)
                     self._damaged.pop(name, None)
                     self._denied.pop(name, None)
+                    self._no_descriptors.pop(name, None)
                     self.metrics.forget_log(name)
             for name in names:
                 self._since.setdefault(name, now)
@@ -109,6 +111,8 @@ class PassLedger:
                     problems.append(Problem(LOG_DAMAGED, name, self._damaged[name]))
                 if name in self._denied:
                     problems.append(Problem(LOG_PERMISSION_DENIED, name, self._denied[name]))
+                if name in self._no_descriptors:
+                    problems.append(Problem(LOG_NO_DESCRIPTORS, name, self._no_descriptors[name]))
         return problems
 
     def _count_failure(self, name: str, error: str | None) -> None:
@@ -144,21 +148,25 @@ class PassLedger:
         """A pass ended: per log its state, outcome, deletions by trigger, gauges; then the pass."""
         end_mono = time.monotonic()
         outcomes = []
+        at, finished, duration = result.at.isoformat(), iso(end_wall), round(result.duration, 6)
         for r in result.logs:
-            state = describe_log(watched[r.name], r)
-            state["as_of"] = result.at.isoformat()
+            with self._lock:
+                before = self._state.get(r.name) if r.unchanged else None
+            state = carried_state(before, r) if before is not None else describe_log(watched[r.name], r)
+            state["as_of"] = at
             outcome = log_outcome(r, result.interrupted, state["exists"])
             outcomes.append(outcome)
-            self._count_log(r, state, config)
+            if before is None or before["pinned_bytes"] != state["pinned_bytes"]:
+                self._count_log(r, state, config)     # a carried log's gauges stand as they are
             success = outcome in (OK, HUNG_OUTCOME)
             with self._lock:
                 previous = self._last_pass.get(r.name, {})
                 self._last_pass[r.name] = {
-                    "at": result.at.isoformat(), "finished_at": iso(end_wall), "kind": kind,
+                    "at": at, "finished_at": finished, "kind": kind,
                     "deleted": r.deleted, "freed_bytes": r.deleted_bytes, "outcome": outcome,
                     "rolled": r.rolled, "error": r.error or (next(iter(r.errors.values())) if r.errors else None),
-                    "duration_seconds": round(result.duration, 6), "_end_mono": end_mono,
-                    "last_success_at": iso(end_wall) if success else previous.get("last_success_at"),
+                    "duration_seconds": duration, "_end_mono": end_mono,
+                    "last_success_at": finished if success else previous.get("last_success_at"),
                 }
                 self._state[r.name] = state
                 self._passed.add(r.name)
@@ -220,6 +228,10 @@ class PassLedger:
                                      f"{describe_damage(r.damage[-1])}")[:_MESSAGE_MAX]
         elif not r.owned_elsewhere:
             self._damaged.pop(r.name, None)
+        if r.no_descriptors:
+            self._no_descriptors[r.name] = r.no_descriptors
+        else:
+            self._no_descriptors.pop(r.name, None)
         if r.permission_denied:
             self._denied[r.name] = r.permission_denied
         elif not r.owned_elsewhere:

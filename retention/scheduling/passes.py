@@ -26,17 +26,21 @@ __all__ = ["DeletionPasses"]
 
 class DeletionPasses:
     """Runs deletion passes for the scheduler. `on_pass(kind, result)` is called after each one,
-    from the thread that ran it; `jobs` is the APScheduler a resumed pass is queued on."""
+    from the thread that ran it; `jobs` is the APScheduler a resumed pass is queued on;
+    `rediscover()` is called before each interval pass."""
 
     def __init__(self, state: SchedulerState, ledger: PassLedger, jobs: BackgroundScheduler, *,
-                 on_pass: Callable[[str, PassResult], object] | None = None) -> None:
+                 on_pass: Callable[[str, PassResult], object] | None = None,
+                 rediscover: Callable[[], object] = lambda: None) -> None:
         self._state = state
+        self._rediscover = rediscover
         self._ledger = ledger
         self._jobs = jobs
         self._on_pass = on_pass
 
     # ------------------------------------------------------------------ the jobs
     def interval(self, policy: str) -> None:
+        self._rediscover()      # `discover` roots: a log directory come or gone is applied first
         for dev in self._state.filesystems_of(policy):
             self.run(dev, kind=PassKind.INTERVAL, policy=policy)
 

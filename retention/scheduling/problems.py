@@ -67,6 +67,10 @@ class ProblemKind(StrEnum):
     """The sidecar's user may not read a log's directory (nothing is planned; never taken for a
     log not created yet), or may read but not write it (planned and read, nothing deleted); the
     message names the path, the user, and the mode and owner it met."""
+    LOG_NO_DESCRIPTORS = "log-no-descriptors"
+    """The sidecar cannot own a log (its `.retention.lock`, a descriptor held) or open it for
+    lack of file descriptors: its claims reached the open-files limit less a reserve, or the
+    system ran out. The log is not cleaned; the process goes on with the others."""
     AUDIT_UNWRITABLE = "audit-unwritable"
     """The sidecar's user cannot append to the audit trail (or create it): no deletion happens
     unaudited, so none happens; planning goes on (`commitlog.access`)."""
@@ -81,6 +85,7 @@ PASSES_FAILING, PASSES_LATE, LOG_MISSING = ProblemKind.PASSES_FAILING, ProblemKi
 LOG_OWNED_ELSEWHERE, RELOAD_FAILED = ProblemKind.LOG_OWNED_ELSEWHERE, ProblemKind.RELOAD_FAILED
 ARCHIVE_LAGGING, LOG_DAMAGED, CLOCK_STEPPED = ProblemKind.ARCHIVE_LAGGING, ProblemKind.LOG_DAMAGED, ProblemKind.CLOCK_STEPPED
 ARCHIVE_MISSING, LOG_PERMISSION_DENIED = ProblemKind.ARCHIVE_MISSING, ProblemKind.LOG_PERMISSION_DENIED
+LOG_NO_DESCRIPTORS = ProblemKind.LOG_NO_DESCRIPTORS
 AUDIT_UNWRITABLE, CLUSTER_LEASE_FAILING = ProblemKind.AUDIT_UNWRITABLE, ProblemKind.CLUSTER_LEASE_FAILING
 KINDS = tuple(ProblemKind)
 WARNINGS = frozenset({RELOAD_FAILED})

@@ -98,7 +98,8 @@ class RetentionScheduler:
         self.cluster = ClusterKeeper(judged=state.guard.judged, clock=clock, stopping=state.stopping)
         self.checkup = HealthCheck(state, self._scheduler, self.ledger, self.metrics, self.archiver, self.cluster)
         self.problems = self.checkup.problems
-        self.passes = DeletionPasses(state, self.ledger, self._scheduler, on_pass=on_pass)
+        self.passes = DeletionPasses(state, self.ledger, self._scheduler, on_pass=on_pass,
+                                     rediscover=self._rediscover)
         self.compactions = CompactionPasses(state, metrics=self.metrics, pending=pending)
         self.pressure = PressureWatch(state, metrics=self.metrics, history=self.history,
                                       run_pass=self.passes.pressure, schedule=self._once,
@@ -225,6 +226,12 @@ class RetentionScheduler:
         threading.Thread(target=self._close_retired, args=(old,), name="retention-retire",
                          daemon=True).start()
 
+    def _rediscover(self) -> None:
+        """The `discover` roots read again: logs come or gone are applied as a reload of the same file."""
+        new = rediscovered(self._state.config)
+        if new is not None:
+            self._apply(new)
+
     def _open_manual(self, config: RetentionConfig) -> dict[str, ManualTrigger]:
         return open_triggers(self._state.filesystems.values(), config)
 
@@ -348,3 +355,18 @@ class RetentionScheduler:
             budgets=budget_views(config, logs),
             health={"problems": self.problems.describe_active(), "reload_error": self.checkup.reload_error,
                     "not_ready": self.not_ready_reasons()})
+
+
+def rediscovered(config: RetentionConfig) -> RetentionConfig | None:
+    """`config` with its `discover` roots read again (`RetentionConfig.rediscovered`), logged;
+    None when nothing came or went, or what came is refused (a WARNING: the logs found before stay)."""
+    try:
+        new = config.rediscovered()
+    except ValueError as exc:        # pydantic's ValidationError: a name found clashes, say
+        logger.warning("discover: the logs found now are refused, the ones found before stay: {}", exc)
+        return None
+    if new is not None:
+        came, went = sorted(new.discovered - config.discovered), sorted(config.discovered - new.discovered)
+        logger.info("discover: {} log directories came ({}), {} went ({})", len(came), ", ".join(came[:20]),
+                    len(went), ", ".join(went[:20]))
+    return new

@@ -47,7 +47,11 @@ class SchedulerState:
         (the audit trail follows `service.audit` first). Not installed yet."""
         if str(config.service.audit) != self.audit.path:
             self.audit = self.guard.audit = AuditTrail(str(config.service.audit))
-        return build_filesystems(config, self.filesystems, self.new_cleaner)
+        built = build_filesystems(config, self.filesystems, self.new_cleaner)
+        for dev, fs in built.items():
+            if dev in self.filesystems:        # what an unchanged log's last plan was made from stands
+                fs.cleaner.memory.adopt(self.filesystems[dev].cleaner.memory, config.logs, config.policies_in_force)
+        return built
 
     def install(self, config: RetentionConfig, filesystems: dict[int, Filesystem]) -> None:
         self.config = config

@@ -141,15 +141,27 @@ def empty_state(exists: bool) -> dict:
             "stale_groups": [], "error": None, "as_of": None, "dead_bytes": None, "owned_by": None}
 
 
+def _note_pins(state: dict, r: LogPassResult) -> None:
+    state["pinned"] = [{"pid": p.pid, "command": p.command, "path": p.path, "bytes": p.bytes, "how": p.how}
+                       for p in r.pinned]
+    state["pinned_bytes"] = pinned_bytes(r.pinned)
+
+
+def carried_state(before: dict, r: LogPassResult) -> dict:
+    """What a pass that carried log `r` (`LogPassResult.unchanged`) shows of it: what its last
+    plan saw (`before`, `describe_log`'s), with the processes pinning its deleted files now."""
+    state = dict(before)
+    _note_pins(state, r)
+    return state
+
+
 def describe_log(watched, r: LogPassResult) -> dict:
     """What the pass saw of one log, for /status and the gauges (read under the filesystem lock)."""
     exists = r.snapshot is not None or watched.exists()     # the pass read it: no second stat
     state = empty_state(exists)
     state["error"] = r.error
     state["owned_by"] = {"pid": r.owner_pid} if r.owned_elsewhere else None
-    state["pinned"] = [{"pid": p.pid, "command": p.command, "path": p.path, "bytes": p.bytes, "how": p.how}
-                       for p in r.pinned]
-    state["pinned_bytes"] = pinned_bytes(r.pinned)
+    _note_pins(state, r)
     if r.plan is None:
         state["segments"], state["bytes"] = 0, 0
         return state

@@ -29,6 +29,7 @@ from loguru import logger
 
 from policies import ConfigError, RetentionConfig
 
+from ..deletion.owner import RESERVE, raise_descriptor_limit
 from .embedded import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from .embedded import load as load_embedded
 from .logsetup import configure_logging
@@ -120,6 +121,7 @@ def serve(config: RetentionConfig, *, config_path: str | None = None, demo: bool
     http = None
     try:
         _announce(config, source, config_path, demo)
+        _raise_descriptor_limit()
         if demo:
             if DEMO_LOG not in config.logs:
                 logger.error("--demo needs a log named {!r} in {} (the embedded demo configuration has one)",
@@ -177,6 +179,16 @@ def _configuration(config: RetentionConfig, config_path: str | None,
         configure_logging(config.service.log_level, config.service.log_format)
         return DEMO_CONFIG_SOURCE, load_demo_config, config
     return "<embedded conf/retention.yaml>", lambda: load_embedded(None), config
+
+
+def _raise_descriptor_limit() -> None:
+    """Each owned log holds a descriptor (retention.deletion.owner): the soft limit goes to the hard one."""
+    before, after = raise_descriptor_limit()
+    if after != before:
+        logger.info("open-files limit raised from {} to {} (the hard limit): each owned log holds a "
+                    "descriptor, {} are kept for the rest", before, after, RESERVE)
+    else:
+        logger.info("open-files limit {}: up to {} logs can be owned", after, max(0, after - RESERVE))
 
 
 def _announce(config: RetentionConfig, source: str, config_path: str | None, demo: bool) -> None:

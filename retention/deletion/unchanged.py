@@ -142,7 +142,7 @@ class PlanMemory:
         self._taken.clear()
         self._triggers.clear()
         now, now_ns = at.timestamp(), time.time_ns()
-        plan, carried = [], []
+        plan, carried, carried_keys = [], [], {}
         for w in logs:
             paths = self._paths.get(w.name)
             if paths is None or paths[0][0] != w.path:
@@ -160,7 +160,9 @@ class PlanMemory:
                     self._taken[w.name] = taken
             else:
                 carried.append(kept.result)
+                carried_keys[w.name] = taken
         again = coupled(set(plan), partners) - set(plan)
+        self._taken.update((name, carried_keys[name]) for name in again if name in carried_keys)
         plan += [r.name for r in carried if r.name in again]
         carried = [r for r in carried if r.name not in again]
         self.planned += len(plan)

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client import generate_latest
 
 from commitlog import CommitLog
@@ -163,3 +164,21 @@ def test_a_carried_log_shows_what_a_planned_one_shows(tmp_path, groups):
             planned.stop()
     finally:
         carried.stop()
+
+
+def test_the_logs_of_a_shared_budget_are_planned_again_together(tmp_path):
+    names = ["a", "b", "alone"]
+    for n in names:
+        make_log(tmp_path / n, 2)
+    config = _config(tmp_path, names).model_dump(mode="json", exclude_none=True)
+    config["budgets"] = {"shared": {"bytes": "1GiB", "logs": {"a": {}, "b": {}}}}
+    cleaner = Cleaner(parse_config(yaml.safe_dump(config)))
+    try:
+        _first_passes(cleaner)
+        assert _planned(cleaner.run_pass()) == set()
+        (tmp_path / "a" / "notes.txt").write_text("a change to a only")
+        time.sleep(RACY)
+        assert _planned(cleaner.run_pass()) == {"a", "b"}      # b is decided with a, alone is carried
+        assert _planned(cleaner.run_pass()) == set()
+    finally:
+        cleaner.close()

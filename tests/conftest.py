@@ -37,6 +37,7 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)      # before pytest-xdist's own hook reads the marks
 def pytest_collection_modifyitems(config, items):
     """Groups the tests for a parallel run (xdist_group_of; a test's own `xdist_group` mark wins)
     and puts the rig's tests first: the longest unit starts first. A serial run ignores the marks."""

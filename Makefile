@@ -38,12 +38,16 @@ jar: $(JAR)
 run: $(STAMP)
 	$(VENV)/bin/retention serve --demo
 
+# Test processes of `make test` (pytest-xdist; tests of one xdist group share one process, see
+# docs/development.md). 0 runs the tests in this process, one after another.
+PYTEST_WORKERS ?= 3
+
 # The host is checked before anything is installed: a missing JDK is one line, not a traceback later.
 test: prereqs
 	@$(MAKE) --no-print-directory test-only
 
 test-only: $(STAMP) $(JAR)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet

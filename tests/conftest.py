@@ -1,6 +1,7 @@
 """Fixtures shared by every test package: a scratch log directory, a real small filesystem, a
 directory another user may traverse, and a real S3 API server on loopback (moto's, one per test
-module) with the credentials its clients use."""
+module) with the credentials its clients use. Also the work units of a parallel run (`make test`,
+pytest-xdist `--dist loadgroup`): see pytest_collection_modifyitems."""
 
 from __future__ import annotations
 
@@ -16,6 +17,36 @@ from pathlib import Path
 import pytest
 
 from archive_helpers import CREDENTIALS, S3Server
+
+
+# The xdist group of every test on the Spark cluster rig: one rig at a time on the machine (its
+# worker hosts take fixed loopback addresses and four JVMs), the first unit a parallel run starts.
+CLUSTER_GROUP = "spark-cluster"
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The test's work unit under `--dist loadgroup`: the cluster rig's group for a test on the rig;
+    its module's path when it uses a module-scoped fixture (set up once, as in a serial run, never
+    on two workers at once); else None (a unit of its own)."""
+    if "spark_cluster" in item.fixturenames:
+        return CLUSTER_GROUP
+    defs = getattr(item, "_fixtureinfo", None)
+    for fixturedefs in (defs.name2fixturedefs.values() if defs else ()):
+        if fixturedefs and fixturedefs[-1].scope == "module":
+            return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)      # before pytest-xdist's own hook reads the marks
+def pytest_collection_modifyitems(config, items):
+    """Groups the tests for a parallel run (xdist_group_of; a test's own `xdist_group` mark wins)
+    and puts the rig's tests first: the longest unit starts first. A serial run ignores the marks."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = xdist_group_of(item)
+            if group is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: xdist_group_of(item) != CLUSTER_GROUP)
 
 
 # SIGINT is not guarded: a Spark session (a module's fixture) installs PySpark's handler for it.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every command scripts/check_prereqs looks for, and what it and make run to do so.
-TOOLS = ("javac", "java", "chromium", "chromedriver", "promtool", "unshare", "nsenter", "setpriv", "mount",
+TOOLS = ("javac", "java", "chromium", "chromedriver", "promtool", "unshare", "nsenter", "setpriv", "prlimit", "mount",
          "mkfs.ext4", "id", "sh", "make")
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import resource
 import subprocess
 import sys
 import time
@@ -70,15 +69,14 @@ class CheckRun:
             assert all(line.startswith("retention: warning: ") for line in self.stderr.splitlines()), shown
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (CHECK_MEMORY_LIMIT, CHECK_MEMORY_LIMIT))
-
-
 def run_check(config: Path, *, cwd: Path) -> CheckRun:
     """`retention check --config CONFIG` in a subprocess capped at CHECK_MEMORY_LIMIT bytes."""
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "retention.cli", "check", "--config", str(config)], cwd=cwd,
-                          capture_output=True, preexec_fn=_limit_memory, timeout=CHECK_TIMEOUT,
+    # A command prefix (util-linux's prlimit), not a preexec_fn: Python code run between fork and exec
+    # in a process with threads (an xdist worker's) deadlocked on a lock another thread held.
+    limit = ["prlimit", f"--as={CHECK_MEMORY_LIMIT}:{CHECK_MEMORY_LIMIT}", "--"]
+    proc = subprocess.run([*limit, sys.executable, "-m", "retention.cli", "check", "--config", str(config)], cwd=cwd,
+                          capture_output=True, timeout=CHECK_TIMEOUT,
                           env={**os.environ, "PYTHONHASHSEED": "0"})
     return CheckRun(proc.returncode, proc.stdout.decode("utf-8", "replace"),
                     proc.stderr.decode("utf-8", "replace"), time.monotonic() - started)

@@ -99,13 +99,21 @@ def _compact(path: str):
 
 
 # ---------------------------------------------------------------------- aborted job, compaction
-def _fail_partition(bad: int):
+def _fail_partition(bad: int, log_path: str, finished: int):
+    """Partition `bad` fails once `finished` writers of the log have finished their task (the
+    other task of the job wrote its records and finished: a wait on that, not a sleep)."""
     def fn(batches):
         import time
 
         from pyspark import TaskContext
         if TaskContext.get().partitionId() == bad:
-            time.sleep(2)        # the other task writes its records and finishes meanwhile
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                with Ledger(log_path) as ledger:
+                    (done,), = ledger._query("SELECT count(*) FROM writers WHERE finished_at IS NOT NULL")
+                if done >= finished:
+                    break
+                time.sleep(0.05)
             raise RuntimeError("boom: a task of the job failed")
         yield from batches
     return fn
@@ -114,7 +122,7 @@ def _fail_partition(bad: int):
 def test_an_aborted_jobs_records_are_marked_and_compaction_gives_their_disk_bytes_back(
         spark, log_path):
     stage(spark.range(0, 1000, numPartitions=1), log_path, segmentSize=4096, recordBytes=512)
-    failing = spark.range(5000, 7000, numPartitions=2).mapInArrow(_fail_partition(1), "id bigint")
+    failing = spark.range(5000, 7000, numPartitions=2).mapInArrow(_fail_partition(1, log_path, 2), "id bigint")
     with pytest.raises(Exception, match="boom"):
         stage(failing, log_path, recordBytes=512)
     stage(spark.range(1000, 2000, numPartitions=1), log_path, recordBytes=512)

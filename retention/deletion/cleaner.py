@@ -167,7 +167,7 @@ class Cleaner:
             self._pacing.begin_pass()
             interrupted = self._execute(results, wait)
             self._note_damage(results, at)
-            self._remember(results, reads, at)
+            self._remember(results, reads, at, held=trusted is not None)
             if owner.tight():      # claims take half the descriptors: no log stays open between passes
                 for r in results:
                     self.logs[r.name].release_log()
@@ -192,9 +192,10 @@ class Cleaner:
                 self.logs[r.name].release_log()
         return todo, carried
 
-    def _remember(self, results: list[LogPassResult], reads: PassReads, at: datetime) -> None:
+    def _remember(self, results: list[LogPassResult], reads: PassReads, at: datetime, *, held: bool) -> None:
         for r in results:
-            self.memory.remember(self.logs[r.name], r, self.config.policy_for(r.name), reads.disk_on, at)
+            self.memory.remember(self.logs[r.name], r, self.config.policy_for(r.name), reads.disk_on, at,
+                                 held=held)
 
     def _in_order(self, results: list[LogPassResult], names: Iterable[str] | None) -> list[LogPassResult]:
         by_name = {r.name: r for r in results}

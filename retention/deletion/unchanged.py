@@ -13,7 +13,8 @@ last segment reaches `roll_after` or the archive tier's proof leaves its window.
 
 Not kept (planned every pass): an in-place file's mtime within `RACY_NS` of reading it (git's
 racily clean rule; a listing is kept only past it too), hung segments, damage, a disk trigger (logs on one disk are walked together), a deletion,
-roll or error, a `roll_after` already due. Planned whatever the key: an open manual trigger, a held
+roll or error, a `roll_after` already due, a plan made while a forward clock step was held (judged
+at the trusted now, not what the wall clock gives once the step is accepted). Planned whatever the key: an open manual trigger, a held
 forward clock step, a wall clock before the last plan. `coupled` is the one place where logs
 decided together are planned again together. One `PlanMemory` per cleaner, used under its pass
 lock: not thread-safe.
@@ -180,12 +181,14 @@ class PlanMemory:
         return found
 
     def remember(self, w: WatchedLog, r: LogPassResult, policy: PolicyConfig, disk_of: DiskOf,
-                 at: datetime) -> None:
-        """After a pass planned `w` at `at`: keep its result when nothing in it depends on more than its key."""
+                 at: datetime, *, held: bool = False) -> None:
+        """After a pass planned `w` at `at`: keep its result when nothing in it depends on more than its
+        key. `held`: the pass judged at the clock guard's trusted now (a forward step held), so its
+        plan is not the one the wall clock gives once the step is accepted: never kept."""
         self._kept.pop(w.name, None)
         taken = self._taken.pop(w.name, None)
         snap = r.snapshot
-        if (taken is None or taken[1] is None or snap is None or r.plan is None or r.error or r.actions
+        if (held or taken is None or taken[1] is None or snap is None or r.plan is None or r.error or r.actions
                 or r.rolled or r.removed_by_another or r.paced_seconds or r.unpaced or snap.hung or r.damage):
             return
         triggers = self._now_triggers(policy, taken[0], w.path, disk_of, at)

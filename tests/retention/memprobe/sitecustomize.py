@@ -1,0 +1,64 @@
+"""A memory probe for a sidecar under test, loaded only when a test puts this directory first on
+the child's PYTHONPATH and names a directory in MEMPROBE_DIR (nothing of it ships).
+
+A thread polls MEMPROBE_DIR for `NAME.req`; for each it writes `NAME.json` (objects counted by
+type after a full collection, malloc's own figures, the resident set) and, with MEMPROBE_TRACE=N
+(tracemalloc started, N frames deep, by the first request, so start-up runs at full speed), `NAME.snap`
+(a tracemalloc snapshot of what was allocated since and is still live), then removes the request."""
+
+import os
+
+_DIR = os.environ.get("MEMPROBE_DIR")
+
+
+def _mallinfo() -> dict:
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                     "uordblks", "fordblks", "keepcost")]
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = MallInfo2
+    info = libc.mallinfo2()
+    return {name: getattr(info, name) for name, _ in MallInfo2._fields_}
+
+
+def _answer(name: str) -> None:
+    import gc
+    import json
+    import sys
+    import threading
+    import tracemalloc
+    from collections import Counter
+
+    if os.environ.get("MEMPROBE_TRACE") and not tracemalloc.is_tracing():
+        tracemalloc.start(int(os.environ["MEMPROBE_TRACE"]))
+    gc.collect()
+    counts = Counter(type(o).__qualname__ for o in gc.get_objects())
+    with open(f"/proc/self/statm") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    out = {"rss": rss, "malloc": _mallinfo(), "threads": threading.active_count(),
+           "blocks": sys.getallocatedblocks(), "types": dict(counts)}
+    if tracemalloc.is_tracing():
+        out["traced"] = tracemalloc.get_traced_memory()
+        tracemalloc.take_snapshot().dump(os.path.join(_DIR, name + ".snap"))
+    tmp = os.path.join(_DIR, name + ".json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(out, f)
+    os.replace(tmp, os.path.join(_DIR, name + ".json"))
+
+
+def _poll() -> None:
+    import time
+    while True:
+        for entry in sorted(os.listdir(_DIR)):
+            if entry.endswith(".req"):
+                _answer(entry[:-4])
+                os.unlink(os.path.join(_DIR, entry))
+        time.sleep(0.1)
+
+
+if _DIR:
+    import threading
+    threading.Thread(target=_poll, name="memprobe", daemon=True).start()

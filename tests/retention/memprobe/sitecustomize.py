@@ -2,7 +2,7 @@
 the child's PYTHONPATH and names a directory in MEMPROBE_DIR (nothing of it ships).
 
 A thread polls MEMPROBE_DIR for `NAME.req`; for each it writes `NAME.json` (objects counted by
-type after a full collection, malloc's own figures, the resident set) and, with MEMPROBE_TRACE=N
+type after a full collection, the containers of 256 items or more, open fds and mappings, malloc's own figures (arenas counted), the resident set) and, with MEMPROBE_TRACE=N
 (tracemalloc started, N frames deep, by the first request, so start-up runs at full speed), `NAME.snap`
 (a tracemalloc snapshot of what was allocated since and is still live), then removes the request."""
 
@@ -21,7 +21,30 @@ def _mallinfo() -> dict:
     libc = ctypes.CDLL("libc.so.6")
     libc.mallinfo2.restype = MallInfo2
     info = libc.mallinfo2()
-    return {name: getattr(info, name) for name, _ in MallInfo2._fields_}
+    out = {name: getattr(info, name) for name, _ in MallInfo2._fields_}
+    libc.fopen.restype = ctypes.c_void_p
+    path = os.path.join(_DIR, f"malloc-info-{os.getpid()}.xml")
+    f = libc.fopen(path.encode(), b"w")
+    libc.malloc_info(0, ctypes.c_void_p(f))
+    libc.fclose(ctypes.c_void_p(f))
+    with open(path) as xml:
+        out["arenas"] = xml.read().count("<heap nr=")
+    os.unlink(path)
+    return out
+
+
+def _big_containers(objects) -> dict:
+    """{id: [type, len, the type of one holder]} of every container of 256 or more items, those the
+    collector does not track (a dict of ints, say) found through what holds them."""
+    import gc
+    from collections import deque
+    kinds = (dict, list, set, frozenset, deque, bytearray)
+    big = {}
+    for holder in objects:
+        for o in [holder, *gc.get_referents(holder)]:
+            if isinstance(o, kinds) and len(o) >= 256 and id(o) not in big:
+                big[id(o)] = [type(o).__qualname__, len(o), type(holder).__qualname__]
+    return big
 
 
 def _answer(name: str) -> None:
@@ -38,7 +61,9 @@ def _answer(name: str) -> None:
     counts = Counter(type(o).__qualname__ for o in gc.get_objects())
     with open(f"/proc/self/statm") as f:
         rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    out = {"rss": rss, "malloc": _mallinfo(), "threads": threading.active_count(),
+    with open("/proc/self/maps") as f:
+        maps = len(f.readlines())
+    out = {"fds": len(os.listdir("/proc/self/fd")), "maps": maps, "big": _big_containers(gc.get_objects()), "rss": rss, "malloc": _mallinfo(), "threads": threading.active_count(),
            "blocks": sys.getallocatedblocks(), "types": dict(counts)}
     if tracemalloc.is_tracing():
         out["traced"] = tracemalloc.get_traced_memory()

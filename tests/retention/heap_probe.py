@@ -1,9 +1,11 @@
 """The memory probe (`memprobe/sitecustomize.py`) from the test's side: the environment that loads
 it into a sidecar, and its readings.
 
-The probe's sidecar runs with PYTHONMALLOC=malloc, so every Python object is a malloc block and
-malloc's bytes in use (`live_heap`, read after a full collection) are the whole of what the process
-keeps on its heap: what it retains for a deletion shows there, byte for byte, where the resident set
+The probe's sidecar runs with PYTHONMALLOC=malloc, so every Python object is a malloc block, and
+without glibc's per-thread caches (tcache: up to about 230 KB of freed blocks per thread that malloc
+counts as in use, so each pool thread a loaded host adds would look like kept state), so malloc's
+bytes in use (`live_heap`, read after a full collection) are the whole of what the process keeps on
+its heap: what it retains for a deletion shows there, byte for byte, where the resident set
 also moves with what the allocator keeps of freed memory (more when passes overlap on a loaded host).
 """
 
@@ -25,10 +27,11 @@ class HeapProbe:
         self.directory.mkdir(parents=True, exist_ok=True)
 
     def env(self) -> dict[str, str]:
-        """The environment for `Sidecar(env=...)`: the probe loaded, Python objects on malloc.
+        """The environment for `Sidecar(env=...)`: the probe loaded, Python objects on malloc, no tcache.
         MEMPROBE_TRACE, when set here, passes on (tracemalloc snapshots in the directory)."""
         path = os.environ.get("PYTHONPATH")
         return {"MEMPROBE_DIR": str(self.directory), "PYTHONMALLOC": "malloc",
+                "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0",
                 "PYTHONPATH": f"{PROBE_PATH}{os.pathsep}{path}" if path else str(PROBE_PATH)}
 
     def read(self, name: str, timeout: float = 60.0) -> dict:

@@ -2,9 +2,11 @@
 the child's PYTHONPATH and names a directory in MEMPROBE_DIR (nothing of it ships).
 
 A thread polls MEMPROBE_DIR for `NAME.req`; for each it writes `NAME.json` (objects counted by
-type after a full collection, the containers of 256 items or more, open fds and mappings, malloc's own figures (arenas counted), the resident set) and, with MEMPROBE_TRACE=N
-(tracemalloc started, N frames deep, by the first request, so start-up runs at full speed), `NAME.snap`
-(a tracemalloc snapshot of what was allocated since and is still live), then removes the request."""
+type after a full collection, the containers of 256 items or more, open fds and mappings, malloc's
+own figures with its arenas counted, the resident set) and, with MEMPROBE_TRACE=N (tracemalloc
+started N frames deep by the first request, so start-up runs at full speed), `NAME.snap` (a
+tracemalloc snapshot of what was allocated since and is still live), then removes the request.
+`heap_probe` is its other side."""
 
 import os
 

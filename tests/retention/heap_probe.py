@@ -47,6 +47,18 @@ class HeapProbe:
         return json.loads(answer.read_text())
 
 
+def least(probe: HeapProbe, name: str, readings: int = 3, gap: float = 0.3) -> dict:
+    """Of `readings` readings `gap` seconds apart, the one with the least live heap: what a pass
+    running at that moment holds (a /proc listing read whole, a batch of decisions: up to 300 KB
+    was seen) is gone in one of them, what is kept is in all."""
+    taken = []
+    for i in range(readings):
+        if i:
+            time.sleep(gap)
+        taken.append(probe.read(f"{name}-{i}"))
+    return min(taken, key=live_heap)
+
+
 def live_heap(reading: dict) -> int:
     """Bytes malloc has handed out and not had back (its arenas' and its mmapped blocks')."""
     return reading["malloc"]["uordblks"] + reading["malloc"]["hblkhd"]

@@ -60,13 +60,16 @@ def _answer(name: str) -> None:
     if os.environ.get("MEMPROBE_TRACE") and not tracemalloc.is_tracing():
         tracemalloc.start(int(os.environ["MEMPROBE_TRACE"]))
     gc.collect()
-    counts = Counter(type(o).__qualname__ for o in gc.get_objects())
-    with open(f"/proc/self/statm") as f:
+    malloc = _mallinfo()                # before the lists below take their share
+    with open("/proc/self/statm") as f:
         rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    objects = gc.get_objects()
+    counts = Counter(type(o).__qualname__ for o in objects)
     with open("/proc/self/maps") as f:
         maps = len(f.readlines())
-    out = {"fds": len(os.listdir("/proc/self/fd")), "maps": maps, "big": _big_containers(gc.get_objects()), "rss": rss, "malloc": _mallinfo(), "threads": threading.active_count(),
-           "blocks": sys.getallocatedblocks(), "types": dict(counts)}
+    out = {"rss": rss, "malloc": malloc, "threads": threading.active_count(),
+           "fds": len(os.listdir("/proc/self/fd")), "maps": maps, "blocks": sys.getallocatedblocks(),
+           "types": dict(counts), "big": _big_containers(objects)}
     if tracemalloc.is_tracing():
         out["traced"] = tracemalloc.get_traced_memory()
         tracemalloc.take_snapshot().dump(os.path.join(_DIR, name + ".snap"))

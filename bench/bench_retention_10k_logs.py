@@ -36,30 +36,21 @@ import psutil
 import yaml
 from loguru import logger
 
-from commitlog import CommitLog
 from policies import load_config
 from policies.config import RetentionConfig
 from policies.yaml_bounds import MAX_CONFIG_BYTES, BoundedLoader
 from retention import RetentionScheduler
 from retention.deletion.unchanged import RACY_NS, PlanMemory
 
+from bench_retention_many_logs import build_template
 from bench_sidecar_idle import sample, sidecar_config
 
-SEGMENTS = 10
 SIZES = tuple(int(n) for n in os.environ.get("BENCH_SIZES", "1000,10000").split(","))  # baseline, measured
 
 
 def build(root: Path, count: int) -> Path:
     """`count` logs under root/logs and a configuration discovering them; returns the configuration."""
-    template = root / "template"
-    with CommitLog.open(template, segment_size=4096, flush="none") as log:
-        while len(log.segments()) < SEGMENTS + 1:
-            log.append_batch([b"r" * 100] * 16)
-        log.commit("etl", log.end_offset)
-    old = time.time() - 3600
-    for path in template.iterdir():
-        if not path.name.startswith("."):
-            os.utime(path, (old, old))
+    template = build_template(root)
     (root / "logs").mkdir()
     for i in range(count):
         shutil.copytree(template, root / "logs" / f"log{i:05d}", copy_function=shutil.copy2,

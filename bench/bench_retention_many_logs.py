@@ -44,8 +44,9 @@ from bench_sidecar_idle import sample, sidecar_config
 SEGMENTS = 10
 
 
-def build(root: Path, count: int) -> Path:
-    """`count` logs under root, and a configuration naming them; returns the configuration."""
+def build_template(root: Path) -> Path:
+    """root/template: a log of SEGMENTS sealed 4 KiB segments and an active one, read to its end by
+    group etl, every file last written an hour ago (nothing due under the default policy)."""
     template = root / "template"
     with CommitLog.open(template, segment_size=4096, flush="none") as log:
         while len(log.segments()) < SEGMENTS + 1:
@@ -55,6 +56,12 @@ def build(root: Path, count: int) -> Path:
     for path in template.iterdir():
         if not path.name.startswith("."):
             os.utime(path, (old, old))
+    return template
+
+
+def build(root: Path, count: int) -> Path:
+    """`count` logs under root, and a configuration naming them; returns the configuration."""
+    template = build_template(root)
     logs = ""
     for i in range(count):
         name = f"log{i:04d}"

@@ -40,7 +40,7 @@ run: $(STAMP)
 
 # Test processes of `make test` (pytest-xdist; tests of one xdist group share one process, see
 # docs/development.md). 0, the default, runs the tests in this process, one after another: on
-# 3 workers, five tests still fail (docs/development.md, "Running the tests").
+# 3 workers, five tests failed, since fixed; not yet green twice (docs/development.md, "Running the tests").
 PYTEST_WORKERS ?= 0
 
 # The host is checked before anything is installed: a missing JDK is one line, not a traceback later.

@@ -10,13 +10,16 @@ to delete, nothing changes. The logs are configured by `discover:` (one root eac
   changed since its last plan) and with every log planned (the memory of the last plans dropped
   first), best of BENCH_ROUNDS (default 5) rounds interleaving 1,000 and 10,000; the ratio 10,000
   / 1,000 (target: at most 12x);
+- the compaction job (`compact:default`) when no log changed since its last look (change-driven:
+  none is opened or read), best of the same rounds;
 - a real `retention serve` over each: seconds from its start to ready (the first pass over every
   log done; target 60 s), largest RSS (target < 300 MB) and CPU over BENCH_SECONDS (default 60)
   from 15 s after ready (target < 1 % of a core), its descriptors and soft limit; a sleeping
   Python beside it is the baseline.
 
-The load average is printed before and after. Needs an open-files limit above 11,000 (two sets of
-logs are owned at once by this process).
+BENCH_COMPACTION=20s sets compaction.interval, so compaction passes run while the sidecar is
+sampled (by default the first comes 5 min after start). The load average is printed before and
+after. Needs an open-files limit above 11,000 (two sets of logs are owned at once by this process).
 """
 
 from __future__ import annotations
@@ -57,7 +60,11 @@ def build(root: Path, count: int) -> Path:
                         ignore=shutil.ignore_patterns(".*"))
     shutil.rmtree(template)
     config = sidecar_config(root, "")
-    config.write_text(config.read_text().replace("logs:\n", f"discover:\n  - root: {root / 'logs'}\n", 1))
+    text = config.read_text().replace("logs:\n", f"discover:\n  - root: {root / 'logs'}\n", 1)
+    if os.environ.get("BENCH_COMPACTION"):    # a compaction interval short enough to fall in the sample
+        text = text.replace("    reserve: 72h\n", f"    reserve: 72h\n    compaction:\n      interval: "
+                            f"{os.environ['BENCH_COMPACTION']}\n", 1)
+    config.write_text(text)
     return config
 
 
@@ -103,8 +110,15 @@ def timed_pass(scheduler: RetentionScheduler, *, forget: bool) -> float:
     return elapsed
 
 
-def passes(configs: dict[int, Path], rounds: int) -> dict[int, tuple[float, float, float]]:
-    """count -> (cold first pass, best carried pass, best planned pass), rounds interleaved."""
+def timed_compaction(scheduler: RetentionScheduler) -> float:
+    t = time.perf_counter()
+    scheduler.compactions.job("default")
+    return time.perf_counter() - t
+
+
+def passes(configs: dict[int, Path], rounds: int) -> dict[int, tuple[float, float, float, float]]:
+    """count -> (cold first pass, best carried pass, best planned pass, best compaction job),
+    rounds interleaved."""
     schedulers, cold = {}, {}
     try:
         for count, config in configs.items():
@@ -113,13 +127,17 @@ def passes(configs: dict[int, Path], rounds: int) -> dict[int, tuple[float, floa
             schedulers[count].passes.interval("default")
             cold[count] = time.perf_counter() - t
         for scheduler in schedulers.values():
+            for _ in range(3):                 # a first look claims each log, then its files settle
+                time.sleep(RACY_NS / 1e9 + 0.2)
+                scheduler.compactions.job("default")
             settle(scheduler)
-        best = {count: [float("inf"), float("inf")] for count in configs}
+        best = {count: [float("inf"), float("inf"), float("inf")] for count in configs}
         for _ in range(rounds):
             for count, scheduler in schedulers.items():
                 best[count][0] = min(best[count][0], timed_pass(scheduler, forget=False))
                 best[count][1] = min(best[count][1], timed_pass(scheduler, forget=True))
                 settle(scheduler)
+                best[count][2] = min(best[count][2], timed_compaction(scheduler))
         return {count: (cold[count], *best[count]) for count in configs}
     finally:
         for scheduler in schedulers.values():
@@ -196,7 +214,8 @@ def report(config_figures, pass_figures, side, load_before, load_after) -> None:
           f"them {named_bytes / 1024:.0f} KiB (bound {MAX_CONFIG_BYTES // 1024} KiB) parses and validates in "
           f"{named:.2f} s")
     print(f"{'':34}{f'{SIZES[0]:,} logs':>14}{f'{SIZES[1]:,} logs':>14}{'ratio':>9}")
-    for i, what in ((0, "first pass (cold)"), (1, "warm pass, every log carried"), (2, "warm pass, every log planned")):
+    for i, what in ((0, "first pass (cold)"), (1, "warm pass, every log carried"), (2, "warm pass, every log planned"),
+                    (3, "compaction job, nothing changed")):
         print(f"{what:34}{a[i] * 1000:>11.1f} ms{b[i] * 1000:>11.1f} ms{b[i] / a[i]:>8.1f}x")
     s1, s2 = side[SIZES[0]], side[SIZES[1]]
     print(f"{'sidecar: start to ready':34}{s1['ready']:>12.1f} s{s2['ready']:>12.1f} s")

@@ -70,8 +70,17 @@ class LogState:
             if os.path.getsize(path) == 0:  # a new log on a full disk: nothing to read
                 raise _translate(path, exc) from exc
             self._query("SELECT count(*) FROM consumer_groups")  # readable without room?
-        self._drop()  # reconnected at the first commit (see the module docstring)
-        self._start_file = StartOffsetFile.open(self._start_path)
+        try:
+            self._start_file = StartOffsetFile.open(self._start_path)
+            if self._db is not None and self._start_file is not None:
+                # A log's open asks for its start offset next: state.db's row is read on this
+                # connection (kept, as that read's would be) instead of a second one.
+                self._legacy_start = self._db_start()
+            else:
+                self._drop()  # reconnected at the first read or commit (see the module docstring)
+        except BaseException:
+            self._drop()
+            raise
 
     # ------------------------------------------------------------------ SQLite
     def _connect(self) -> sqlite3.Connection:
@@ -247,8 +256,10 @@ def _connect_readonly(path: str, why: str) -> sqlite3.Connection:
     return connect_sqlite(path, "mode=ro&immutable=1", isolation_level=None, check_same_thread=False)
 
 
-def _stat_key(path: str, empty: object = 0) -> tuple[int, int, int, int] | None:
-    """(inode, size, mtime, device); None when missing. With `empty=None`, an empty file counts
+def _stat_key(path: str, empty: object = 0) -> tuple[int, int, int, int, int] | None:
+    """(inode, size, mtime, ctime, device): ctime too, which a write moves even when the writer puts
+    the mtime back (os.utime), but 0 for a -wal (`empty=None`: SQLite run as root chowns it on every
+    opening); None when missing. With `empty=None`, an empty file counts
     as missing: a connection creates an empty -wal and the last one to close deletes it, and
     neither changes what the database holds (a commit's frames make it non-empty)."""
     try:
@@ -257,7 +268,7 @@ def _stat_key(path: str, empty: object = 0) -> tuple[int, int, int, int] | None:
         return None
     if st.st_size == 0 and empty is None:
         return None
-    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_dev
+    return st.st_ino, st.st_size, st.st_mtime_ns, 0 if empty is None else st.st_ctime_ns, st.st_dev
 
 
 def _check_value(path: str, what: str, value: object) -> int:

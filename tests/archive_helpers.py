@@ -58,6 +58,11 @@ class S3Server:
             self.process.wait(10)
         self.process = None
 
+    def reset(self) -> None:
+        """Forget every bucket and object (moto's reset)."""
+        request = urllib.request.Request(self.endpoint + "/moto-api/reset", method="POST")
+        urllib.request.urlopen(request, timeout=30).read()
+
     def make_bucket(self, name: str = BUCKET) -> None:
         import boto3
         boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",

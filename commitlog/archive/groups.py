@@ -7,7 +7,10 @@ Keys under the log's folder `<log>/`:
 Each commit is a new object created with `Tier.create` (never rewritten in place): of two
 committers creating commit n+1 one wins, the other reads the new newest and tries again, so the
 newest is the last commit made, as in a local log's consumer state (a group may move back, as
-`CommitLog.commit` allows). Older commits are pruned best effort (the newest KEEP stay). One
+`CommitLog.commit` allows). Older commits are pruned best effort (the newest KEEP stay); a
+committer stalled between its read and its create across KEEP newer commits may create a number
+pruned meanwhile, below the newest: its commit then counts as made before them (it overlapped
+them), as if superseded at once. One
 LIST of `groups/` and one GET per group read them all. Thread- and process-safe: the tier's
 create is the only coordination.
 """

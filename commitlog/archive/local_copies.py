@@ -19,6 +19,8 @@ process-safe: copies are renamed into place whole and served only from a descrip
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -53,16 +55,29 @@ def mark(directory: str, url: str, endpoint: str | None, region: str | None, nam
         os.makedirs(directory, exist_ok=True)
         if os.path.lexists(meta_path(directory)):
             return False
-        _subdirs(directory, [CLUSTER_CACHE_DIR])
-        if _marker_or_none(directory) == marker:
-            return True
-        path = cluster_cache_file(directory)
-        with open(path + TMP_SUFFIX, "w", opener=temporary) as out:
-            json.dump({"format": MARKER_FORMAT, **asdict(marker)}, out, sort_keys=True)
-        os.replace(path + TMP_SUFFIX, path)
+        with _exclusive(_subdirs(directory, [CLUSTER_CACHE_DIR])):
+            if _marker_or_none(directory) == marker:
+                return True
+            path = cluster_cache_file(directory)
+            with open(path + TMP_SUFFIX, "w", opener=temporary) as out:
+                json.dump({"format": MARKER_FORMAT, **asdict(marker)}, out, sort_keys=True)
+            os.replace(path + TMP_SUFFIX, path)
         return True
     except (OSError, UnsafeLogFileError, CorruptLogError):
         return False
+
+
+@contextlib.contextmanager
+def _exclusive(folder: str):
+    """An exclusive flock on the directory `folder` itself (never through a link): the tasks of
+    one host marking the same directory at once take turns at the marker's one temporary file
+    (else one's rename takes the other's file away and that task keeps no copies)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def read_marker(directory: str) -> CacheMarker | None:

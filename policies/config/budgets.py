@@ -79,14 +79,13 @@ class BudgetConfig(_Strict):
                                   f"{format_size(self.bytes)}", "logs")
         return self
 
-    @property
-    def total_weight(self) -> float:
-        return sum(part.weight for part in self.logs.values())
-
     def share(self, log: str) -> int:
-        """``log``'s share in bytes: ``bytes x weight / total weight``, never below its floor."""
-        part = self.logs[log]
-        return max(part.floor, int(self.bytes * part.weight / self.total_weight))
+        """``log``'s share in bytes: ``bytes x weight / total weight``, never below its floor. The
+        weights are scaled by the largest first, so any finite ones (1e308 beside 1e-7) give a
+        fraction of ``bytes`` rather than an infinite or NaN product."""
+        top = max(part.weight for part in self.logs.values())
+        fraction = (self.logs[log].weight / top) / sum(part.weight / top for part in self.logs.values())
+        return max(self.logs[log].floor, int(self.bytes * fraction))
 
 
 Budgets = Annotated[Mapping[Name, BudgetConfig], AfterValidator(_frozen_mapping),

@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from policies.config.fields import DEFAULT_POLICY, _NAME, ByteSize, Name, _probe, _resolve_path, _Strict
+from policies.config.fields import DEFAULT_POLICY, _NAME, ByteSize, Name, _directory_path, _Strict
 
 __all__ = ["DiscoverConfig", "discover"]
 
@@ -41,32 +41,35 @@ class DiscoverConfig(_Strict):
     @field_validator("root", mode="plain")
     @classmethod
     def _check_root(cls, value: object, info: ValidationInfo) -> Path:
-        path = _resolve_path(value, info)
-        if _probe(path, lambda: path.exists() and not path.is_dir()):
-            raise ValueError(f"{path} exists and is not a directory; a root holds log directories")
-        return path
+        return _directory_path(value, info, "a root holds log directories")
 
 
-def _found(entry: DiscoverConfig) -> Iterable[tuple[str, str]]:
+def _found(entry: DiscoverConfig, strict: bool) -> Iterable[tuple[str, str]]:
     """(name, path) of each real directory directly under `entry.root` with a log's name; none when
-    the root cannot be read (it may not exist yet)."""
+    the root does not exist (yet), or, unless `strict`, cannot be read (OSError when `strict`)."""
     try:
         with os.scandir(entry.root) as listing:
             names = [e.name for e in listing if e.is_dir(follow_symlinks=False) and _NAME.fullmatch(e.name)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
     except OSError:
+        if strict:
+            raise
         return []
     return [(name, os.path.join(entry.root, name)) for name in sorted(names)]
 
 
 def discover(entries: Iterable[DiscoverConfig], named: Mapping[str, object],
-             named_paths: Iterable[str]) -> dict:
+             named_paths: Iterable[str], *, strict: bool = False) -> dict:
     """The logs found under each root of `entries`, by name, as `LogConfig` arguments (path, policy
-    and segment_size when set); `named`: the names `logs:` takes, `named_paths`: their real paths."""
+    and segment_size when set); `named`: the names `logs:` takes, `named_paths`: their real paths.
+    `strict`: a root that exists but cannot be listed (EMFILE, EIO, EACCES) raises OSError rather
+    than holding no log (a root read again must not forget its logs for a failed read)."""
     taken = set(named_paths)
     found: dict[str, dict] = {}
     for entry in entries:
         real_root = os.path.realpath(entry.root)
-        for name, path in _found(entry):
+        for name, path in _found(entry, strict):
             if name in named or name in found or os.path.join(real_root, name) in taken:
                 continue
             args = {"path": Path(path), "policy": entry.policy, "overrides": MappingProxyType({})}

@@ -150,6 +150,15 @@ def _resolve_path(value: object, info: ValidationInfo) -> Path:
     return Path(path)
 
 
+def _directory_path(value: object, info: ValidationInfo, holds: str) -> Path:
+    """``value`` resolved (`_resolve_path`), refused when it names an existing non-directory;
+    ``holds`` ends the line ("a log is a directory")."""
+    path = _resolve_path(value, info)
+    if _probe(path, lambda: path.exists() and not path.is_dir()):
+        raise ValueError(f"{path} exists and is not a directory; {holds}")
+    return path
+
+
 def _probe(path: Path, question: Callable[[], bool]) -> bool:
     """``question()`` about ``path``; a name the file system refuses (EACCES, a lone surrogate) is a ValueError."""
     try:

@@ -23,7 +23,7 @@ from policies.config.policy import PolicyConfig
 from policies.config.budgets import Budgets
 from policies.config.discovery import DiscoverConfig, discover
 from policies.config.fields import (ByteSize, DEFAULT_POLICY, Name, _Strict, _config_problem, _frozen_mapping,
-                                    _probe, _resolve_path)
+                                    _directory_path)
 
 
 def _frozen_tree(value: Any) -> Any:
@@ -74,10 +74,7 @@ class LogConfig(_Strict):
     @field_validator("path", mode="plain")
     @classmethod
     def _check_path(cls, value: object, info: ValidationInfo) -> Path:
-        path = _resolve_path(value, info)
-        if _probe(path, lambda: path.exists() and not path.is_dir()):
-            raise ValueError(f"{path} exists and is not a directory; a log is a directory")
-        return path
+        return _directory_path(value, info, "a log is a directory")
 
 
 Logs = Annotated[
@@ -134,7 +131,7 @@ class RetentionConfig(_Strict):
     _roots_seen: list = PrivateAttr(default_factory=list)                 # the roots' stats when read
 
     @model_validator(mode="after")
-    def _check_logs(self) -> RetentionConfig:
+    def _check_logs(self, info: ValidationInfo) -> RetentionConfig:
         if self.discover:
             self._add_discovered()
         seen: dict[str, str] = {}
@@ -161,15 +158,18 @@ class RetentionConfig(_Strict):
                                       f"{archived[key]!r} does: give one another directory name or archive url",
                                       "logs", name, "path")
             archived[key] = name
-        self._check_budgets()
+        self._check_budgets((info.context or {}).get("vanished", frozenset()))
         return self
 
-    def _check_budgets(self) -> None:
-        """Each budget's logs are logs of the file, each in one budget at most."""
+    def _check_budgets(self, vanished: frozenset[str]) -> None:
+        """Each budget's logs are logs of the file, each in one budget at most. `vanished`: the
+        budgets' discovered logs not found when the roots are read again (`rediscovered`): a budget
+        keeps their names, counting them for nothing until they come back (refusing the new
+        configuration would keep out every other change of the roots)."""
         member: dict[str, str] = {}
         for budget_name, budget in self.budgets.items():
             for log in budget.logs:
-                if log not in self.logs:
+                if log not in self.logs and log not in vanished:
                     defined = ", ".join(sorted(self.logs)) or "none"
                     raise _config_problem(f"unknown log {log!r}; defined: {defined}", "budgets", budget_name,
                                           "logs", log)
@@ -190,7 +190,7 @@ class RetentionConfig(_Strict):
         budgets = {self.budget_of[n] for n in names if n in self.budget_of}
         wanted = set(names)
         return names + [log for b in self.budgets if b in budgets for log in self.budgets[b].logs
-                        if log not in wanted]
+                        if log not in wanted and log in self.logs]
 
     def _add_discovered(self) -> None:
         """The logs under the `discover` roots, added to `logs` (frozen: set once, here)."""
@@ -211,19 +211,22 @@ class RetentionConfig(_Strict):
 
     def rediscovered(self) -> RetentionConfig | None:
         """This configuration with its `discover` roots read again, or None when they hold the same
-        directories (a root whose mtime has not changed, and not racily, is not listed again)."""
+        directories (a root whose mtime has not changed, and not racily, is not listed again).
+        OSError when a root exists but cannot be listed: read again next time."""
         stats = _root_stats(self.discover)
         if not self.discover or (None not in stats and stats == self._roots_seen):
             return None
         named = {name: log for name, log in self.logs.items() if name not in self._discovered}
-        found = discover(self.discover, named, [os.path.realpath(log.path) for log in named.values()])
+        found = discover(self.discover, named, [os.path.realpath(log.path) for log in named.values()], strict=True)
         if {name: str(args["path"]) for name, args in found.items()} == self._discovered:
             self._roots_seen[:] = stats
             return None
         data = self.model_dump(mode="json", exclude={"logs": set(self._discovered)})
         if self.policies.get(DEFAULT_POLICY) is _implicit_default_policy():
             data["policies"].pop(DEFAULT_POLICY)
-        return type(self).model_validate(data, context={"base_dir": os.sep})
+        budgeted = {log for budget in self.budgets.values() for log in budget.logs}
+        vanished = frozenset(budgeted.difference(named, found))   # each was a log when the file was loaded
+        return type(self).model_validate(data, context={"base_dir": os.sep, "vanished": vanished})
 
     @property
     def defined_policies(self) -> tuple[str, ...]:

@@ -49,15 +49,16 @@ class _Span:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _TimedSpan:
-    """The time of a line, then the segment it is about (`_Span`'s keys)."""
+class _Timed:
+    """The time of a line."""
 
     time: float = stamp()
-    log: Any
-    path: Any
-    segment: Any
-    base_offset: Any
-    end_offset: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class _TimedSpan(_Span, _Timed):
+    """The time of a line, then the segment it is about (`_Span`'s keys): a dataclass takes its
+    bases' fields from the last base to the first."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,6 +25,7 @@ from loguru import logger
 
 from commitlog import (CommitLog, CommitLogError, InvalidArgumentError, SegmentInfo, StoreFullError, disk_usage,
                        segment_name)
+from policies.compaction import NO_ROOM
 from policies import (CompactionSegment, GroupSnapshot, KeyIndex, PlannedOutput, plural,
                       LivenessRule, PendingRanges, PolicyConfig, RetentionConfig, count_dropped,
                       plan_compaction, stale_groups, throttle_delay, too_live_to_compact, within_pass_budget)
@@ -34,6 +35,7 @@ from .intents import COMPACT, CompactionAudit
 from .plan_input import compaction_segments, keyed_live, marked_runs
 from .protection import installed_protectors, keyed_refusal, pending_of
 from .summary import CompactionResult, LogCompaction, OutputResult
+from .look_memory import CompactionMemory
 from ..deletion.owner import OwnedElsewhere
 from ..deletion.watched import WatchedLog
 
@@ -48,12 +50,14 @@ class Compactor:
     audit: the trail intents and outcomes go to (default: `service.audit`). metrics: a
     `RetentionMetrics` to count in, or None. clock/monotonic/sleep: injectable time. pending: the
     pending-ranges hook (default: the installed protectors'). stop: asked between outputs; True ends the pass (`interrupted`).
+    memory: what the last empty looks were made from (`.unchanged`): a log none of whose inputs
+    changed is skipped (not with `only_if`); None looks at every log.
     """
 
     def __init__(self, config: RetentionConfig, *, audit: AuditTrail | None = None, metrics=None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], object] = time.sleep, pending: Pending | None = None,
-                 stop: Callable[[], bool] | None = None) -> None:
+                 stop: Callable[[], bool] | None = None, memory: CompactionMemory | None = None) -> None:
         self.config = config
         self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
         self._trail = CompactionAudit(self.audit, clock)
@@ -61,6 +65,7 @@ class Compactor:
         self._clock, self._mono, self._sleep = clock, monotonic, sleep
         self._pending = pending
         self._stop = stop or (lambda: False)
+        self._memory = memory
         self.logs = {name: WatchedLog(name, cfg, archive=config.policy_for(name).archive)
                      for name, cfg in config.logs.items()}
         self._progress_lock = threading.Lock()
@@ -95,6 +100,8 @@ class Compactor:
             watched = self.logs[name]
             entry = LogCompaction(name, watched.path)
             result.logs.append(entry)
+            if only_if is None and self._unchanged(watched, at):
+                continue  # nothing it is planned from changed since a look that found nothing to do
             if not watched.exists():
                 continue  # not a commit log yet: nothing to compact, nothing wrong
             with self._progress_lock:
@@ -115,6 +122,7 @@ class Compactor:
             finally:
                 with self._progress_lock:
                     self._progress = None
+                watched.close()   # done with it: a pass over 10,000 logs holds one open, not all
             if stopped:
                 result.interrupted = True
                 break
@@ -122,6 +130,18 @@ class Compactor:
         if self.metrics is not None and not dry_run:
             self.metrics.compaction_pass(result.duration)
         return result
+
+    def _unchanged(self, watched: WatchedLog, at: datetime) -> bool:
+        if self._memory is None:
+            return False
+        try:
+            pending = self._hook()(watched.path)
+        except Exception:  # noqa: BLE001 (the look says why)
+            pending = None
+        return self._memory.unchanged(watched, self.config.policy_for(watched.name), pending, at.timestamp())
+
+    def _hook(self) -> Pending:
+        return self._pending if self._pending is not None else pending_of(installed_protectors())
 
     def _log_pass(self, watched: WatchedLog, entry: LogCompaction, at: datetime, started: float,
                   dry_run: bool, on_output, only_if: SegmentFilter | None) -> bool:
@@ -143,7 +163,7 @@ class Compactor:
         pending = self._protected(watched, entry, cfg.keys)
         if pending is None:
             return False
-        rule, live, runs, fresh = self._rule(log, policy, at, marks, pending, infos, end)
+        rule, live, runs, fresh, moments = self._rule(log, policy, at, marks, pending, infos, end)
         segments = compaction_segments(infos, live, runs, watched.archived() if watched.archive is not None else None)
         if only_if is not None and not only_if(segments, policy):
             return False
@@ -153,6 +173,13 @@ class Compactor:
                                free_bytes=disk_usage(watched.path).free_bytes, now=at)
         entry.planned = len(plan.outputs)
         self._set_progress(outputs_planned=entry.planned)
+        if self._memory is not None and not (dry_run or only_if or fresh or plan.outputs) and \
+                not any(NO_ROOM in reasons for reasons in plan.kept.values()):
+            if cfg.min_age > 0:
+                moments += [s.last_timestamp_ms / 1000 + cfg.min_age for s in segments
+                            if s.last_timestamp_ms is not None]
+            self._memory.remember(watched, policy, at.timestamp(), moments,
+                                  (infos[-1].path, infos[-1].used_bytes) if cfg.keys and infos else None)
         if dry_run:
             for out in plan.outputs:
                 entry.outputs.append(self._measure(log, marks, rule, out))
@@ -164,8 +191,7 @@ class Compactor:
         with `entry.error` set, when the hook failed or a protector refuses a keyed compaction."""
         try:
             protectors = installed_protectors()
-            hook = self._pending if self._pending is not None else pending_of(protectors)
-            pending = PendingRanges(hook(watched.path))
+            pending = PendingRanges(self._hook()(watched.path))
             refusal = keyed_refusal(protectors, watched.path) if keyed else None
         except Exception as exc:  # noqa: BLE001 (without the pending ranges nothing is safe to drop)
             entry.error = f"the pending-ranges hook failed, nothing compacted: {exc}"
@@ -207,10 +233,11 @@ class Compactor:
               infos: Sequence[SegmentInfo], end: int):
         """(rule, bytes each segment's output holds (keyed logs, counted record by record), what the
         runs of marked offsets cost per segment (unkeyed logs), tombstones seen for the first
-        time)."""
+        time, the moments (epoch s) a tombstone's retention ends or a group's silence outlasts
+        consumer_ttl: what the rule drops may change then)."""
         cfg = policy.compaction
         if not cfg.keys:
-            return LivenessRule(cfg, at, pending=pending), None, marked_runs(marks.starts, marks.ends, infos), {}
+            return LivenessRule(cfg, at, pending=pending), None, marked_runs(marks.starts, marks.ends, infos), {}, []
         index = KeyIndex(pending)
         tombstones: list[tuple[int, bytes]] = []
         for offset, key, tombstone, marked in log.record_facts(marks, None, end):
@@ -226,7 +253,9 @@ class Compactor:
                             stale_groups=stale, pending=pending)
         fresh = {o: rule.first_seen(o) for o, k in tombstones
                  if newest.get(k) == o and o not in first_seen and rule.cause(o, k, True, False) is None}
-        return rule, keyed_live(log, rule, infos), None, fresh
+        moments = [t + cfg.tombstone_retention for t in first_seen.values()]
+        moments += [t + policy.consumer_ttl for t in times.values()]
+        return rule, keyed_live(log, rule, infos), None, fresh, moments
 
     # ------------------------------------------------------------------ outputs
     def _measure(self, log: CommitLog, marks, rule: LivenessRule, out: PlannedOutput) -> OutputResult:
@@ -255,7 +284,7 @@ class Compactor:
         ident = self._trail.intent(planned, entry)
         if ident is None:
             return None
-        throttle = self._throttle(cfg)
+        throttle = _throttle(cfg.max_bytes_per_second, self._mono, self._sleep, self._set_progress)
         try:
             done = log.compact([list(out.inputs)], rule.cause, marks=marks, on_bytes=throttle)
         except StoreFullError as exc:
@@ -294,18 +323,6 @@ class Compactor:
                     segment_name(o.segment), o.bytes_before, o.bytes_after, result.dropped)
         return result
 
-    def _throttle(self, cfg) -> Callable[[int], None]:
-        start, moved = self._mono(), 0
-
-        def on_bytes(n: int) -> None:
-            nonlocal moved
-            moved += n
-            self._set_progress(bytes_moved=moved)
-            delay = throttle_delay(moved, self._mono() - start, cfg.max_bytes_per_second)
-            if delay > 0:
-                self._sleep(delay)
-        return on_bytes
-
     def settle(self) -> int:
         """Settle the compaction intents of dead processes for this compactor's logs; how many.
         After a kill, the store also finishes what the dead process left (inputs superseded by an
@@ -326,6 +343,22 @@ class Compactor:
 
 
 _SPLIT = object()                         # _output's answer: try the output's two halves instead
+
+
+def _throttle(rate: int, monotonic: Callable[[], float], sleep: Callable[[float], object],
+              report: Callable[..., None]) -> Callable[[int], None]:
+    """An output's `on_bytes`: reports the bytes moved (`report(bytes_moved=)`) and sleeps to hold
+    them to `rate` a second (`throttle_delay`)."""
+    start, moved = monotonic(), 0
+
+    def on_bytes(n: int) -> None:
+        nonlocal moved
+        moved += n
+        report(bytes_moved=moved)
+        delay = throttle_delay(moved, monotonic() - start, rate)
+        if delay > 0:
+            sleep(delay)
+    return on_bytes
 
 
 def _keep(*_) -> None:

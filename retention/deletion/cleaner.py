@@ -17,6 +17,7 @@ failure: it is logged at INFO and the pass goes on with the next planned segment
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -24,7 +25,7 @@ from datetime import datetime, timezone
 
 from loguru import logger
 
-from policies import NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig, SegmentDecision, plan
+from policies import NO_MANUAL_TRIGGER, ManualTrigger, Plan, RetentionConfig, plan
 
 from commitlog.damage import read_damage
 
@@ -36,8 +37,7 @@ from .audited_removal import AuditedRemoval
 from .logreads import LogReads, PassReads
 from .pinned import find_pinned
 from .results import LogPassResult, PassResult  # re-exported
-from . import owner
-from .unchanged import PlanMemory
+from .unchanged import PlanMemory, carried_result
 from .watched import WatchedLog
 
 
@@ -66,7 +66,8 @@ class Cleaner:
         self._removal = AuditedRemoval(self.audit, clock, self._pacing)
         self._copies = CopyEviction(self.audit, clock)
         self.memory = PlanMemory()     # what each log's last plan was made from (.unchanged)
-        self.last_result: PassResult | None = None
+        self._unpinned: set[str] = set()   # logs whose last pin scan found no file of theirs held open
+        self.last_result: PassResult | None = None    # the last pass's, None while one runs
 
     # ------------------------------------------------------------------ triggers
     def trigger_manual(self, *, force: bool = False, policies: Iterable[str] | None = None,
@@ -100,8 +101,11 @@ class Cleaner:
         with its plan, or why it has none."""
         with self._manual_lock:
             manual = dict(self.manual)
-        results = [reads.read(w, self.config.policy_for(w.name), at, manual.get(w.config.policy, NO_MANUAL_TRIGGER))
-                   for w in (self.logs[n] for n in (names if names is not None else self.logs))]
+        results = []
+        for w in (self.logs[n] for n in (names if names is not None else self.logs)):
+            results.append(reads.read(w, self.config.policy_for(w.name), at,
+                                      manual.get(w.config.policy, NO_MANUAL_TRIGGER)))
+            w.release_if_tight()
         pass_plan = plan([r.snapshot for r in results if r.snapshot is not None], self.config.policies_in_force,
                          at, manual, trusted_now=trusted, budgets=self.config.budgets)
         by_name = {lp.name: lp for lp in pass_plan.logs}
@@ -133,10 +137,21 @@ class Cleaner:
         return None if trusted is None else datetime.fromtimestamp(trusted, timezone.utc)
 
     def _attach_pins(self, results: list[LogPassResult]) -> None:
+        """Each result's files deleted and held open by a process (`find_pinned`, a walk of every
+        process's descriptors: 40 ms a pass here, whatever the logs). Not walked when every log is
+        carried and the last walk found none of them held: a carried log lost no file since (its
+        key holds its directory's entries), so none of its files can have become held."""
+        if all(r.unchanged and r.name in self._unpinned for r in results):
+            return                   # a carried result's pinned is [] (unchanged.carried_result)
         pins = find_pinned([r.path for r in results])
-        for r in results:
+        for i, r in enumerate(results):
             prefix = r.path.rstrip("/") + "/"
-            r.pinned = [p for p in pins if p.path.startswith(prefix)]
+            pinned = [p for p in pins if p.path.startswith(prefix)]
+            if not r.unchanged:
+                r.pinned = pinned
+            elif pinned:             # the carried result is the one every carrying pass gives: copied
+                results[i] = carried_result(r, pinned)
+            (self._unpinned.discard if pinned else self._unpinned.add)(r.name)
 
     # ------------------------------------------------------------------ doing
     def run_pass(self, now: datetime | None = None, *, names: Iterable[str] | None = None,
@@ -154,6 +169,7 @@ class Cleaner:
         reads = PassReads(forcing, budgeted=frozenset(self.config.budget_of), unforced=partners)
         with self._pass_lock:
             started = time.monotonic()
+            self.last_result = None     # a pass never holds the last one's results beside its own
             at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
             self._removal.settle_intents(self.logs, names)
             trusted = self._trusted(now)
@@ -168,9 +184,8 @@ class Cleaner:
             interrupted = self._execute(results, wait)
             self._note_damage(results, at)
             self._remember(results, reads, at, held=trusted is not None)
-            if owner.tight():      # claims take half the descriptors: no log stays open between passes
-                for r in results:
-                    self.logs[r.name].release_log()
+            for r in results:      # an execution opens a log again: none stays open between passes
+                self.logs[r.name].release_if_tight()
             results = self._in_order(results + carried, names)
             self._attach_pins(results)
             result = PassResult(at, results, executed=True, duration=time.monotonic() - started,
@@ -180,16 +195,16 @@ class Cleaner:
 
     def _split(self, names: Iterable[str] | None, reads: PassReads, at: datetime,
                trusted: datetime | None) -> tuple[list[str], list[LogPassResult]]:
-        """(the logs this pass plans, the results carried for the others: `.unchanged`); while
-        claims hold half the descriptors (`owner.tight`), a carried log's read-only open is closed."""
+        """(the logs this pass plans, the results carried for the others: `.unchanged`); a carried
+        log's read-only open is closed (its descriptors and store objects, ~6 KB: an idle log holds
+        only its claim), opened again when it next changes."""
         with self._manual_lock:
             manual = dict(self.manual)
         watched = [self.logs[n] for n in (names if names is not None else self.logs)]
         todo, carried = self.memory.split(watched, self.config.policies_in_force, reads.disk_on, manual, at,
                                           trusted=trusted is not None, partners=self.config.budget_partners)
-        if owner.tight():
-            for r in carried:
-                self.logs[r.name].release_log()
+        for r in carried:
+            self.logs[r.name].release_log()
         return todo, carried
 
     def _remember(self, results: list[LogPassResult], reads: PassReads, at: datetime, *, held: bool) -> None:
@@ -219,14 +234,12 @@ class Cleaner:
 
     def _execute(self, results: list[LogPassResult], wait: Callable[[float], object]) -> bool:
         """Delete the planned segments, globally oldest first; return True if cut short by stop()."""
-        planned: list[tuple[float, int, LogPassResult, SegmentDecision]] = []
-        for order, r in enumerate(results):
-            if r.plan is None:
-                continue
-            for d in r.plan.to_delete:
-                planned.append((d.age_seconds, order, r, d))
-        # Oldest first across logs (largest age), each log keeping its own head-first order.
-        planned.sort(key=lambda t: (-t[0], t[1], t[3].base_offset))
+        # Oldest first across logs (the log whose next segment is oldest), each log in its own
+        # head-first order: a sort by age alone took a segment older than the head before it (a
+        # compaction's output, a short roll), its removal refused (not the head) at every pass.
+        planned = heapq.merge(*([(d.age_seconds, order, r, d) for d in r.plan.to_delete]
+                                for order, r in enumerate(results) if r.plan is not None),
+                              key=lambda t: (-t[0], t[1]))
         stopped_logs: set[str] = set()
         first = True
         for _, _, r, decision in planned:

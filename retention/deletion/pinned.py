@@ -49,9 +49,10 @@ def _pids() -> list[str]:
         return []
 
 
-def _open_files(pid: str, skip: frozenset[str] = frozenset()):
+def _open_files(pid: str, skip: frozenset[str] = frozenset(), *, unlinked_only: bool = False):
     """(the fd's /proc link, the file it names) for each file descriptor of `pid` still readable,
-    but those numbered in `skip`."""
+    but those numbered in `skip`; `unlinked_only` (this process's own): only those whose file
+    has no name left (an fstat, cheaper than the link's read, picks them first)."""
     fd_dir = f"/proc/{pid}/fd"
     try:
         fds = os.listdir(fd_dir)
@@ -61,6 +62,8 @@ def _open_files(pid: str, skip: frozenset[str] = frozenset()):
         if fd in skip:
             continue
         try:
+            if unlinked_only and os.fstat(int(fd)).st_nlink:
+                continue
             yield f"{fd_dir}/{fd}", os.readlink(f"{fd_dir}/{fd}")
         except OSError:
             continue
@@ -96,7 +99,8 @@ def find_pinned(directories: list[str]) -> list[PinnedFile]:
     found: dict[tuple[int, str], PinnedFile] = {}
     me = str(os.getpid())
     for pid in _pids():
-        for link, target in _open_files(pid, owner.held_fds() if pid == me else frozenset()):
+        mine = pid == me          # a sidecar holds a few descriptors a log: 20,000 at 10,000 logs
+        for link, target in _open_files(pid, owner.held_fds() if mine else frozenset(), unlinked_only=mine):
             if target.endswith(_DELETED) and target.startswith(roots.all):
                 path = _segment_path(target[: -len(_DELETED)])
                 try:

@@ -30,7 +30,7 @@ class LogPassResult:
     error: str | None = None                                  # the log could not be planned at all
     not_examined: int = 0                                     # segments a pass did not examine
     not_examined_bytes: int = 0                               # ... and the bytes of their files
-    snapshot: LogSnapshot | None = None                       # what the plan was made from
+    snapshot: LogSnapshot | None = None                       # what the plan was made from (None when carried)
     start_offset: int | None = None                           # the log's start offset then
     pinned: list[PinnedFile] = field(default_factory=list)
     owned_elsewhere: bool = False                             # another process owns its retention
@@ -48,7 +48,7 @@ class LogPassResult:
 
     @property
     def deleted(self) -> int:
-        return sum(1 for a in self.actions.values() if a == DELETED)
+        return sum(1 for a in self.actions.values() if a == DELETED) if self.actions else 0
 
     def to_json_dict(self, *, executed: bool) -> dict:
         if self.plan is None:
@@ -117,11 +117,11 @@ class PassResult:
 
     @property
     def deleted(self) -> int:
-        return sum(r.deleted for r in self.logs)
+        return sum(r.deleted for r in self.logs if r.actions)
 
     @property
     def freed_bytes(self) -> int:
-        return sum(r.deleted_bytes for r in self.logs)
+        return sum(r.deleted_bytes for r in self.logs if r.deleted_bytes)
 
     @property
     def failed(self) -> bool:

@@ -1,43 +1,44 @@
 """Change-driven passes: a log none of whose inputs can have changed since its last plan is not
-planned again; its last result is carried, as if planned (docs: operations.md, "Change-driven passes").
+planned again; its last result is carried, as if planned (docs: operations.md, "Change-driven passes",
+says each input and why).
 
-Its key, taken before the log is read: the directory's inode, mode and owner, and its entries'
-(name, inode), listed again only when its mtime or ctime moved (a segment rolled, removed or
-swapped; every record replaced by a rename; not SQLite's -wal and -shm, which come and go with
-connections); (inode, size, mtime_ns) of the files written in place (`state.db`, a non-empty
-`-wal`, `marks`); the last segment's end mark
-(`commitlog.end_mark`: mmap writes do not reliably touch mtime); the active triggers of its policy
-on its disk now and the disk's read-only flag. Beside it, the next clock-derived deadline: the first
-future moment a segment seen turns older than `reserve`, a group goes stale (`consumer_ttl`), the
-last segment reaches `roll_after` or the archive tier's proof leaves its window.
+Its key, taken before the log is read: the directory's inode, mode and owner; its entries' (name,
+inode, size, mtime_ns, ctime_ns), listed again only when the directory's mtime or ctime moved (not
+SQLite's -wal and -shm); (inode, size, mtime_ns, ctime_ns but the -wal's) of `state.db`, a non-empty
+`-wal` and `marks`; the last segment's end mark (`commitlog.end_mark`: mmap writes do not reliably
+touch mtime); its policy's active triggers on its disk and the disk's read-only flag. Beside it, the
+next clock-derived deadline (`reserve`, `consumer_ttl`, `roll_after`, the archive proof's window).
 
-Not kept (planned every pass): an in-place file's mtime within `RACY_NS` of reading it (git's
-racily clean rule; a listing is kept only past it too), hung segments, damage, a disk trigger (logs on one disk are walked together), a deletion,
-roll or error, a `roll_after` already due, a plan made while a forward clock step was held (judged
-at the trusted now, not what the wall clock gives once the step is accepted). Planned whatever the key: an open manual trigger, a held
-forward clock step, a wall clock before the last plan. `coupled` is the one place where logs
-decided together are planned again together. One `PlanMemory` per cleaner, used under its pass
-lock: not thread-safe.
+Not kept: a file's mtime within `RACY_NS` of reading it (git's racily clean rule), hung segments,
+damage, a disk trigger, a deletion, roll or error, a due `roll_after`, a plan made while a clock step
+was held. Planned whatever the key: an open manual trigger, a held clock step, a wall clock before
+the last plan. `coupled` plans logs decided together (a budget) together. With dirty marks
+(`.changes`, from the roll watch's inotify), a claimed log marked clean is not keyed again: its
+remembered key is compared, and its end mark is read only if an append may change its plan
+(`appends_decide`): an append through the mapping raises no event, so what a carried result shows
+of it is as old as `FULL_CHECK` at most. One `PlanMemory` per cleaner, under its pass lock: not thread-safe.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from commitlog.layout import SPARK_LEDGER_FILE, STATE_FILE, marks_path, state_path
+from commitlog.layout import (COMPACT_LOCK_FILE, LOCK_FILE, REMOVE_LOCK_FILE, RETENTION_LOCK_FILE, SPARK_LEDGER_FILE,
+                              SPARK_TURN_FILE, STATE_FILE, marks_path, state_path)
 from commitlog import end_mark
 from policies import NO_MANUAL_TRIGGER, DiskSnapshot, ManualTrigger, PolicyConfig
 from policies.triggers import DISK_CLEAN, DISK_FORCE, active_triggers
 
+from .changes import ChangeMarks
 from .results import LogPassResult
 from .watched import WatchedLog
 
-__all__ = ["RACY_NS", "PlanMemory", "coupled", "files_key"]
+__all__ = ["RACY_NS", "Listing", "LogKeys", "PlanMemory", "appends_decide", "carried_result", "coupled", "files_key",
+           "key_paths", "tail_mark", "tail_unchanged"]
 
 RACY_NS = 2_000_000_000       # an mtime this close to the moment it was read is not trusted
 _DISK_TRIGGERS = frozenset((DISK_CLEAN, DISK_FORCE))
@@ -54,12 +55,16 @@ def key_paths(path: str) -> tuple[str, ...]:
 # empty -wal is no commit: neither is a change of what the log holds.
 _CONNECTION_FILES = frozenset(name + suffix for name in (STATE_FILE, SPARK_LEDGER_FILE)
                               for suffix in ("-wal", "-shm", "-journal"))
+# flock files, their pid written again at each acquire (the sidecar's own claim among them): their
+# (name, inode) only.
+_LOCK_FILES = frozenset((LOCK_FILE, REMOVE_LOCK_FILE, COMPACT_LOCK_FILE, RETENTION_LOCK_FILE, SPARK_TURN_FILE))
 
 
-class _Listing:
-    """A directory's entries (name, inode), less SQLite's companions, listed again only when its
-    (mtime_ns, ctime_ns) moved or were racily recent when listed; kept as their hash (an int, not
-    25 tuples a log: 10,000 logs)."""
+class Listing:
+    """A directory's entries (name, inode, size, mtime_ns, ctime_ns), less SQLite's companions,
+    listed again only when its (mtime_ns, ctime_ns) moved or they or an entry's were racily recent
+    when listed (a lock file's times are left out: a pid written at each acquire); kept as their hash (an int, not 25 tuples a log: 10,000 logs). An entry's ctime
+    tells a file unlinked and created again at its inode (ext4 reuses one at once) from the old."""
 
     __slots__ = ("times", "entries")
 
@@ -71,14 +76,25 @@ class _Listing:
         times = (st.st_mtime_ns, st.st_ctime_ns)
         if times != self.times or self.entries is None:
             with os.scandir(path) as listing:
-                self.entries = hash(frozenset((e.name, e.inode()) for e in listing
-                                              if e.name not in _CONNECTION_FILES))
-            settled = now_ns - max(times) >= RACY_NS      # a change in the same tick would go unseen
+                entries = frozenset(_entry(e) for e in listing if e.name not in _CONNECTION_FILES)
+            self.entries = hash(entries)
+            newest = max((max(e[3], e[4]) for e in entries if e[3] is not None), default=0)
+            settled = now_ns - max(*times, newest) >= RACY_NS     # a change in the same tick would go unseen
             self.times = times if settled else None
         return self.entries
 
 
-def files_key(paths: tuple[str, ...], listing: _Listing, now_ns: int) -> tuple[int, tuple | None] | None:
+def _entry(e: os.DirEntry) -> tuple:
+    if e.name in _LOCK_FILES:
+        return e.name, e.inode(), None, None, None
+    try:
+        st = e.stat(follow_symlinks=False)
+    except FileNotFoundError:       # gone since the scan: the directory moved, listed again next pass
+        return e.name, e.inode(), None, None, None
+    return e.name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def files_key(paths: tuple[str, ...], listing: Listing, now_ns: int) -> tuple[int, tuple | None] | None:
     """(the directory's device, the key of its entries and in-place files: see the module
     docstring) of `key_paths`; None when the directory cannot be read, and no key when an in-place
     file's mtime is within `RACY_NS` of `now_ns`."""
@@ -88,6 +104,8 @@ def files_key(paths: tuple[str, ...], listing: _Listing, now_ns: int) -> tuple[i
     except OSError:
         return None
     for name in paths[1:]:
+        # ctime too, but not the -wal's: SQLite run as root chowns it on opening (the pass's own read).
+        wal = name.endswith("-wal")
         try:
             f = os.stat(name)
         except FileNotFoundError:
@@ -95,10 +113,30 @@ def files_key(paths: tuple[str, ...], listing: _Listing, now_ns: int) -> tuple[i
             continue
         except OSError:
             return st.st_dev, None
-        if now_ns - f.st_mtime_ns < RACY_NS:
+        ctime = 0 if wal else f.st_ctime_ns      # moved by a write whose mtime was put back (os.utime)
+        if now_ns - max(f.st_mtime_ns, ctime) < RACY_NS:
             return st.st_dev, None
-        key.append((f.st_ino, f.st_size, f.st_mtime_ns) if f.st_size else None)   # an empty -wal: none
+        key.append((f.st_ino, f.st_size, f.st_mtime_ns, ctime) if f.st_size else None)   # an empty -wal: none
     return st.st_dev, tuple(key)
+
+
+class LogKeys:
+    """Per log name, its `key_paths` (with `extra(path)`'s files) and its `Listing`, made again
+    when the log's path changes: `take` gives its `files_key` now. Not thread-safe (one per memory)."""
+
+    def __init__(self, extra: Callable[[str], tuple[str, ...]] = lambda path: ()) -> None:
+        self._extra = extra
+        self._paths: dict[str, tuple[tuple[str, ...], Listing]] = {}
+
+    def take(self, name: str, path: str, now_ns: int) -> tuple[int, tuple | None] | None:
+        paths = self._paths.get(name)
+        if paths is None or paths[0][0] != path:
+            paths = self._paths[name] = (key_paths(path) + self._extra(path), Listing())
+        return files_key(*paths, now_ns)
+
+    def keep_only(self, names: set[str]) -> None:
+        for name in [n for n in self._paths if n not in names]:
+            del self._paths[name]
 
 
 def coupled(names: set[str], partners: Callable[[list[str]], list[str]]) -> set[str]:
@@ -114,6 +152,7 @@ class _Remembered:
     files: tuple
     tail: tuple
     triggers: tuple
+    appends_decide: bool       # an append to its last segment may change its plan (`appends_decide`)
     planned_at: float          # wall clock of the plan (a clock stepped back plans again)
     deadline: float            # the next clock-derived moment its plan may change at
     result: LogPassResult
@@ -129,9 +168,12 @@ class PlanMemory:
         self._kept: dict[str, _Remembered] = {}
         self._taken: dict[str, tuple[int, tuple | None]] = {}   # keys taken before this pass's reads
         self._triggers: dict[tuple, tuple] = {}     # (policy, dev) -> (triggers, read-only) this pass
-        self._paths: dict[str, tuple] = {}           # log name -> (its key_paths, its _Listing)
+        self._keys = LogKeys()
         self.planned = 0                             # logs planned and carried, counted (tests, benches)
         self.carried = 0
+        self.keyed = 0                               # keys taken by stats, counted (tests, benches)
+        self.tails = 0                               # last segments' ends read, counted (tests, benches)
+        self.changes: ChangeMarks | None = None     # inotify's dirty marks (set by the scheduler), if any
 
     def split(self, logs: Iterable[WatchedLog], in_force: Mapping[str, PolicyConfig], disk_of: DiskOf,
               manual: Mapping[str, ManualTrigger], at: datetime, *,
@@ -143,32 +185,57 @@ class PlanMemory:
         self._taken.clear()
         self._triggers.clear()
         now, now_ns = at.timestamp(), time.time_ns()
-        plan, carried, carried_keys = [], [], {}
+        plan, carried = [], []
+        marks = self.changes
         for w in logs:
-            paths = self._paths.get(w.name)
-            if paths is None or paths[0][0] != w.path:
-                paths = self._paths[w.name] = (key_paths(w.path), _Listing())
-            claimed = _claimed(w)          # before the key: a first claim creates the lock file
-            taken = files_key(*paths, now_ns)
             kept = self._kept.get(w.name)
+            # Marked clean now when not fresh: before the key is taken, so an event while it is read counts.
+            if marks is not None and marks.fresh(w.path) and kept is not None and w.claimed:
+                if not trusted and self._stands(w, kept, in_force, disk_of, manual, at, now, kept.appends_decide):
+                    carried.append(kept.result)
+                else:
+                    plan.append(w.name)
+                    self._taken[w.name] = (kept.dev, kept.files)
+                continue
+            claimed, taken = self._take_key(w, now_ns)
             if (not claimed or kept is None or trusted or taken is None or taken != (kept.dev, kept.files)
-                    or not kept.planned_at <= now < kept.deadline
-                    or manual.get(w.config.policy, NO_MANUAL_TRIGGER).active
-                    or self._now_triggers(in_force[w.name], taken[0], w.path, disk_of, at) != kept.triggers
-                    or not _tail_unchanged(kept.tail)):
+                    or not self._stands(w, kept, in_force, disk_of, manual, at, now, True)):
                 plan.append(w.name)
                 if taken is not None:
                     self._taken[w.name] = taken
             else:
                 carried.append(kept.result)
-                carried_keys[w.name] = taken
         again = coupled(set(plan), partners) - set(plan)
-        self._taken.update((name, carried_keys[name]) for name in again if name in carried_keys)
-        plan += [r.name for r in carried if r.name in again]
-        carried = [r for r in carried if r.name not in again]
+        if again:          # a carried log's key is the one it remembers
+            self._taken.update((r.name, (self._kept[r.name].dev, self._kept[r.name].files))
+                               for r in carried if r.name in again)
+            plan += [r.name for r in carried if r.name in again]
+            carried = [r for r in carried if r.name not in again]
         self.planned += len(plan)
         self.carried += len(carried)
-        return plan, [_carried(r) for r in carried]
+        return plan, carried
+
+    def _stands(self, w: WatchedLog, kept: _Remembered, in_force: Mapping[str, PolicyConfig], disk_of: DiskOf,
+                manual: Mapping[str, ManualTrigger], at: datetime, now: float, read_end: bool) -> bool:
+        """Whether `kept`, the plan of `w` whose key is unchanged, stands at `at`: before its deadline,
+        no manual trigger open, the same triggers on its disk, and (`read_end`) no record appended."""
+        return (kept.planned_at <= now < kept.deadline
+                and not manual.get(w.config.policy, NO_MANUAL_TRIGGER).active
+                and self._now_triggers(in_force[w.name], kept.dev, w.path, disk_of, at) == kept.triggers
+                and (not read_end or self._tail_unchanged(kept.tail)))
+
+    def _tail_unchanged(self, tail: tuple) -> bool:
+        self.tails += 1
+        return tail_unchanged(tail)
+
+    def _take_key(self, w: WatchedLog, now_ns: int) -> tuple[bool, tuple[int, tuple | None] | None]:
+        """(whether `w` is claimed, its key: `files_key`), read now."""
+        self.keyed += 1
+        claimed = _claimed(w)          # before the key: a first claim creates the lock file
+        taken = self._keys.take(w.name, w.path, now_ns)
+        if self.changes is not None and taken is not None and taken[1] is not None:
+            self.changes.seen(w.path, taken[0], taken[1][0])     # the directory its watch is on?
+        return claimed, taken
 
     def _now_triggers(self, policy: PolicyConfig, dev: int, path: str, disk_of: DiskOf, at: datetime) -> tuple:
         """The triggers of `policy` on disk `dev` at `at`, and whether it is mounted read-only
@@ -197,7 +264,9 @@ class PlanMemory:
         now = at.timestamp()
         tail, deadline = _tail(w), _deadline(w, r, policy, now)
         if tail is not None and deadline is not None:
-            self._kept[w.name] = _Remembered((w.config, policy), taken[0], taken[1], tail, triggers, now, deadline, r)
+            kept = carried_result(r)      # its snapshot read for the deadline, needed no more: ~0.8 KB a log less
+            self._kept[w.name] = _Remembered((w.config, policy), taken[0], taken[1], tail, triggers,
+                                             appends_decide(w, policy), now, deadline, kept)
 
     def adopt(self, old: PlanMemory, logs: Mapping[str, object], in_force: Mapping[str, PolicyConfig]) -> None:
         """Keep what `old` (the memory a reload replaces) remembers of the logs whose settings and
@@ -209,7 +278,11 @@ class PlanMemory:
 
 def _claimed(w: WatchedLog) -> bool:
     """`w` owned by this process (claimed now if not yet, or anew after a reload); False when it
-    cannot be: it is planned, and its read says why."""
+    cannot be: it is planned, and its read says why. A discovered log's path that is a link now
+    is never followed to lock what it points at, and a directory holding no log yet (one of many
+    planted under a root) costs no lock file and no descriptor."""
+    if (w.real_dir and os.path.islink(w.path)) or not w.exists():
+        return False
     try:
         w.claim()
     except Exception:  # noqa: BLE001 (owned elsewhere, no descriptors: planned, and the pass says so)
@@ -226,16 +299,28 @@ def _read_only(path: str) -> bool:
 
 def _tail(w: WatchedLog) -> tuple | None:
     """The last segment's end mark as the plan saw it; None when no record may be known to end there."""
-    info = w.last_seen
-    if info is None:
-        return None
-    mark = end_mark(info.path, info.used_bytes)
-    return None if mark is None else (info.path, info.used_bytes, mark)
+    return None if w.last_seen is None else tail_mark(w.last_seen.path, w.last_seen.used_bytes)
 
 
-def _tail_unchanged(tail: tuple) -> bool:
+def tail_mark(path: str, used_bytes: int) -> tuple | None:
+    """The end mark of segment `path` read up to `used_bytes` (`commitlog.end_mark`), to compare
+    with `tail_unchanged`; None when a record follows there already, or it is gone."""
+    mark = end_mark(path, used_bytes)
+    return None if mark is None else (path, used_bytes, mark)
+
+
+def tail_unchanged(tail: tuple) -> bool:
     path, used, mark = tail
     return end_mark(path, used) == mark
+
+
+def appends_decide(w: WatchedLog, policy: PolicyConfig) -> bool:
+    """Whether records appended to `w`'s last segment as its last snapshot saw it may change its
+    plan: only the first record of an empty one being written under `roll_after` (it starts the roll's
+    clock). Sizes, caps and budgets count segment files, preallocated at their full size; an append
+    fills a mapped file in place. What it changes otherwise is what a carried result shows."""
+    info = w.last_seen
+    return info is None or not info.size or (policy.roll_after is not None and info.active and not info.record_count)
 
 
 def _deadline(w: WatchedLog, r: LogPassResult, policy: PolicyConfig, now: float) -> float | None:
@@ -257,9 +342,12 @@ def _deadline(w: WatchedLog, r: LogPassResult, policy: PolicyConfig, now: float)
     return min(future, default=float("inf"))
 
 
-def _carried(r: LogPassResult) -> LogPassResult:
-    """`r` (a planned log's result that deleted, rolled and paced nothing) as a pass that carried it
-    gives it: a copy, so each pass's result has its own pins."""
-    carried = copy.copy(r)
-    carried.pinned, carried.unchanged = [], True
-    return carried
+def carried_result(r: LogPassResult, pinned: list | None = None) -> LogPassResult:
+    """`r` (a planned log's result that deleted, rolled and paced nothing) as a pass that carries
+    it gives it: a shallow copy whose plan stands, without its snapshot, pinning `pinned` (none).
+    Made once when remembered, the same object every pass carrying it (nothing sets its fields
+    after: a pass that finds its files pinned gives a copy of its own, `Cleaner._attach_pins`)."""
+    copied = object.__new__(LogPassResult)
+    copied.__dict__.update(r.__dict__)
+    copied.snapshot, copied.pinned, copied.unchanged = None, pinned if pinned is not None else [], True
+    return copied

@@ -75,6 +75,11 @@ class WatchedLog:
         if self._claim is None:
             self._claim = owner.claim(self.path)
 
+    @property
+    def claimed(self) -> bool:
+        """This process owns the log's retention (claimed, not closed since)."""
+        return self._claim is not None
+
     def exists(self) -> bool:
         """A log directory, or one this process may not read (its open says "permission denied"):
         either way not a log a writer has yet to create."""
@@ -220,6 +225,12 @@ class WatchedLog:
                 or info.first_timestamp_ms / 1000 + roll_after > now:
             return False
         return roll_idle(self.path, roll_after, now_ns=int(now * 1e9)) == ROLLED
+
+    def release_if_tight(self) -> None:
+        """`release_log` while claims hold half the descriptors (`owner.tight`): an open each on
+        top of every claim may not fit, so each log is let go as soon as it has been read."""
+        if owner.tight():
+            self.release_log()
 
     def release_log(self) -> None:
         """Close the read-only open of the log (its descriptor), keeping the claim: reopened when

@@ -30,11 +30,14 @@ from policies import plural, pressure_calls_for_compaction, should_compact_under
 
 from ..compaction.summary import CompactionResult
 from ..compaction.compactor import Compactor, Pending
+from ..compaction.look_memory import CompactionMemory
 from .manual import PassRunningError
 from .metrics import PassKind
 from .scheduler_state import SchedulerState
 
 __all__ = ["CompactionPasses"]
+
+SETTLE_WAIT = 60.0    # seconds a pass waits for the start-up settling of killed compactions
 
 
 class CompactionPasses:
@@ -52,12 +55,25 @@ class CompactionPasses:
         self._guard = threading.Lock()
         self._locks: dict[int, threading.Lock] = {}
         self._running: dict[int, tuple[str, str, float, Compactor]] = {}  # dev -> (kind, mount, start, compactor)
+        self._memory: dict[int, CompactionMemory] = {}   # dev -> its logs' last empty looks (change-driven)
         self.last: dict | None = None
         self.last_by_log: dict[str, dict] = {}   # per log, its part of the last pass that ran over it
+        self._settled = threading.Event()        # cleared while `start_settle`'s thread runs
+        self._settled.set()
 
     def _lock(self, dev: int) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(dev, threading.Lock())
+
+    def _memory_of(self, dev: int) -> CompactionMemory | None:
+        """The memory of `dev`'s last empty looks; None while the clock guard holds a forward
+        step (what the step alone would expire is judged at the trusted time: nothing is kept)."""
+        if self._state.guard.trusted_now() is not None:
+            return None
+        with self._guard:
+            memory = self._memory.setdefault(dev, CompactionMemory())
+        memory.keep_only(self._state.config.logs)
+        return memory
 
     def _describe(self, dev: int) -> str:
         running = self._running.get(dev)
@@ -81,10 +97,12 @@ class CompactionPasses:
         if not names:
             return None
         lock = self._lock(dev)
+        self._settled.wait(SETTLE_WAIT)
         if not dry_run and not lock.acquire(blocking=False):
             raise PassRunningError(self._describe(dev))
         compactor = Compactor(self._state.config, audit=self._state.audit, metrics=self._metrics, clock=self._clock,
-                              pending=self._pending, stop=self._stopping.is_set)
+                              pending=self._pending, stop=self._stopping.is_set,
+                              memory=None if dry_run else self._memory_of(dev))
         try:
             if not dry_run:
                 self._running[dev] = (kind, fs.mountpoint, time.monotonic(), compactor)
@@ -107,6 +125,7 @@ class CompactionPasses:
         """`RetentionScheduler.compact()`: one pass over every log, filesystem by filesystem; refused
         (PassRunningError) before anything starts when a compaction runs on any of them."""
         devs = list(self._state.filesystems)
+        self._settled.wait(SETTLE_WAIT)
         if not dry_run:
             for dev in devs:
                 lock = self._lock(dev)
@@ -118,6 +137,38 @@ class CompactionPasses:
         return CompactionResult(min((r.at for r in results), default=at), [log for r in results for log in r.logs],
                                 dry_run=dry_run, duration=sum(r.duration for r in results),
                                 interrupted=any(r.interrupted for r in results))
+
+    def start_settle(self) -> None:
+        """`settle` in a thread of its own; a pass asked for meanwhile waits for it (up to
+        `SETTLE_WAIT` seconds), rather than being refused as if a compaction ran."""
+        self._settled.clear()
+
+        def run() -> None:
+            try:
+                self.settle()
+            finally:
+                self._settled.set()
+        threading.Thread(target=run, name="retention-compact-settle", daemon=True).start()
+
+    def settle(self) -> None:
+        """At start: settle the compaction intents of processes that died (and finish their swaps)
+        now, not at the first compaction pass, `compaction.interval` later; left to the pass when
+        a compaction already runs on a filesystem. Never raises."""
+        locks = [self._lock(dev) for dev in list(self._state.filesystems)]
+        taken = [lock for lock in locks if lock.acquire(blocking=False)]
+        try:
+            if len(taken) == len(locks) and not self._stopping.is_set():
+                compactor = Compactor(self._state.config, audit=self._state.audit, metrics=self._metrics,
+                                      clock=self._clock, stop=self._stopping.is_set)
+                try:
+                    compactor.settle()
+                finally:
+                    compactor.close()
+        except Exception as exc:  # noqa: BLE001 (the next compaction pass settles them)
+            logger.opt(exception=exc).error("settling interrupted compactions at start raised: {}", exc)
+        finally:
+            for lock in taken:
+                lock.release()
 
     def job(self, policy: str) -> None:
         """The `compact:POLICY` job: a pass over the logs of `policy` on each filesystem."""

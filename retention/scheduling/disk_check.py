@@ -1,6 +1,7 @@
 """The disk check: the job that runs every `disk_check_interval` (a second by default) and looks
 at the clock, at where the logs live, and at each filesystem's use; and the segment-roll watch
-(inotify, `service.watch_rolls`) that checks a filesystem at once when a segment rolls there.
+(inotify, `service.watch_rolls`) that checks a filesystem at once when a segment rolls there, and
+whose dirty marks the cleaners' passes follow (`retention.deletion.changes`).
 
 `DiskCheck.run` is the job; the scheduler calls `watch` after every change of its filesystems and
 `close` when it stops. Runs on the scheduler's job thread; `watch` and `close` are called under the
@@ -81,6 +82,9 @@ class DiskCheck:
         if self._rolls is not None:
             self._rolls.sync({str(state.config.logs[n].path): fs.dev
                               for fs in state.filesystems.values() for n in fs.logs})
+        marks = self._rolls.marks if self._rolls is not None else None
+        for fs in state.filesystems.values():
+            fs.cleaner.memory.changes = marks      # the passes key only what may have changed
 
     def close(self) -> None:
         """Stop watching (the scheduler stops)."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
-from policies import LEVEL_OK, PolicyConfig, RetentionConfig
+from policies import LEVEL_OK, DiskConfig, PolicyConfig, RetentionConfig
 
 from ..deletion.cleaner import Cleaner
 
@@ -40,8 +41,23 @@ class Filesystem:
         """A path on the filesystem to read its usage at (the first log, or its nearest ancestor)."""
         return existing(str(self.config.logs[self.logs[0]].path))
 
-    def policies(self) -> list[PolicyConfig]:
-        return [self.config.policy_for(n) for n in self.logs]
+    def policies(self) -> tuple[PolicyConfig, ...]:
+        """The policies in force for its logs, each once (a reading asks for them: with 10,000 logs
+        one policy each, not 10,000)."""
+        return self._policies
+
+    def disks(self) -> tuple[DiskConfig, ...]:
+        """The distinct `disk` settings of those policies (equal settings once)."""
+        return self._disks
+
+    @cached_property
+    def _policies(self) -> tuple[PolicyConfig, ...]:
+        in_force = self.config.policies_in_force
+        return tuple({id(p): p for p in map(in_force.__getitem__, self.logs)}.values())
+
+    @cached_property
+    def _disks(self) -> tuple[DiskConfig, ...]:
+        return tuple(dict.fromkeys(p.disk for p in self._policies))
 
     def paths(self) -> list[str]:
         return [str(self.config.logs[n].path) for n in self.logs]

@@ -50,13 +50,17 @@ class PassLedger:
         self._damaged: dict[str, str] = {}                # log -> its damage record, described
         self._denied: dict[str, str] = {}                 # log -> why its user may not read or write it
         self._no_descriptors: dict[str, str] = {}         # log -> why it could not be owned or opened
+        self._recorded: dict[str, LogPassResult] = {}     # log -> the carried result its last pass recorded, passed
         self._ready = False
+        self._changes = 0                                 # records, errors and configurations, counted
+        self._found: tuple | None = None                  # (changes, config, valid until, problems)
 
     def configure(self, names: Iterable[str]) -> None:
         """Keep only the logs `names`; a new one counts for health from now."""
         names = set(names)
         now = time.monotonic()
         with self._lock:
+            self._changes += 1
             for name in list(self._since):
                 if name not in names:
                     self._since.pop(name)
@@ -69,6 +73,7 @@ class PassLedger:
                     self._damaged.pop(name, None)
                     self._denied.pop(name, None)
                     self._no_descriptors.pop(name, None)
+                    self._recorded.pop(name, None)
                     self.metrics.forget_log(name)
             for name in names:
                 self._since.setdefault(name, now)
@@ -88,14 +93,20 @@ class PassLedger:
         """Per log: no completed pass for more than three of its intervals (passes-late); its last
         `failed_passes_unhealthy` passes failed (passes-failing); its directory, seen before, is
         gone (log-missing); its damage record holds entries (log-damaged); its user may not read
-        or write it (log-permission-denied)."""
+        or write it (log-permission-denied). Asked every disk check: the answer is kept until a pass
+        is recorded, the configuration changes or a log may turn late (no walk of every log)."""
         problems = []
         now = time.monotonic()
         failing = config.service.failed_passes_unhealthy
         with self._lock:
+            found = self._found
+            if found is not None and found[0] == self._changes and found[1] is config and now <= found[2]:
+                return list(found[3])
+            late_at = float("inf")
             for name in config.logs:
                 interval = config.policy_for(name).interval
                 last = self._last_pass.get(name, {}).get("_end_mono") or self._since.get(name, now)
+                late_at = min(late_at, last + 3 * interval)
                 if now - last > 3 * interval:
                     problems.append(Problem(PASSES_LATE, name, f"no completed pass for {now - last:.0f}s "
                                             f"(more than 3 intervals of {interval:g}s)"))
@@ -113,6 +124,7 @@ class PassLedger:
                     problems.append(Problem(LOG_PERMISSION_DENIED, name, self._denied[name]))
                 if name in self._no_descriptors:
                     problems.append(Problem(LOG_NO_DESCRIPTORS, name, self._no_descriptors[name]))
+            self._found = (self._changes, config, late_at, list(problems))
         return problems
 
     def _count_failure(self, name: str, error: str | None) -> None:
@@ -133,8 +145,10 @@ class PassLedger:
         self.history.passed({"at": iso(at), "kind": kind, "logs": names, "outcome": ERROR, "deleted": 0,
                              "freed_bytes": 0, "duration_seconds": round(duration, 6), "error": str(exc)})
         with self._lock:
+            self._changes += 1
             for name in names:
                 previous = self._last_pass.get(name, {})
+                self._recorded.pop(name, None)
                 self._count_failure(name, str(exc))
                 self._last_pass[name] = {
                     "at": iso(at), "finished_at": iso(at), "kind": kind, "deleted": 0, "freed_bytes": 0,
@@ -147,43 +161,87 @@ class PassLedger:
                end_wall: float) -> None:
         """A pass ended: per log its state, outcome, deletions by trigger, gauges; then the pass."""
         end_mono = time.monotonic()
-        outcomes = []
-        at, finished, duration = result.at.isoformat(), iso(end_wall), round(result.duration, 6)
+        outcomes: list[str] = []
+        stamp = (result.at.isoformat(), iso(end_wall), kind, round(result.duration, 6), end_mono)
+        carried, passed = self._record_carried(result, stamp, outcomes)
         for r in result.logs:
+            if r.name in carried:
+                continue
             with self._lock:
                 before = self._state.get(r.name) if r.unchanged else None
             state = carried_state(before, r) if before is not None else describe_log(watched[r.name], r)
-            state["as_of"] = at
+            state["as_of"] = stamp[0]
             outcome = log_outcome(r, result.interrupted, state["exists"])
             outcomes.append(outcome)
             if before is None or before["pinned_bytes"] != state["pinned_bytes"]:
                 self._count_log(r, state, config)     # a carried log's gauges stand as they are
-            success = outcome in (OK, HUNG_OUTCOME)
             with self._lock:
-                previous = self._last_pass.get(r.name, {})
-                self._last_pass[r.name] = {
-                    "at": at, "finished_at": finished, "kind": kind,
-                    "deleted": r.deleted, "freed_bytes": r.deleted_bytes, "outcome": outcome,
-                    "rolled": r.rolled, "error": r.error or (next(iter(r.errors.values())) if r.errors else None),
-                    "duration_seconds": duration, "_end_mono": end_mono,
-                    "last_success_at": finished if success else previous.get("last_success_at"),
-                }
                 self._state[r.name] = state
-                self._passed.add(r.name)
-                self._note_conditions(r)
-                if outcome == FAILED_OUTCOME:
-                    self._count_failure(r.name, self._last_pass[r.name]["error"])
-                elif success:
-                    self._failures.pop(r.name, None)
-                self._note_presence(r, state["exists"], watched[r.name].path)
-            if success:
+                self._note_pass(r, outcome, stamp, watched[r.name].path)
+            if outcome in (OK, HUNG_OUTCOME):
                 self.metrics.set_last_success(r.name, end_wall)
+        self.metrics.set_last_successes(passed, end_wall)
         self._count_budgets(config)
         outcome = pass_outcome(outcomes)
         self.metrics.observe_pass(kind, outcome, result.duration)
         self.history.passed({"at": result.at.isoformat(), "kind": kind, "logs": [r.name for r in result.logs],
                              "outcome": outcome, "deleted": result.deleted, "freed_bytes": result.freed_bytes,
                              "duration_seconds": round(result.duration, 6)})
+
+    def _record_carried(self, result: PassResult, stamp: tuple, outcomes: list[str]) -> tuple[set[str], list[str]]:
+        """The carried logs of `result` that nothing pins and whose last recorded state pinned
+        nothing, recorded under one taking of the lock: their state is the one recorded, its
+        `as_of` moved (no copy, no gauge: their figures stand). One recorded at the last pass as
+        the same carried result, passed and with nothing to note, shares this pass's last-pass
+        entry (`_carried_ok`): its conditions, failures and presence stand. (Their names, those that passed.)"""
+        done, passed = set(), []
+        shared = None if result.interrupted else {}
+        with self._lock:
+            recorded = self._recorded
+            for r in result.logs:
+                if not r.unchanged or r.pinned:
+                    continue
+                state = self._state.get(r.name)
+                if state is None or state["pinned"]:
+                    continue
+                state["as_of"] = stamp[0]
+                done.add(r.name)
+                if shared is not None and recorded.get(r.name) is r:
+                    shared = shared or _carried_ok(stamp)
+                    self._last_pass[r.name] = shared
+                    passed.append(r.name)
+                    continue
+                outcome = log_outcome(r, result.interrupted, state["exists"])
+                outcomes.append(outcome)
+                self._note_pass(r, outcome, stamp, r.path)
+                if outcome in (OK, HUNG_OUTCOME):
+                    passed.append(r.name)
+                if outcome == OK and not (r.deleted or r.deleted_bytes or r.rolled or r.error or r.errors):
+                    recorded[r.name] = r
+            if shared:
+                outcomes.append(OK)
+                self._changes += 1
+        return done, passed
+
+    def _note_pass(self, r: LogPassResult, outcome: str, stamp: tuple, path: str) -> None:
+        """Log `r`'s last pass (`stamp`: at, finished at, kind, duration, monotonic end), its
+        failures and conditions, after its pass (under the lock)."""
+        finished = stamp[1]
+        success = outcome in (OK, HUNG_OUTCOME)
+        self._recorded.pop(r.name, None)
+        previous = self._last_pass.get(r.name, {})
+        self._last_pass[r.name] = _last_pass_entry(
+            stamp, r.deleted, r.deleted_bytes, outcome, r.rolled,
+            r.error or (next(iter(r.errors.values())) if r.errors else None),
+            finished if success else previous.get("last_success_at"))
+        self._changes += 1
+        self._passed.add(r.name)
+        self._note_conditions(r)
+        if outcome == FAILED_OUTCOME:
+            self._count_failure(r.name, self._last_pass[r.name]["error"])
+        elif success:
+            self._failures.pop(r.name, None)
+        self._note_presence(r, self._state[r.name]["exists"], path)
 
     def _count_budgets(self, config: RetentionConfig) -> None:
         """Each budget's gauges: its bytes, its logs' bytes together (as their last passes left
@@ -249,6 +307,21 @@ class PassLedger:
             # Normal before the first write (problems.py): said once, not a WARNING.
             logger.info("log {}: directory {} does not exist yet; nothing to clean until a "
                         "writer creates it", r.name, path)
+
+
+def _last_pass_entry(stamp: tuple, deleted: int, freed: int, outcome: str, rolled: bool, error: str | None,
+                     last_success_at: str | None) -> dict:
+    """A log's last-pass entry at `stamp` (at, finished at, kind, duration, monotonic end)."""
+    at, finished, kind, duration, end_mono = stamp
+    return {"at": at, "finished_at": finished, "kind": kind, "deleted": deleted, "freed_bytes": freed,
+            "outcome": outcome, "rolled": rolled, "error": error, "duration_seconds": duration,
+            "_end_mono": end_mono, "last_success_at": last_success_at}
+
+
+def _carried_ok(stamp: tuple) -> dict:
+    """The last-pass entry `PassLedger._note_pass` makes for a carried log that passed, deleted,
+    rolled and failed nothing, at `stamp`: the same for every such log of one pass (never changed after)."""
+    return _last_pass_entry(stamp, 0, 0, OK, False, None, stamp[1])
 
 
 def log_outcome(r: LogPassResult, interrupted: bool, exists: bool) -> str:

@@ -125,8 +125,9 @@ def desired_jobs(config: RetentionConfig, *, cleanup: Callable[[str], None], hun
     """`cleanup:POLICY` every interval, `hung:POLICY` every hung.retry_every for each policy in use,
     `compact:POLICY` every compaction.interval for those with compaction enabled (when `compact` is
     given), `disk-check` every smallest disk_check_interval of them, and `upload(LOG)` as each job
-    of `uploads` (`archive:LOG` -> seconds) asks."""
-    used = sorted({log.policy for log in config.logs.values()})
+    of `uploads` (`archive:LOG` -> seconds) asks. A `discover` root's policy is in use with no log
+    found yet: its interval pass is what reads the root again."""
+    used = sorted({log.policy for log in config.logs.values()} | {entry.policy for entry in config.discover})
     jobs: dict[str, JobSpec] = {}
     for p in used:
         policy = config.policies[p]

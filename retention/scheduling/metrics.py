@@ -17,6 +17,8 @@ from types import MappingProxyType
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
                                ProcessCollector, generate_latest)
 
+from .log_gauges import LogGauges
+
 
 class PassOutcome(StrEnum):
     """How a pass ended (the `outcome` label, and `last_pass.outcome` in /status)."""
@@ -76,6 +78,7 @@ class RetentionMetrics:
     def __init__(self, registry: CollectorRegistry | None = None, *, process: bool = True) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        self.logs = LogGauges()      # the gauges labelled by log: one row of figures a log (log_gauges)
         if process:
             ProcessCollector(registry=r)   # process_resident_memory_bytes, process_cpu_seconds_total
         self._add_disk_and_log_metrics(r)
@@ -83,7 +86,6 @@ class RetentionMetrics:
         self._add_pass_metrics(r)
         self._add_service_metrics(r)
         self._lock = threading.Lock()
-        self._groups: dict[str, set[str]] = {}
         self._budgets: dict[str, set[str]] = {}
         self._mounts: set[str] = set()
         self._policies: set[str] = set()
@@ -105,13 +107,11 @@ class RetentionMetrics:
                         "policies of its logs (0-1), so alerts and dashboards compare disk_used_ratio to it.",
                         ["mountpoint"], registry=r)
             for name in THRESHOLDS}
-        self.log_segments = Gauge(
-            "retention_log_segments", "Segment files of the log after the last pass.", ["log"], registry=r)
-        self.log_bytes = Gauge(
-            "retention_log_bytes", "Bytes of the log's segment files after the last pass.", ["log"], registry=r)
-        self.log_retention_bytes = Gauge(
-            "retention_log_retention_bytes", "The log's size cap (its policy's retention_bytes); absent when "
-            "it has none.", ["log"], registry=r)
+        logs = self.logs
+        logs.register(r, "segments", "retention_log_segments", "Segment files of the log after the last pass.")
+        logs.register(r, "bytes", "retention_log_bytes", "Bytes of the log's segment files after the last pass.")
+        logs.register(r, "retention_bytes", "retention_log_retention_bytes", "The log's size cap (its policy's "
+                      "retention_bytes); absent when it has none.")
         self.budget_bytes = Gauge(
             "retention_budget_bytes", "A shared byte budget's bytes (budgets.NAME.bytes).", ["budget"], registry=r)
         self.budget_used_bytes = Gauge(
@@ -120,9 +120,9 @@ class RetentionMetrics:
         self.budget_share_bytes = Gauge(
             "retention_budget_share_bytes", "A log's share of its budget: bytes x weight / total weight, never "
             "below its floor.", ["budget", "log"], registry=r)
-        self.log_dead_bytes = Gauge(
-            "retention_log_dead_bytes", "Record bytes of the log's sealed segments that are dead (marked, "
-            "not yet dropped by a compaction): used minus live bytes, after the last pass.", ["log"], registry=r)
+        logs.register(r, "dead_bytes", "retention_log_dead_bytes", "Record bytes of the log's sealed segments "
+                      "that are dead (marked, not yet dropped by a compaction): used minus live bytes, after the "
+                      "last pass.")
 
     def _add_deletion_metrics(self, r: CollectorRegistry) -> None:
         """What passes deleted, paced and found held or pinned."""
@@ -138,18 +138,15 @@ class RetentionMetrics:
         self.delete_pacing = Counter(
             "retention_delete_pacing_seconds", "Seconds passes waited to free the log's deleted bytes no "
             "faster than disk.delete_rate (pause_between_files not counted).", ["log"], registry=r)
-        self.hung_segments = Gauge(
-            "retention_hung_segments", "Segments a delete attempt found held by a reader, still kept.",
-            ["log"], registry=r)
-        self.pinned_bytes = Gauge(
-            "retention_pinned_bytes", "Bytes of deleted segment files some process still holds open or "
-            "mapped (the space is not free until it lets go).", ["log"], registry=r)
-        self.hung_oldest = Gauge(
-            "retention_hung_oldest_seconds", "Seconds the longest-held hung segment of the log has been held "
-            "since the first delete attempt found it in use (0: none).", ["log"], registry=r)
-        self.hung_force_after = Gauge(
-            "retention_hung_force_after_seconds", "The log's hung.force_after: a segment held longer is "
-            "deleted anyway at its next attempt.", ["log"], registry=r)
+        logs = self.logs
+        logs.register(r, "hung", "retention_hung_segments", "Segments a delete attempt found held by a reader, "
+                      "still kept.")
+        logs.register(r, "pinned_bytes", "retention_pinned_bytes", "Bytes of deleted segment files some process "
+                      "still holds open or mapped (the space is not free until it lets go).")
+        logs.register(r, "hung_oldest", "retention_hung_oldest_seconds", "Seconds the longest-held hung segment "
+                      "of the log has been held since the first delete attempt found it in use (0: none).")
+        logs.register(r, "hung_force_after", "retention_hung_force_after_seconds", "The log's hung.force_after: "
+                      "a segment held longer is deleted anyway at its next attempt.")
 
     def _add_pass_metrics(self, r: CollectorRegistry) -> None:
         """Passes, their durations, and consumer groups' lag."""
@@ -159,16 +156,11 @@ class RetentionMetrics:
         self.passes = Counter(
             "retention_passes", "Cleanup passes by what started them and how they ended "
             "(ok, hung, failed, interrupted, error = the pass raised).", ["kind", "outcome"], registry=r)
-        self.lag_bytes = Gauge(
-            "retention_consumer_lag_bytes", "Approximate bytes a consumer group has not consumed: the "
-            "bytes of the segments at or after its committed offset.", ["log", "group"], registry=r)
-        self.lag_records = Gauge(
-            "retention_consumer_lag_records", "Records a consumer group has not consumed.",
-            ["log", "group"], registry=r)
-        self.last_success = Gauge(
-            "retention_last_successful_pass_timestamp_seconds",
-            "Unix time of the end of the last pass that completed for the log without a failure.",
-            ["log"], registry=r)
+        self.logs.register_lag(r, 0, "retention_consumer_lag_bytes", "Approximate bytes a consumer group has "
+                               "not consumed: the bytes of the segments at or after its committed offset.")
+        self.logs.register_lag(r, 1, "retention_consumer_lag_records", "Records a consumer group has not consumed.")
+        self.logs.register(r, "last_success", "retention_last_successful_pass_timestamp_seconds",
+                           "Unix time of the end of the last pass that completed for the log without a failure.")
 
     def _add_service_metrics(self, r: CollectorRegistry) -> None:
         """The scheduler, reloads, health, the clock guard, HTTP and compaction."""
@@ -233,19 +225,13 @@ class RetentionMetrics:
     def set_log(self, log: str, *, segments: int, bytes: int, hung: int, pinned_bytes: int,
                 hung_oldest_seconds: float = 0.0, hung_force_after: float | None = None,
                 dead_bytes: int | None = None, retention_bytes: int | None = None) -> None:
-        if retention_bytes is not None:
-            self.log_retention_bytes.labels(log).set(retention_bytes)
-        else:
-            _remove(self.log_retention_bytes, log)  # a cap removed by a reload
-        if dead_bytes is not None:  # None: not known this pass (the log could not be read)
-            self.log_dead_bytes.labels(log).set(dead_bytes)
-        self.hung_oldest.labels(log).set(hung_oldest_seconds)
+        figures = {"retention_bytes": retention_bytes}     # None: a cap removed by a reload, absent
+        if dead_bytes is not None:  # None: not known this pass (the log could not be read): kept
+            figures["dead_bytes"] = dead_bytes
         if hung_force_after is not None:
-            self.hung_force_after.labels(log).set(hung_force_after)
-        self.log_segments.labels(log).set(segments)
-        self.log_bytes.labels(log).set(bytes)
-        self.hung_segments.labels(log).set(hung)
-        self.pinned_bytes.labels(log).set(pinned_bytes)
+            figures["hung_force_after"] = hung_force_after
+        self.logs.set(log, segments=segments, bytes=bytes, hung=hung, pinned_bytes=pinned_bytes,
+                      hung_oldest=hung_oldest_seconds, **figures)
 
     def set_budgets(self, budgets: dict[str, tuple[int, int | None, dict[str, int]]]) -> None:
         """`budgets`: name -> (bytes, used bytes or None, share by log); budgets absent now lose their series."""
@@ -285,18 +271,14 @@ class RetentionMetrics:
 
     def set_lag(self, log: str, lags: dict[str, tuple[int, int]]) -> None:
         """`lags`: group -> (bytes, records); groups absent now lose their series."""
-        with self._lock:
-            before = self._groups.get(log, set())
-            self._groups[log] = set(lags)
-        for group in before - set(lags):
-            _remove(self.lag_bytes, log, group)
-            _remove(self.lag_records, log, group)
-        for group, (nbytes, records) in lags.items():
-            self.lag_bytes.labels(log, group).set(nbytes)
-            self.lag_records.labels(log, group).set(records)
+        self.logs.set_lag(log, lags)
 
     def set_last_success(self, log: str, at: float) -> None:
-        self.last_success.labels(log).set(at)
+        self.logs.set(log, last_success=at)
+
+    def set_last_successes(self, logs: list[str], at: float) -> None:
+        """`set_last_success` of each of `logs` (one taking of the rows' lock)."""
+        self.logs.set_each(logs, "last_success", at)
 
     def job_event(self, job: str, event: str) -> None:
         self.job_events.labels(job, event).inc()
@@ -321,13 +303,7 @@ class RetentionMetrics:
 
     def forget_log(self, log: str) -> None:
         """Drop the gauges of a log that is no longer configured (counters stay: they are history)."""
-        for g in (self.log_segments, self.log_bytes, self.log_retention_bytes, self.log_dead_bytes,
-                  self.hung_segments, self.pinned_bytes,
-                  self.last_success, self.hung_oldest, self.hung_force_after):
-            _remove(g, log)
-        self.set_lag(log, {})
-        with self._lock:
-            self._groups.pop(log, None)
+        self.logs.forget(log)
 
     # ------------------------------------------------------------------ exposition
     def exposition(self) -> bytes:

@@ -84,8 +84,7 @@ class PressureWatch:
         """One statvfs of `fs`: update its reading, the metrics and the pressure level."""
         usage = disk_usage(fs.probe())
         ratio = usage.used_ratio
-        policies = fs.policies()
-        disks = [p.disk for p in policies]
+        disks = fs.disks()
         mono = time.monotonic()
         with self._lock:
             previous = fs.level

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from enum import StrEnum
 from typing import NamedTuple
@@ -120,6 +121,26 @@ class Problem(NamedTuple):
         return out
 
 
+LINES_A_KIND = 10      # transitions of one kind at once logged a line each; more: one line for them all
+
+
+def _log_transitions(what: str, problems: list[Problem], log: Callable[..., None]) -> None:
+    """One line a problem that `what` ("started", "cleared"); past `LINES_A_KIND` of one kind at
+    once (a first pass over 10,000 logs making each late), one line for the kind: its count, the
+    first subjects and the first message."""
+    by_kind: dict[str, list[Problem]] = {}
+    for problem in problems:
+        by_kind.setdefault(problem.kind, []).append(problem)
+    for kind, same in by_kind.items():
+        if len(same) <= LINES_A_KIND:
+            for problem in same:
+                log("health: problem {}: {}", what, problem.describe())
+            continue
+        subjects = ", ".join(p.subject for p in same[:LINES_A_KIND])
+        log("health: problem {} for {:,} logs: {} ({}, ...); the first: {}", what, len(same), kind, subjects,
+            same[0].describe())
+
+
 class HealthProblems:
     """The active problems, their start times, and the one-line-per-transition log."""
 
@@ -136,18 +157,18 @@ class HealthProblems:
         are); log the transitions; return every active problem, oldest first."""
         wanted = {(p.kind, p.subject): p for p in problems if p.kind in kinds}
         with self._lock:
-            for key, problem in list(self._active.items()):
-                if key[0] in kinds and key not in wanted:
-                    del self._active[key]
-                    self._since.pop(key, None)
-                    logger.info("health: problem cleared: {}", problem.describe())
-            for key, problem in wanted.items():
-                if key not in self._active:
-                    # A stop that was asked for is listed (the sidecar no longer cleans) but is no fault.
-                    log = logger.info if problem.message == STOPPING_ON_REQUEST else logger.warning
-                    log("health: problem started: {}", problem.describe())
-                    self._since[key] = time.time()
-                self._active[key] = problem       # the newest message (figures change)
+            cleared = [p for key, p in self._active.items() if key[0] in kinds and key not in wanted]
+            for problem in cleared:
+                del self._active[(problem.kind, problem.subject)]
+                self._since.pop((problem.kind, problem.subject), None)
+            _log_transitions("cleared", cleared, logger.info)
+            started = [p for key, p in wanted.items() if key not in self._active]
+            for problem in started:
+                self._since[(problem.kind, problem.subject)] = time.time()
+            # A stop that was asked for is listed (the sidecar no longer cleans) but is no fault.
+            _log_transitions("started", [p for p in started if p.message == STOPPING_ON_REQUEST], logger.info)
+            _log_transitions("started", [p for p in started if p.message != STOPPING_ON_REQUEST], logger.warning)
+            self._active.update(wanted)         # the newest messages (figures change)
             counts = {kind: 0 for kind in kinds}
             for kind, _ in self._active:
                 if kind in counts:

@@ -155,6 +155,8 @@ class RetentionScheduler:
             self._scheduler.start()
             self._sync_jobs(state.config, first=True)
             self.disk_check.watch()
+        # A killed sidecar's interrupted compactions, settled now: not a compaction.interval later.
+        self.compactions.start_settle()
         logger.info("retention scheduler started: {}", describe_jobs(self.jobs()))
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -359,10 +361,11 @@ class RetentionScheduler:
 
 def rediscovered(config: RetentionConfig) -> RetentionConfig | None:
     """`config` with its `discover` roots read again (`RetentionConfig.rediscovered`), logged;
-    None when nothing came or went, or what came is refused (a WARNING: the logs found before stay)."""
+    None when nothing came or went, or what came is refused or a root cannot be listed now (a
+    WARNING: the logs found before stay)."""
     try:
         new = config.rediscovered()
-    except ValueError as exc:        # pydantic's ValidationError: a name found clashes, say
+    except (ValueError, OSError) as exc:      # pydantic's ValidationError: a name found clashes, say
         logger.warning("discover: the logs found now are refused, the ones found before stay: {}", exc)
         return None
     if new is not None:

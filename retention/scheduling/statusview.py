@@ -196,6 +196,8 @@ def describe_log(watched, r: LogPassResult) -> dict:
     except Exception as exc:  # noqa: BLE001 (the status is best effort)
         state["error"] = state["error"] or str(exc)
         return state
+    finally:
+        watched.release_if_tight()     # the pass let it go: so does its status
     state["start_offset"] = start
     if end is None:
         end = start

@@ -24,11 +24,20 @@ class _InterceptHandler(logging.Handler):
                                                            record.getMessage())
 
 
+def _to_stderr(message: str) -> None:
+    """The sink: the `sys.stderr` of the moment of writing, not the one configuration found (a
+    stream replaced since, a test's capture, may be closed: loguru would print the record as an
+    error of its own instead)."""
+    stream = sys.stderr
+    stream.write(message)
+    stream.flush()
+
+
 def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
     """(Re)configure logging; safe to call again on reload."""
     logger.remove()
     logger.configure(patcher=patch_record)
-    logger.add(sys.stderr, level=level.upper(), format=_TEXT, serialize=log_format == "json",
+    logger.add(_to_stderr, level=level.upper(), format=_TEXT, serialize=log_format == "json",
                backtrace=False, diagnose=False, colorize=False)
     std_level = logging.DEBUG if level.upper() in ("TRACE", "DEBUG") else logging.INFO
     logging.basicConfig(handlers=[_InterceptHandler()], level=std_level, force=True)

@@ -55,20 +55,24 @@ def audit_events(path: str, event: str) -> list[dict]:
 
 
 def faketime_env(timestamp_file: Path, offset: str = "+0", *, fixed: bool = False) -> dict:
-    """The environment of a process whose wall clock follows `timestamp_file` (read at every call:
-    write "+365d" into it to step the running process a year ahead). The monotonic clock stays real
-    and `time.sleep` waits on it (faketime_site/sitecustomize.py says why); /proc/uptime, which the
-    clock guard reads, is the kernel's either way. `fixed`: the process is never stepped, so its
-    offset goes in libfaketime's FAKETIME and no file is read at each call (under load, one such
-    read gave the real time for an instant in CI: the guard, rightly, took it for the clock coming
-    back and then stepping again)."""
+    """The environment of a process whose wall clock follows `timestamp_file` (reread at most every
+    second or two: write "+365d" into it to step the running process a year ahead). The monotonic
+    clock stays real and `time.sleep` waits on it (faketime_site/sitecustomize.py says why);
+    /proc/uptime, which the clock guard reads, is the kernel's either way. `fixed`: the process is
+    never stepped, so its offset goes in libfaketime's FAKETIME and no file is read.
+
+    Not FAKETIME_NO_CACHE: libfaketime 0.9.10 (Debian's) then rereads the file at every call into
+    buffers its threads share: with two threads reading the clock, 746 of 78,000 readings were the
+    real time, and the guard rightly took one such reading for the clock coming back and stepping
+    again (a CI failure). A cache of a second rereads it once a second: 0 of 54 million readings by 2
+    and 8 threads. `test_rig_clock.py` keeps that true."""
     step_clock(timestamp_file, offset)
     site = str(Path(__file__).resolve().parent / "faketime_site")
     env = {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
            "PYTHONPATH": os.pathsep.join([site, *filter(None, [os.environ.get("PYTHONPATH")])])}
     if fixed:
         return {**env, "FAKETIME": offset}
-    return {**env, "FAKETIME_TIMESTAMP_FILE": str(timestamp_file), "FAKETIME_NO_CACHE": "1"}
+    return {**env, "FAKETIME_TIMESTAMP_FILE": str(timestamp_file), "FAKETIME_CACHE_DURATION": "1"}
 
 
 def step_clock(timestamp_file: Path, offset: str) -> None:

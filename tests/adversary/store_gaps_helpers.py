@@ -1,6 +1,6 @@
 """Helpers of the gap probes (tests/adversary/test_store_gaps_*.py): logs whose segments a
 compaction drops whole, and a compactor child that SIGKILLs itself at its Nth file-system call.
-The child is a fork of the test (no interpreter start per kill)."""
+The children are forks of one fresh interpreter (`KillServer`), never of the test process."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 
 from commitlog import CommitLog
 
@@ -81,7 +82,8 @@ def kill_compactor(path: str, kill_at: int) -> int:
 
 
 def forked_kill(path: str, kill_at: int) -> int:
-    """Run `kill_compactor` in a forked child; its wait status."""
+    """Run `kill_compactor` in a child forked from this process; its wait status. Only in a
+    process whose only thread is the caller's (`KillServer`'s)."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -89,6 +91,28 @@ def forked_kill(path: str, kill_at: int) -> int:
         finally:
             os._exit(3)
     return os.waitpid(pid, 0)[1]
+
+
+class KillServer:
+    """A fresh interpreter, one thread, that forks a compactor child per `kill` (one interpreter
+    start for every kill). Not a fork of the test process: a fork copies the locks other threads
+    hold, SQLite's among them, and a pytest-xdist worker has such threads (docs: development.md)."""
+
+    def __enter__(self) -> KillServer:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self._proc = subprocess.Popen([sys.executable, os.path.abspath(__file__)], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True, env=env)
+        return self
+
+    def kill(self, path: str, kill_at: int) -> int:
+        """The wait status of a compactor of `path` SIGKILLed at its `kill_at`th call."""
+        self._proc.stdin.write(f"{kill_at} {path}\n")
+        self._proc.stdin.flush()
+        return int(self._proc.stdout.readline())
+
+    def __exit__(self, *exc) -> None:
+        self._proc.stdin.close()
+        self._proc.wait(timeout=60)
 
 
 def live_offsets(path: str) -> list[int]:
@@ -115,3 +139,9 @@ def walked(proc: subprocess.CompletedProcess) -> tuple[int, list[int], str]:
     lines = proc.stdout.splitlines()
     return int(lines[0].split()[1]), [int(line.split()[0]) for line in lines[1:-1]], \
         lines[-1].split()[1]
+
+
+if __name__ == "__main__":          # KillServer's interpreter: "KILL_AT PATH" in, a wait status out
+    for line in sys.stdin:
+        at, where = line.rstrip("\n").split(" ", 1)
+        print(forked_kill(where, int(at)), flush=True)

@@ -9,7 +9,7 @@ import os
 import shutil
 import signal
 
-from store_gaps_helpers import compact_junk, forked_kill, junk_log, kill_compactor, live_offsets
+from store_gaps_helpers import KillServer, compact_junk, junk_log, kill_compactor, live_offsets
 
 from commitlog import CommitLog
 
@@ -24,17 +24,18 @@ def test_a_compaction_dropping_segments_killed_at_any_step_leaves_no_false_gap(t
     steps = kill_compactor(counted, 0)
     assert steps > 20                                      # records, renames, unlinks, fsyncs
     assert live_offsets(counted) == kept
-    for kill_at in range(1, steps + 1):
-        path = str(tmp_path / f"killed-{kill_at}")
-        shutil.copytree(template, path)
-        status = forked_kill(path, kill_at)
-        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, kill_at
-        with CommitLog.open(path, readonly=True) as log:   # a reader before any repair
-            assert log.retention_start_offset == 0, kill_at
-            got = [r.offset for r in log.scan(0)]
-            assert set(kept) <= set(got) <= set(everything), kill_at
-        compact_junk(path)                                 # the next compaction finishes it
-        with CommitLog.open(path) as log:
-            assert [r.offset for r in log.scan(0)] == kept, kill_at
-            assert log.start_offset == bases[2] and log.retention_start_offset == 0
-        shutil.rmtree(path)
+    with KillServer() as server:
+        for kill_at in range(1, steps + 1):
+            path = str(tmp_path / f"killed-{kill_at}")
+            shutil.copytree(template, path)
+            status = server.kill(path, kill_at)
+            assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, kill_at
+            with CommitLog.open(path, readonly=True) as log:   # a reader before any repair
+                assert log.retention_start_offset == 0, kill_at
+                got = [r.offset for r in log.scan(0)]
+                assert set(kept) <= set(got) <= set(everything), kill_at
+            compact_junk(path)                                 # the next compaction finishes it
+            with CommitLog.open(path) as log:
+                assert [r.offset for r in log.scan(0)] == kept, kill_at
+                assert log.start_offset == bases[2] and log.retention_start_offset == 0
+            shutil.rmtree(path)

@@ -74,7 +74,7 @@ def test_copies_are_served_from_a_bounded_number_of_descriptors(cached, monkeypa
 
 def _run(code: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": _REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=20, env=env)
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_a_fifo_as_a_copy_is_read_from_the_tier_not_waited_on(cached):
@@ -108,3 +108,25 @@ except UnsafeLogFileError as exc:
     print("FIFO" in str(exc))
 """, tier.url, cache)
     assert run.returncode == 0 and run.stdout == "False\nTrue\n", run.stderr
+
+
+def test_tasks_marking_one_directory_at_once_all_keep_their_copies(tmp_path):
+    # A cluster write's tasks on one host mark the log's directory at the same moment (CI saw one
+    # task's rename take the other's temporary file: that task kept no copies). Four processes
+    # mark each of 150 fresh directories together, from one fresh interpreter (no pytest threads
+    # forked); every mark succeeds and leaves a whole marker.
+    run = _run("""
+import os, sys
+from concurrent.futures import ProcessPoolExecutor
+from commitlog.archive import local_copies
+def one(d):
+    return local_copies.mark(d, "file:///tier", None, None, "events")
+failed = 0
+with ProcessPoolExecutor(4) as pool:
+    for i in range(150):
+        d = os.path.join(sys.argv[1], str(i))
+        failed += list(pool.map(one, [d] * 4)).count(False)
+        assert local_copies.read_marker(d) == local_copies.CacheMarker("file:///tier", None, None, "events")
+print(failed)
+""", str(tmp_path))
+    assert run.returncode == 0 and run.stdout == "0\n", (run.stdout, run.stderr)

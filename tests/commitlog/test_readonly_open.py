@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -43,26 +45,41 @@ def _digest(path: str) -> str:
 
 
 def _read_all(path: str):
-    def read():
-        with CommitLog.open(path, readonly=True) as log:
-            return (log.start_offset, log.end_offset, [r.value for r in log.scan(0, log.end_offset)][-1],
-                    log.committed())
-    return read
+    with CommitLog.open(path, readonly=True) as log:
+        return (log.start_offset, log.end_offset, [r.value for r in log.scan(0, log.end_offset)][-1],
+                log.committed())
+
+
+def _committed(path: str):
+    return CommitLog.open(path, readonly=True).committed()
+
+
+def _open_readonly(path: str):
+    return CommitLog.open(path, readonly=True)
 
 
 def _refused_writes(path: str):
-    def attempt():
-        found = []
-        with CommitLog.open(path, readonly=True) as log:
-            for write in (lambda: log.commit("billing", 30), lambda: log.remove_head(force=True)):
-                try:
-                    write()
-                    found.append("written")
-                except Exception as exc:  # noqa: BLE001 - the type and words are the point
-                    found.append(f"{type(exc).__name__}: {exc}")
-            found.append(log.finish_removals())
-        return found
-    return attempt
+    found = []
+    with CommitLog.open(path, readonly=True) as log:
+        for write in (lambda: log.commit("billing", 30), lambda: log.remove_head(force=True)):
+            try:
+                write()
+                found.append("written")
+            except Exception as exc:  # noqa: BLE001 - the type and words are the point
+                found.append(f"{type(exc).__name__}: {exc}")
+        found.append(log.finish_removals())
+    return found
+
+
+# A writer that dies with its commit only in state.db-wal: a process of its own (a fresh interpreter,
+# not a fork of the test process, see call_as_nobody).
+_DYING_WRITER = """
+import os, sys
+from commitlog import CommitLog
+log = CommitLog.open(sys.argv[1])
+log.commit("billing", 9)
+os._exit(0)
+"""
 
 
 def test_a_log_the_user_may_read_but_not_write_is_read_with_its_groups_closed_or_live(nobody_tmp):
@@ -71,7 +88,7 @@ def test_a_log_the_user_may_read_but_not_write_is_read_with_its_groups_closed_or
     _read_only_to_others(path)
     assert not any(n.endswith(("-wal", "-shm")) for n in os.listdir(path))   # closed cleanly
     before = _digest(path)
-    got = call_as_nobody(_read_all(path))
+    got = call_as_nobody(_read_all, path)
     assert got == repr((0, 200, b"value-199", {"audit": 7, "billing": 120}))
     assert _digest(path) == before
     # While its writer runs, the latest commit is in state.db-wal: read through the writer's -shm.
@@ -79,7 +96,7 @@ def test_a_log_the_user_may_read_but_not_write_is_read_with_its_groups_closed_or
         writer.commit("billing", 150)
         _read_only_to_others(path)
         assert os.path.getsize(os.path.join(path, "state.db-wal")) > 0
-        got = call_as_nobody(lambda: CommitLog.open(path, readonly=True).committed())
+        got = call_as_nobody(_committed, path)
         assert got == repr({"audit": 7, "billing": 150})
 
 
@@ -88,7 +105,7 @@ def test_writes_by_a_user_who_may_not_write_the_log_name_the_permission_not_corr
     _write_log(path, 200, {"billing": 120})
     _read_only_to_others(path)
     before = _digest(path)
-    commit, remove, finished = eval(call_as_nobody(_refused_writes(path)))   # noqa: S307 - our own repr
+    commit, remove, finished = eval(call_as_nobody(_refused_writes, path))   # noqa: S307 - our own repr
     for refused in (commit, remove):
         assert refused.startswith("LogNotWritableError: ") and "permission denied" in refused, refused
         assert f"uid {NOBODY} ({NOBODY_NAME})" in refused and "corrupt" not in refused
@@ -100,17 +117,13 @@ def test_writes_by_a_user_who_may_not_write_the_log_name_the_permission_not_corr
 def test_commits_left_in_a_wal_without_its_shm_are_refused_not_read_stale(nobody_tmp):
     path = str(nobody_tmp / "crashed")
     _write_log(path, 10, {"billing": 3})
-    pid = os.fork()
-    if pid == 0:                          # a writer that dies with its commit only in state.db-wal
-        log = CommitLog.open(path)
-        log.commit("billing", 9)
-        os._exit(0)
-    os.waitpid(pid, 0)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    subprocess.run([sys.executable, "-c", _DYING_WRITER, path], check=True, env=env, timeout=120)
     os.remove(os.path.join(path, "state.db-shm"))      # a copy or backup that left it out
     assert os.path.getsize(os.path.join(path, "state.db-wal")) > 0
     _read_only_to_others(path)
     with pytest.raises(AssertionError) as refused:
-        call_as_nobody(lambda: CommitLog.open(path, readonly=True).committed())
+        call_as_nobody(_committed, path)
     assert "LogNotReadableError" in str(refused.value) and "state.db-wal" in str(refused.value)
     assert "corrupt" not in str(refused.value)
 
@@ -125,7 +138,7 @@ def test_a_log_the_user_may_not_read_is_permission_denied_naming_the_user(nobody
               "state.db": os.path.join(path, "state.db")}[locked]
     os.chmod(target, 0o700 if os.path.isdir(target) else 0o600)
     with pytest.raises(AssertionError) as denied:
-        call_as_nobody(lambda: CommitLog.open(path, readonly=True))
+        call_as_nobody(_open_readonly, path)
     message = str(denied.value)
     assert message.startswith("LogNotReadableError: ") and "permission denied" in message, message
     assert f"uid {NOBODY} ({NOBODY_NAME})" in message and path in message

@@ -106,3 +106,25 @@ def test_an_idle_log_is_read_once_though_connections_come_and_go(tmp_log_dir, mo
             assert log.committed() == {"etl": 1}
         assert len(queries) == 1
         assert state._db is None
+
+
+def test_opening_a_log_connects_to_its_state_database_once(tmp_log_dir, monkeypatch):
+    """The open reads the start offset (state.db's row beside start.offset) on the connection
+    that checked the database, not on a second one; what it reads is the same."""
+    import commitlog.state as state_module
+
+    with CommitLog.open(tmp_log_dir, segment_size=4096, flush="none") as w:
+        w.append_batch([b"x" * 50] * 200)
+        w.commit("etl", 7)
+        w.remove_head()
+        start, end = w.start_offset, w.end_offset
+    assert start > 0
+    connects = []
+    real = state_module.connect_sqlite
+    monkeypatch.setattr(state_module, "connect_sqlite", lambda *a, **k: connects.append(a) or real(*a, **k))
+    for readonly in (True, False):
+        connects.clear()
+        with CommitLog.open(tmp_log_dir, readonly=readonly) as log:
+            assert len(connects) == 1
+            assert (log.start_offset, log.end_offset, log.committed()) == (start, end, {"etl": 7})
+        assert len(connects) == 1

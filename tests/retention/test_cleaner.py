@@ -122,3 +122,24 @@ def test_a_log_directory_that_does_not_exist_yet_is_reported_not_an_error(tmp_pa
     assert result.logs[0].error is None and result.logs[0].not_created and not result.failed
     assert log["not_created"] is True and "not a commit log yet" in log["note"] and "error" not in log
     assert result.deleted == 0
+
+
+def test_a_segment_older_than_the_one_before_it_is_deleted_after_it(tmp_path):
+    """Segments' mtimes need not grow with their offsets (a compaction's output, a short roll: the
+    kill-and-restart soak with an archive met one). The pass ran its deletions by age alone: the
+    older second segment came first, its removal was refused (not the head) and the log stopped,
+    at every pass, for good."""
+    log = tmp_path / "staging"
+    bases = make_log(log, 4)
+    set_age(log, bases[:3], 3 * 3600)
+    set_age(log, bases[1:2], 4 * 3600)                 # the second is older than the first
+    _, config = write_config(tmp_path, CONFIG)
+    cleaner = Cleaner(config)
+    try:
+        cleaner.trigger_manual()
+        result = cleaner.run_pass()
+    finally:
+        cleaner.close()
+    assert segment_bases(log) == bases[3:]
+    assert result.deleted == 3
+    assert [e["base_offset"] for e in read_audit(tmp_path / "audit.jsonl")] == bases[:3]

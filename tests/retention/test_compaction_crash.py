@@ -20,6 +20,7 @@ from retention import read_events
 from retention.compaction.compactor import Compactor
 
 from compaction_helpers import compaction_config, dead_log, scan_pairs
+from sidecar_helpers import Sidecar
 
 CHILD = Path(__file__).with_name("compact_child.py")
 
@@ -71,6 +72,25 @@ def test_an_intent_left_by_a_killed_compaction_is_settled_by_the_next_pass(tmp_p
     spans = sorted((e["first_offset"], e["end_offset"]) for e in compacted)
     assert len(spans) == len(set(spans)) == 4
     assert result.logs[0].error is None
+    assert scan_pairs(tmp_path / "a") == live
+
+
+def test_a_restarted_sidecar_settles_a_killed_compactions_intent_at_start(tmp_path):
+    """A sidecar settled the intent a killed one left only at its first compaction pass,
+    `compaction.interval` after its start: the soak's last sidecar, stopped 1.6 s after its start
+    (interval 2 s), left one open, and the inputs it superseded held their space meanwhile."""
+    live = dead_log(tmp_path / "a", 4)
+    config_path, _ = compaction_config(tmp_path, tmp_path / "a", interval="1h")
+    done = _run_child(config_path, "after-commit", tmp_path)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    audit = str(tmp_path / "audit.jsonl")
+    intent = read_events(audit)[0]
+    assert len(intent["inputs"]) > 1 and (tmp_path / "a" / intent["inputs"][1]).exists()
+    with Sidecar(config_path, cwd=tmp_path) as sidecar:
+        settled = sidecar.wait_for(lambda: [e for e in read_events(audit) if e.get("id") == intent["id"]
+                                            and e["event"] != "intent"], timeout=10, what="the intent settled")
+    assert [(e["event"], e["recovered"]) for e in settled] == [("compacted", True)]
+    assert not any((tmp_path / "a" / name).exists() for name in intent["inputs"][1:]), "superseded inputs kept"
     assert scan_pairs(tmp_path / "a") == live
 
 

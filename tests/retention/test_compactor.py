@@ -3,6 +3,7 @@ group progress, min_age, throttle, budget, dry run and the audit line of every o
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 
@@ -13,6 +14,7 @@ from retention.compaction.compactor import Compactor
 
 from compaction_helpers import (SEGMENT, compaction_config, dead_log, digest_tree, dir_bytes,
                                 planned_is_what_is_written, scan_pairs)
+from retention_helpers import write_config
 
 
 class FakeTime:
@@ -345,3 +347,22 @@ def test_an_unkeyed_logs_plan_counts_what_each_marked_run_costs(tmp_path):
     dead_log(tmp_path / "a", 4, keep_every=3)                  # runs of two marked records between live ones
     _, config = compaction_config(tmp_path, tmp_path / "a", max_live_ratio=0.9)
     assert planned_is_what_is_written(config, time.time()) >= 1
+
+
+def test_a_pass_over_many_logs_keeps_none_of_them_open_once_done_with_it(tmp_path):
+    """Each log is closed when its part of the pass ends (a pass over 10,000 logs held every one
+    open, with its descriptors and memory, until the compactor closed)."""
+    logs = "".join(f"  l{i}:\n    path: {tmp_path / f'l{i}'}\n    segment_size: 4KiB\n" for i in range(12))
+    for i in range(12):
+        dead_log(tmp_path / f"l{i}", 2)
+    _, config = write_config(tmp_path, f"service:\n  audit: {tmp_path / 'audit.jsonl'}\nlogs:\n{logs}"
+                                    "policies:\n  default:\n    interval: 1h\n    delete_at_hours: []\n")
+    fds = lambda: len(os.listdir("/proc/self/fd"))   # noqa: E731
+    before = fds()
+    c = Compactor(config)
+    result = c.run()
+    try:
+        assert result.outputs >= 12 and all(entry.error is None for entry in result.logs)
+        assert fds() <= before, os.listdir("/proc/self/fd")
+    finally:
+        c.close()

@@ -223,3 +223,29 @@ def _log_status(s: Sidecar, name: str = "staging") -> dict:
 def writer_segments(log):
     with CommitLog.open(log, readonly=True) as reader:
         return reader.segments()
+
+
+def test_many_logs_going_at_once_are_said_in_one_line_and_a_few_each_in_their_own(tmp_path):
+    """A problem that starts for thousands of logs at once (a first pass over 10,000 logs making
+    each late, a mount gone) was 10,000 lines started and 10,000 cleared: past LINES_A_KIND
+    logs of one kind at once, one line says them all; a few keep a line each."""
+    from retention.scheduling.problems import LINES_A_KIND
+    many = LINES_A_KIND + 3
+    logs = {f"l{i:02d}": {"path": str(tmp_path / "many" / f"l{i:02d}"), "segment_size": "4KiB"} for i in range(many)}
+    for name in logs:
+        make_log(tmp_path / "many" / name, 1)
+    make_log(tmp_path / "staging", 1)
+    path, _ = write_config(tmp_path, _config(tmp_path, tmp_path / "staging", logs=logs))
+    with Sidecar(path, cwd=tmp_path) as s:
+        s.wait_ready()
+        os.rename(tmp_path / "many", tmp_path / "away")
+        s.wait_for(lambda: sum(p == "log-missing" for p, _ in _problems(s)) == many, timeout=20, what="all missing")
+        os.rename(tmp_path / "away", tmp_path / "many")
+        s.wait_for(lambda: s.request("GET", "/healthz")[0] == 200, timeout=20, what="healthy again")
+        os.rename(tmp_path / "staging", tmp_path / "staging-away")
+        s.wait_for(lambda: ("log-missing", "staging") in _problems(s), timeout=20, what="staging missing")
+        said = s.log()
+    assert said.count(f"problem started for {many} logs: log-missing (l00, l01") == 1, said
+    assert said.count(f"problem cleared for {many} logs: log-missing") == 1, said
+    assert said.count("problem started: log-missing: log l") == 0, said
+    assert said.count("problem started: log-missing: log staging") == 1, said

@@ -116,3 +116,32 @@ def test_a_directory_appearing_or_vanishing_under_a_root_is_picked_up_by_the_nex
         s.wait_for(lambda: names() == ["b"], what="log a gone")
         assert s.request("GET", "/healthz")[0] == 200, "a log gone from its root is no missing log"
         assert os.path.isdir(root / "b")
+
+
+def test_a_first_pass_over_more_logs_than_half_the_descriptors_opens_each_in_turn(tmp_path):
+    """Each log a pass reads is opened (its start.offset held) besides its claim: the opens were
+    closed after the pass, so past half the limit the first pass ran out of descriptors on the
+    logs it owned (`log-no-descriptors` for logs within the limit). Now, while claims hold half
+    the descriptors, each log's open is closed once it is read."""
+    limit = RESERVE + 344                # owns up to 344 logs; 2 descriptors a log would need 688
+    logs = [f"log{i:03d}" for i in range(330)]
+    template = tmp_path / "template"
+    make_log(template, 1)
+    (tmp_path / "root").mkdir()
+    for name in logs:
+        shutil.copytree(template, tmp_path / "root" / name)
+    config = tmp_path / "retention.yaml"
+    config.write_text(f"service:\n  listen: 127.0.0.1:0\n  audit: {tmp_path}/audit.jsonl\n"
+                      f"discover:\n  - root: {tmp_path}/root\n"
+                      "policies:\n  default:\n    interval: 1s\n    delete_at_hours: []\n")
+    sidecar = Sidecar(config, cwd=tmp_path)
+    sidecar.user_prefix = ["prlimit", f"--nofile={limit}:{limit}"]
+    with sidecar as s:
+        s.wait_ready(timeout=120)
+        time.sleep(2.5)                                 # a second and third pass
+        status = s.get_json("/status")[1]
+        assert len(status["logs"]) == len(logs)
+        failed = {log["name"]: log["error"] for log in status["logs"] if log["error"] is not None}
+        assert not failed, list(failed.items())[:3]
+        assert not _problems(s), _problems(s)
+        assert "Too many open files" not in s.log()

@@ -174,3 +174,18 @@ def test_proc_entries_the_scanner_cannot_read_are_skipped(tmp_path):
         os.waitpid(holder, 0)
         root_holder.kill()
         root_holder.wait()
+
+
+def test_this_process_s_own_descriptor_of_a_deleted_segment_is_reported_among_its_many(tmp_path):
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    held = segment(log_dir, 0)
+    kept = [os.open(segment(log_dir, 33 * (i + 1)), os.O_RDONLY) for i in range(50)]   # named: not pinned
+    fd = os.open(held, os.O_RDONLY)
+    try:
+        unlink_as_the_store_does(held)
+        got = {(p.pid, p.path, p.how, p.bytes) for p in find_pinned([str(log_dir)])}
+        assert got == {(os.getpid(), str(held), "open", SIZE)}
+    finally:
+        for f in kept + [fd]:
+            os.close(f)

@@ -6,6 +6,8 @@
   `RetentionScheduler` embedded in the writer's own process.
 - Back-to-back pressure passes limited by files_per_pass go on until the disk is at or below
   force_target, not only until it is below force_ratio.
+- The files a log's open or claim writes (state database, start.offset, retention lock) are no
+  roll: the watch checks nothing for them (a first pass over thousands of logs writes them all).
 """
 
 from __future__ import annotations
@@ -134,6 +136,36 @@ def test_the_roll_watch_says_when_a_directory_cannot_be_watched_and_retries_it(t
         assert watch.unwatched() == []
         (missing / ".prepared-segment-1.log").write_bytes(b"x")
         deadline = time.monotonic() + 5
+        while 7 not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert 7 in seen
+    finally:
+        watch.close()
+
+
+def test_the_files_a_logs_open_or_claim_writes_start_no_check(tmp_path):
+    """A pass opening and claiming logs writes their state database, start.offset and retention
+    lock: no check for those. A prepared segment in another directory, written after them, is
+    the marker: once its check has run twice (its batch of events fully handled), the quiet
+    files' filesystem (7) would have been checked too."""
+    seen = []
+    watch = RollWatch(seen.append)
+    try:
+        if not watch.available:
+            pytest.skip("inotify is unavailable here")
+        quiet, marker = tmp_path / "quiet", tmp_path / "marker"
+        quiet.mkdir()
+        marker.mkdir()
+        watch.sync({str(quiet): 7, str(marker): 8})
+        for name in ("state.db", "state.db-wal", "state.db-shm", "start.offset", ".retention.lock"):
+            (quiet / name).write_bytes(b"x")
+        (marker / ".prepared-segment-1.log").write_bytes(b"x")
+        deadline = time.monotonic() + 5
+        while seen.count(8) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen.count(8) >= 2
+        assert 7 not in seen
+        (quiet / "00000000000000000033.log").write_bytes(b"x")      # a segment there is a roll
         while 7 not in seen and time.monotonic() < deadline:
             time.sleep(0.01)
         assert 7 in seen

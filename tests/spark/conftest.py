@@ -1,5 +1,5 @@
-"""The Spark tests' sessions: one local session for the run (starting one costs seconds), and the
-multi-host cluster rig per module that asks for it."""
+"""The Spark tests' sessions: one local session for the run (starting one costs seconds), and one
+multi-host cluster rig for the run, handed to every module that asks for it."""
 
 from __future__ import annotations
 
@@ -25,27 +25,40 @@ def spark(spark_sessions):
     return spark_sessions.local()
 
 
+@pytest.fixture(scope="session")
+def shared_rig(spark_sessions, tmp_path_factory, pytestconfig):
+    """The process's one cluster rig, started on first use (shared_rig.py)."""
+    from shared_rig import KEY, SharedRig
+    holder = pytestconfig.stash[KEY] = SharedRig(spark_sessions, tmp_path_factory)
+    try:
+        yield holder
+    finally:
+        del pytestconfig.stash[KEY]
+        holder.stop()
+
+
 @pytest.fixture(scope="module")
-def spark_cluster(spark_sessions, tmp_path_factory):
+def spark_cluster(shared_rig):
     """A Spark standalone cluster of worker hosts in their own namespaces, with moto's S3 server
     and a shared `file://` directory (cluster_rig.py), and the driver's session connected to it:
     `spark_cluster.session` (a test on the cluster never asks for `spark`: that would switch back).
-    Started per module, torn down after it, whatever the tests did."""
-    from cluster_rig import ClusterRig, unavailable_reason
+    One rig for the process, handed to each module as a fresh start would leave it (shared_rig.py)."""
+    from cluster_rig import unavailable_reason
     reason = unavailable_reason()
     if reason is not None:
         pytest.skip(reason)
-    rig = ClusterRig(tmp_path_factory.mktemp("clrig"))
-    try:
-        rig.start(wait=False)        # the driver starts while the workers do
-        spark_sessions.cluster(rig)
-        yield rig
-    finally:
-        try:
-            if spark_sessions.owner is rig:
-                spark_sessions.stop()
-        finally:
-            rig.stop()
+    return shared_rig.for_module()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Once the next test does not ask for the rig (or none is left), the rig stops: its JVMs do
+    not idle through the rest of the run."""
+    yield
+    from shared_rig import KEY
+    holder = item.config.stash.get(KEY, None)
+    if holder is not None and (nextitem is None or "spark_cluster" not in nextitem.fixturenames):
+        holder.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,101 @@
+"""Dirty marks: what inotify says may have changed in a log directory, so that a change-driven pass
+(`.unchanged`) takes a log's key again only for a log that may have changed.
+
+A log directory with a working watch (`retention.scheduling.rollwatch` adds it and says so, with
+the (device, inode) it is on) is marked clean when a pass is about to take its key; any event on
+the directory or a file in it marks it dirty again. While it stays clean, the pass compares the key
+it remembers (taken when the log was last planned) instead of taking it again: the four `stat`s of
+its key and the two of its claim. A log without a working watch (none added, its watch gone or
+`stale`, or a filesystem whose changes inotify may not see: `TRUSTED_FILESYSTEMS`) is never clean:
+keyed by `stat`s every pass. Every `FULL_CHECK` seconds a clean log's key is taken anyway: the
+safety net for a change no event reported (a parent directory renamed, a mount put over the
+directory: `seen` then finds another directory at the path than the watch's, and the watch is
+added again). An overflowed event queue marks every log dirty. Thread-safe: the watch's thread
+marks, passes ask.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["FULL_CHECK", "TRUSTED_FILESYSTEMS", "ChangeMarks"]
+
+FULL_CHECK = 60.0    # seconds: a clean log's key is taken again at least this often, events or none
+
+# statfs f_type of the filesystems whose every change a local inotify watch sees: ext2/3/4, xfs,
+# btrfs, tmpfs, f2fs, zfs, overlayfs (its writes go through the mount; its lower layers are an
+# image's, unchanging). Not NFS, CIFS, FUSE, Ceph and the like: another host's writes raise no event.
+TRUSTED_FILESYSTEMS = frozenset((0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x2FC12FC1, 0x794C7630))
+
+
+class ChangeMarks:
+    """Per log directory: whether it is watched, and since when (monotonic) it is clean."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._watched: dict[str, tuple[int, int]] = {}   # directory -> (st_dev, st_ino) its watch is on
+        self._clean: dict[str, float] = {}     # directory -> when it was marked clean (its key taken)
+        self._stale: set[str] = set()          # watched directories whose path names another inode now
+
+    def fresh(self, path: str) -> bool:
+        """True: `path` is watched and no event came since its key was last taken, less than
+        `FULL_CHECK` ago (its remembered key stands). False: take its key again; a watched
+        `path` is marked clean now, before the key is read, so an event during the reading
+        leaves it dirty."""
+        now = self._clock()
+        with self._lock:
+            since = self._clean.get(path)
+            if since is not None and now - since < FULL_CHECK:
+                return True
+            if path in self._watched:
+                self._clean[path] = now
+            return False
+
+    def watched(self, path: str, inode: tuple[int, int]) -> None:
+        """`path` has a working watch on directory `inode` (st_dev, st_ino) from now on (dirty until
+        its key is next taken)."""
+        with self._lock:
+            self._watched[path] = inode
+            self._clean.pop(path, None)
+            self._stale.discard(path)
+
+    def seen(self, path: str, dev: int, ino: int) -> None:
+        """A pass's key found directory (`dev`, `ino`) at `path`: when its watch is on another (a
+        parent renamed, a mount put over it or taken away, raise no event on the watched one), it
+        is unwatched from now on and `stale` until the roll watch watches the path again."""
+        with self._lock:
+            inode = self._watched.get(path)
+            if inode is not None and inode != (dev, ino):
+                del self._watched[path]
+                self._clean.pop(path, None)
+                self._stale.add(path)
+
+    def stale(self) -> set[str]:
+        """The paths `seen` found another directory at, not watched again yet."""
+        with self._lock:
+            return set(self._stale)
+
+    def unwatched(self, path: str) -> None:
+        """`path` has no working watch: keyed by `stat`s every pass."""
+        with self._lock:
+            self._watched.pop(path, None)
+            self._clean.pop(path, None)
+            self._stale.discard(path)
+
+    def dirty(self, paths: set[str]) -> None:
+        """An event came for each of `paths`."""
+        with self._lock:
+            for path in paths:
+                self._clean.pop(path, None)
+
+    def all_dirty(self) -> None:
+        """Events were lost (the queue overflowed): any log may have changed."""
+        with self._lock:
+            self._clean.clear()
+
+    def is_watched(self, path: str) -> bool:
+        with self._lock:
+            return path in self._watched

@@ -137,11 +137,13 @@ class TcpProxy:
                     self._armed = False
                     self.holding.set()
                     self.held.set()
-                dst.sendall(data)
-                carried += len(data)
                 if towards and self.hold_patterns and self.hold_patterns[0] in data:
+                    # Armed before the request is forwarded: its answer may come back (on the
+                    # other pipe's thread) before this thread runs again.
                     self.hold_patterns.pop(0)
                     self._armed = not self.hold_patterns  # hold once the server answered it
+                dst.sendall(data)
+                carried += len(data)
         except OSError:
             pass
         finally:

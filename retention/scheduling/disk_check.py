@@ -16,14 +16,17 @@ from collections.abc import Callable
 from loguru import logger
 
 from .checkup import HealthCheck
-from .filesystems import log_devs
+from .filesystems import MountTable, log_devs
 from .pressure_watch import PressureWatch
 from .rollwatch import RollWatch
 from .scheduler_state import SchedulerState
 
 __all__ = ["DiskCheck"]
 
-REGROUP_EVERY = 10.0     # seconds between two looks for a log directory moved to another filesystem
+# Seconds between two looks for a log directory moved to another filesystem when no mount changed:
+# the safety net for a moved directory no mount made (a parent swapped for a link to another disk).
+# A mount or unmount anywhere in the process's namespace is looked at by the next check.
+REGROUP_EVERY = 60.0
 
 
 class DiskCheck:
@@ -41,17 +44,19 @@ class DiskCheck:
         self._publish_clock = publish_clock
         self._watch_rolls = watch_rolls       # None: follow service.watch_rolls of the configuration
         self._regrouped = time.monotonic()
+        self._mounts = MountTable()
         self._rolls: RollWatch | None = None
 
     def run(self) -> None:
-        """One disk check: the clock guard's look, a regroup when a log directory moved (at most
-        every REGROUP_EVERY), the roll watch's retries, then every filesystem's pressure."""
+        """One disk check: the clock guard's look, a regroup when a log directory moved (looked
+        for when a mount changed, and every REGROUP_EVERY), the roll watch's retries, then every
+        filesystem's pressure."""
         self._checkup.beat()
         state = self._state
         state.guard.look()
         self._publish_clock()
         now = time.monotonic()
-        if now - self._regrouped >= REGROUP_EVERY:
+        if self._mounts.changed() or now - self._regrouped >= REGROUP_EVERY:
             # A stat per log: with a thousand logs, once a second would cost more than the check.
             self._regrouped = now
             try:
@@ -91,3 +96,4 @@ class DiskCheck:
         rolls, self._rolls = self._rolls, None
         if rolls is not None:
             rolls.close()
+        self._mounts.close()

@@ -7,6 +7,7 @@ and at most one pass runs per filesystem at a time; different disks are cleaned 
 from __future__ import annotations
 
 import os
+import select
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -15,7 +16,7 @@ from policies import LEVEL_OK, DiskConfig, PolicyConfig, RetentionConfig
 
 from ..deletion.cleaner import Cleaner
 
-__all__ = ["Filesystem", "build_filesystems", "dev_of", "existing", "log_devs", "mountpoint_of"]
+__all__ = ["Filesystem", "MountTable", "build_filesystems", "dev_of", "existing", "log_devs", "mountpoint_of"]
 
 
 @dataclass(eq=False)
@@ -89,7 +90,48 @@ def mountpoint_of(path: str) -> str:
 
 
 def dev_of(path: str) -> int:
-    return os.stat(existing(path)).st_dev
+    """The device of `path`, or of its nearest existing ancestor (one `stat` when it exists)."""
+    try:
+        return os.stat(path).st_dev
+    except (FileNotFoundError, NotADirectoryError):
+        return os.stat(existing(path)).st_dev
+
+
+class MountTable:
+    """Whether this process's mount table changed since last asked: `poll` on
+    `/proc/self/mountinfo`, which the kernel wakes on any mount or unmount in the process's
+    namespace (no reading: the poll itself rearms). `changed()` is True at its first call (which
+    opens the file), and always where the file cannot be polled; False after `close()`. One
+    thread at a time (the disk check's)."""
+
+    def __init__(self, path: str = "/proc/self/mountinfo") -> None:
+        self._path = path
+        self._file = None
+        self._poll = None
+        self._state = "new"          # new, polled, unpollable, closed
+
+    def changed(self) -> bool:
+        if self._state == "new":
+            self._open()
+            return True
+        if self._state == "polled":
+            return bool(self._poll.poll(0))
+        return self._state == "unpollable"
+
+    def _open(self) -> None:
+        try:
+            self._file = open(self._path, "rb")
+            self._poll = select.poll()
+            self._poll.register(self._file, select.POLLPRI | select.POLLERR)
+            self._state = "polled"
+        except (OSError, AttributeError):
+            self.close()
+            self._state = "unpollable"
+
+    def close(self) -> None:
+        file, self._file, self._poll, self._state = self._file, None, None, "closed"
+        if file is not None:
+            file.close()
 
 
 def log_devs(config: RetentionConfig) -> dict[str, int]:

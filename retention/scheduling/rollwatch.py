@@ -152,6 +152,8 @@ class RollWatch:
         """Wanted directories not watched yet (they did not exist, or their watch is stale)."""
         stale = self.marks.stale()
         with self._lock:
+            if not stale and len(self._watched) == len(self._wanted):
+                return []      # every wanted one watched (only wanted ones are): asked every second
             return [p for p in self._wanted if p not in self._watched or p in stale]
 
     def retry(self) -> None:

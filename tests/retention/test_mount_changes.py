@@ -1,0 +1,90 @@
+"""A mount or unmount under the logs is acted on at the next disk check: a log directory that is
+on another filesystem since is grouped with that filesystem's logs (its own pressure, its own
+passes) within a second or two, not at the next periodic look (`REGROUP_EVERY`, a minute: every
+log's `stat`, the idle sidecar's largest cost at 10,000 logs). Real tmpfs mounts (root)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from retention import RetentionScheduler
+from retention.scheduling.disk_check import REGROUP_EVERY
+from retention.scheduling.filesystems import MountTable, dev_of
+
+from retention_helpers import config_text, make_log, write_config
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs root")
+
+
+def _mount(path) -> None:
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], check=True)
+
+
+def _umount(path) -> None:
+    subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_the_mount_table_tells_each_mount_and_unmount_once(tmp_path):
+    table = MountTable()
+    try:
+        assert table.changed()                     # the first look: everything is news
+        assert not table.changed()
+        _mount(tmp_path)
+        try:
+            assert table.changed() and not table.changed()
+        finally:
+            _umount(tmp_path)
+        assert table.changed() and not table.changed()
+    finally:
+        table.close()
+    assert not table.changed()                     # closed: the scheduler stopped
+
+
+def test_a_file_that_cannot_be_polled_means_always_look(tmp_path):
+    table = MountTable(str(tmp_path / "no-such-file"))
+    assert table.changed() and table.changed()
+
+
+def test_a_log_directory_is_the_stat_of_its_nearest_existing_ancestor(tmp_path):
+    assert dev_of(str(tmp_path / "not" / "yet")) == os.stat(tmp_path).st_dev
+    (tmp_path / "file").write_bytes(b"")
+    assert dev_of(str(tmp_path / "file" / "below")) == os.stat(tmp_path).st_dev
+
+
+def _groups(scheduler) -> list[tuple[str, ...]]:
+    return sorted(fs.logs for fs in scheduler._state.filesystems.values())
+
+
+def _await_groups(scheduler, expected, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while _groups(scheduler) != expected:
+        assert time.monotonic() < deadline, f"{_groups(scheduler)} after {seconds} s, not {expected}"
+        time.sleep(0.1)
+
+
+def test_a_log_directory_mounted_over_is_regrouped_at_the_next_disk_check(tmp_path):
+    assert REGROUP_EVERY >= 30       # what the mount table saves: a regroup here can only be its doing
+    make_log(tmp_path / "a", 1)
+    (tmp_path / "mnt").mkdir()
+    logs = {"a": {"path": str(tmp_path / "a"), "segment_size": "4KiB"},
+            "b": {"path": str(tmp_path / "mnt" / "b"), "segment_size": "4KiB"}}   # b: not created yet
+    config = write_config(tmp_path, config_text(tmp_path, logs=logs))[1]
+    scheduler = RetentionScheduler(config, watch_rolls=False)
+    scheduler.start()
+    try:
+        assert _groups(scheduler) == [("a", "b")]
+        time.sleep(1.5)                            # past the first disk checks (the first look regroups)
+        _mount(tmp_path / "mnt")
+        try:
+            _await_groups(scheduler, [("a",), ("b",)])
+            (b_fs,) = [fs for fs in scheduler._state.filesystems.values() if fs.logs == ("b",)]
+            assert b_fs.dev == os.stat(tmp_path / "mnt").st_dev != os.stat(tmp_path).st_dev
+        finally:
+            _umount(tmp_path / "mnt")
+        _await_groups(scheduler, [("a", "b")])
+    finally:
+        scheduler.stop()

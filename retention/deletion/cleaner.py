@@ -155,9 +155,11 @@ class Cleaner:
 
     # ------------------------------------------------------------------ doing
     def run_pass(self, now: datetime | None = None, *, names: Iterable[str] | None = None,
-                 sleep: Callable[[float], object] | None = None, forcing: bool = False) -> PassResult:
+                 sleep: Callable[[float], object] | None = None, forcing: bool = False,
+                 dev: int | None = None) -> PassResult:
         """Plan and execute one pass. `sleep` waits between files (default: an interruptible wait
-        that `stop()` ends early); `forcing`: a disk force is under way (`policies.pressure`)."""
+        that `stop()` ends early); `forcing`: a disk force is under way (`policies.pressure`) on
+        filesystem `dev` (the logs' group), forcing no log read on another disk (None: any)."""
         wait = sleep or self._stop.wait
         # A budget's logs are decided together: a pass over one is a pass over all (a disk force
         # under way is the named logs' filesystem's, not a partner's elsewhere).
@@ -166,7 +168,7 @@ class Cleaner:
             names = list(names)
             expanded = self.config.budget_partners(names)
             partners, names = frozenset(expanded[len(names):]), expanded
-        reads = PassReads(forcing, budgeted=frozenset(self.config.budget_of), unforced=partners)
+        reads = PassReads(forcing, budgeted=frozenset(self.config.budget_of), unforced=partners, forced=dev)
         with self._pass_lock:
             started = time.monotonic()
             self.last_result = None     # a pass never holds the last one's results beside its own

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import replace
 from datetime import datetime
 
 from loguru import logger
@@ -30,6 +31,7 @@ class LogReads:
     """Reads logs whole, changing nothing."""
 
     forcing = False     # a disk force is under way (policies.pressure): a pass may say so
+    forced: int | None = None    # the filesystem (st_dev) it is under way on; None: any read
 
     def __init__(self) -> None:
         self._disks: dict[int, DiskSnapshot] = {}
@@ -74,8 +76,7 @@ class LogReads:
         """The disk `dev` that holds `path`, read once per filesystem."""
         disk = self._disks.get(dev)
         if disk is None:
-            disk = disk_snapshot(path, forcing=self.forcing)
-            self._disks[disk.filesystem_id] = disk
+            disk = self._read_disk(path, self.forcing)
         return disk
 
     def _disk(self, path: str, *, again: bool = False, forcing: bool | None = None) -> DiskSnapshot:
@@ -83,19 +84,29 @@ class LogReads:
         force under way there, default `self.forcing`)."""
         disk = None if again else self._disks.get(os.stat(path).st_dev)
         if disk is None:
-            disk = disk_snapshot(path, forcing=self.forcing if forcing is None else forcing)
-            self._disks[disk.filesystem_id] = disk
+            disk = self._read_disk(path, self.forcing if forcing is None else forcing)
+        return disk
+
+    def _read_disk(self, path: str, forcing: bool) -> DiskSnapshot:
+        """The disk under `path` read now, `forcing` when it is the disk forcing (`forced`)."""
+        disk = disk_snapshot(path)
+        if forcing and self.forced in (None, disk.filesystem_id):
+            disk = replace(disk, forcing=True)
+        self._disks[disk.filesystem_id] = disk
         return disk
 
 
 class PassReads(LogReads):
-    """Reads the logs a pass is about to clean; `forcing`: a disk force is under way, except on a
-    filesystem first read for a log of `unforced`; the logs of `budgeted` (in a budget) are listed whole."""
+    """Reads the logs a pass is about to clean; `forcing`: a disk force is under way on filesystem
+    `forced` (None: the first read for a log not of `unforced`), no other: a log grouped with it but
+    moved to another disk since (a parent swapped for a link, regrouped at the next periodic look)
+    is not forced by it; the logs of `budgeted` (in a budget) are listed whole."""
 
     def __init__(self, forcing: bool, *, budgeted: frozenset[str] = frozenset(),
-                 unforced: frozenset[str] = frozenset()) -> None:
+                 unforced: frozenset[str] = frozenset(), forced: int | None = None) -> None:
         super().__init__()
         self.forcing = forcing
+        self.forced = forced
         self.budgeted = budgeted
         self.unforced = unforced
 

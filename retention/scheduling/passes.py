@@ -79,7 +79,7 @@ class DeletionPasses:
                 return None
             started = time.monotonic()
             try:
-                result = fs.cleaner.run_pass(names=names, forcing=fs.forcing)
+                result = fs.cleaner.run_pass(names=names, forcing=fs.forcing, dev=dev)
             except Exception as exc:  # noqa: BLE001 (a pass that raises never stops the service)
                 logger.opt(exception=exc).error("{} pass over {} raised: {}", kind, ", ".join(names), exc)
                 self._ledger.error(names, kind, exc, time.monotonic() - started, state.clock())

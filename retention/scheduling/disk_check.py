@@ -25,8 +25,12 @@ __all__ = ["DiskCheck"]
 
 # Seconds between two looks for a log directory moved to another filesystem when no mount changed:
 # the safety net for a moved directory no mount made (a parent swapped for a link to another disk).
-# A mount or unmount anywhere in the process's namespace is looked at by the next check.
 REGROUP_EVERY = 60.0
+# A mount or unmount in the process's namespace is looked at by the next check, and once more a
+# MOUNT_GAP later (an unmount may be told before its tree is detached); at most one such look a
+# MOUNT_GAP, so a host whose containers mount and unmount all the time costs no more than a look
+# every 10 s did.
+MOUNT_GAP = 10.0
 
 
 class DiskCheck:
@@ -45,6 +49,8 @@ class DiskCheck:
         self._watch_rolls = watch_rolls       # None: follow service.watch_rolls of the configuration
         self._regrouped = time.monotonic()
         self._mounts = MountTable()
+        self._mount_looks = 0                 # looks a mount change still owes
+        self._mount_looked = float("-inf")
         self._rolls: RollWatch | None = None
 
     def run(self) -> None:
@@ -55,24 +61,38 @@ class DiskCheck:
         state = self._state
         state.guard.look()
         self._publish_clock()
-        now = time.monotonic()
-        if self._mounts.changed() or now - self._regrouped >= REGROUP_EVERY:
-            # A stat per log: with a thousand logs, once a second would cost more than the check.
-            self._regrouped = now
-            try:
-                devs = log_devs(state.config)
-            except OSError as exc:
-                logger.warning("disk check: {}", exc)
-                devs = state.log_devs
-            if devs != state.log_devs and not state.stopping.is_set():
-                logger.info("a log directory moved to another filesystem; regrouping the logs")
-                self._regroup()
+        self._look_for_moves(time.monotonic())
         rolls = self._rolls
         if rolls is not None and rolls.unwatched():
             rolls.retry()       # a log directory the writer has created since
         for dev in list(state.filesystems):
             self._pressure.check(dev)
         self._checkup.evaluate()          # problems start and clear in the log without a probe
+
+    def _look_for_moves(self, now: float) -> None:
+        """Regroup when a log directory is on another filesystem than its group's: looked for
+        after a mount change (MOUNT_GAP) and every REGROUP_EVERY. A look a mount change made marks
+        every log dirty (a mount over a log directory is keyed at the next pass)."""
+        if self._mounts.changed():
+            self._mount_looks = 2
+        by_mount = self._mount_looks > 0 and now - self._mount_looked >= MOUNT_GAP
+        if not by_mount and now - self._regrouped < REGROUP_EVERY:
+            return
+        if by_mount:
+            self._mount_looks -= 1
+            self._mount_looked = now
+            if self._rolls is not None:
+                self._rolls.marks.all_dirty()
+        self._regrouped = now          # a stat per log: at 10,000 logs, the largest cost of an idle check
+        state = self._state
+        try:
+            devs = log_devs(state.config)
+        except OSError as exc:
+            logger.warning("disk check: {}", exc)
+            return
+        if devs != state.log_devs and not state.stopping.is_set():
+            logger.info("a log directory moved to another filesystem; regrouping the logs")
+            self._regroup()
 
     def watch(self) -> None:
         """Watch the configured logs' directories for rolls, or stop watching, as configured."""

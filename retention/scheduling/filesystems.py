@@ -90,43 +90,36 @@ def mountpoint_of(path: str) -> str:
 
 
 def dev_of(path: str) -> int:
-    """The device of `path`, or of its nearest existing ancestor (one `stat` when it exists)."""
+    """The device of `path`, or of its nearest ancestor that can be read (one `stat` when `path`
+    can): a path not created yet, a link loop or a directory this user may not search above it."""
     try:
         return os.stat(path).st_dev
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:
         return os.stat(existing(path)).st_dev
 
 
 class MountTable:
     """Whether this process's mount table changed since last asked: `poll` on
     `/proc/self/mountinfo`, which the kernel wakes on any mount or unmount in the process's
-    namespace (no reading: the poll itself rearms). `changed()` is True at its first call (which
-    opens the file), and always where the file cannot be polled; False after `close()`. One
-    thread at a time (the disk check's)."""
+    namespace (no reading: the poll itself rearms). Changes since it was made; always True where
+    the file cannot be polled, False after `close()`. One thread at a time (the disk check's)."""
 
     def __init__(self, path: str = "/proc/self/mountinfo") -> None:
-        self._path = path
         self._file = None
         self._poll = None
-        self._state = "new"          # new, polled, unpollable, closed
-
-    def changed(self) -> bool:
-        if self._state == "new":
-            self._open()
-            return True
-        if self._state == "polled":
-            return bool(self._poll.poll(0))
-        return self._state == "unpollable"
-
-    def _open(self) -> None:
         try:
-            self._file = open(self._path, "rb")
+            self._file = open(path, "rb")
             self._poll = select.poll()
             self._poll.register(self._file, select.POLLPRI | select.POLLERR)
-            self._state = "polled"
+            self._state = "polled"           # polled, unpollable, closed
         except (OSError, AttributeError):
             self.close()
             self._state = "unpollable"
+
+    def changed(self) -> bool:
+        if self._state == "polled":
+            return bool(self._poll.poll(0))
+        return self._state == "unpollable"
 
     def close(self) -> None:
         file, self._file, self._poll, self._state = self._file, None, None, "closed"

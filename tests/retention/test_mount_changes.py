@@ -12,7 +12,8 @@ import time
 import pytest
 
 from retention import RetentionScheduler
-from retention.scheduling.disk_check import REGROUP_EVERY
+from retention.deletion.unchanged import RACY_NS
+from retention.scheduling.disk_check import MOUNT_GAP, REGROUP_EVERY
 from retention.scheduling.filesystems import MountTable, dev_of
 
 from retention_helpers import config_text, make_log, write_config
@@ -31,7 +32,7 @@ def _umount(path) -> None:
 def test_the_mount_table_tells_each_mount_and_unmount_once(tmp_path):
     table = MountTable()
     try:
-        assert table.changed()                     # the first look: everything is news
+        assert not table.changed()                 # changes since it was made: none yet
         assert not table.changed()
         _mount(tmp_path)
         try:
@@ -49,10 +50,12 @@ def test_a_file_that_cannot_be_polled_means_always_look(tmp_path):
     assert table.changed() and table.changed()
 
 
-def test_a_log_directory_is_the_stat_of_its_nearest_existing_ancestor(tmp_path):
+def test_a_log_directory_is_the_stat_of_its_nearest_ancestor_that_can_be_read(tmp_path):
     assert dev_of(str(tmp_path / "not" / "yet")) == os.stat(tmp_path).st_dev
     (tmp_path / "file").write_bytes(b"")
     assert dev_of(str(tmp_path / "file" / "below")) == os.stat(tmp_path).st_dev
+    os.symlink("loop", tmp_path / "loop")                          # ELOOP, not a traceback
+    assert dev_of(str(tmp_path / "loop" / "log")) == os.stat(tmp_path).st_dev
 
 
 def _groups(scheduler) -> list[tuple[str, ...]]:
@@ -77,7 +80,7 @@ def test_a_log_directory_mounted_over_is_regrouped_at_the_next_disk_check(tmp_pa
     scheduler.start()
     try:
         assert _groups(scheduler) == [("a", "b")]
-        time.sleep(1.5)                            # past the first disk checks (the first look regroups)
+        time.sleep(1.5)                            # past the first disk checks
         _mount(tmp_path / "mnt")
         try:
             _await_groups(scheduler, [("a",), ("b",)])
@@ -85,6 +88,65 @@ def test_a_log_directory_mounted_over_is_regrouped_at_the_next_disk_check(tmp_pa
             assert b_fs.dev == os.stat(tmp_path / "mnt").st_dev != os.stat(tmp_path).st_dev
         finally:
             _umount(tmp_path / "mnt")
-        _await_groups(scheduler, [("a", "b")])
+        _await_groups(scheduler, [("a", "b")], seconds=MOUNT_GAP + 5)   # one look a MOUNT_GAP
+    finally:
+        scheduler.stop()
+
+
+def test_a_log_path_that_cannot_be_read_holds_no_other_log_in_its_old_group(tmp_path):
+    """One log's parent swapped for a link loop (or a dead NFS mount, or a directory the sidecar
+    may not search) once kept every log from being regrouped."""
+    make_log(tmp_path / "a", 1)
+    (tmp_path / "mnt").mkdir()
+    (tmp_path / "p").mkdir()
+    make_log(tmp_path / "p" / "c", 1)
+    logs = {"a": {"path": str(tmp_path / "a"), "segment_size": "4KiB"},
+            "b": {"path": str(tmp_path / "mnt" / "b"), "segment_size": "4KiB"},
+            "c": {"path": str(tmp_path / "p" / "c"), "segment_size": "4KiB"}}
+    config = write_config(tmp_path, config_text(tmp_path, logs=logs))[1]
+    scheduler = RetentionScheduler(config, watch_rolls=False)
+    scheduler.start()
+    try:
+        assert _groups(scheduler) == [("a", "b", "c")]
+        os.rename(tmp_path / "p", tmp_path / "p-gone")
+        os.symlink("p", tmp_path / "p")                            # p -> p: ELOOP below it
+        _mount(tmp_path / "mnt")
+        try:
+            _await_groups(scheduler, [("a", "c"), ("b",)])
+        finally:
+            _umount(tmp_path / "mnt")
+    finally:
+        scheduler.stop()
+
+
+def test_a_look_a_mount_made_has_the_next_pass_key_every_watched_log_again(tmp_path):
+    """A mount over a log directory raises no event on it: after a mount change the logs are
+    keyed again at the next pass, not at the next full check a minute later."""
+    for name in "ab":
+        make_log(tmp_path / name, 1)
+    (tmp_path / "mnt").mkdir()
+    logs = {name: {"path": str(tmp_path / name), "segment_size": "4KiB"} for name in "ab"}
+    config = write_config(tmp_path, config_text(tmp_path, logs=logs, policy={"interval": "1h"}))[1]
+    scheduler = RetentionScheduler(config, watch_rolls=True)
+    scheduler.start()
+    try:
+        (fs,) = scheduler._state.filesystems.values()
+        memory = fs.cleaner.memory
+
+        def keyed_by_a_pass() -> int:
+            before = memory.keyed
+            scheduler.passes.interval("default")
+            return memory.keyed - before
+
+        deadline = time.monotonic() + 20
+        while keyed_by_a_pass() != 0:              # watched, then clean: a pass keys neither
+            assert time.monotonic() < deadline, "the logs are keyed at every pass"
+            time.sleep(RACY_NS / 1e9)
+        _mount(tmp_path / "mnt")                    # beside the logs, over neither
+        try:
+            time.sleep(2.5)                         # a disk check or two (one a second)
+            assert keyed_by_a_pass() == 2
+        finally:
+            _umount(tmp_path / "mnt")
     finally:
         scheduler.stop()

@@ -5,8 +5,9 @@ Builds BENCH_LOGS (default 2,500) logs as bench_retention_10k_logs does (nothing
 changes), one set for each tree measured; in a child process per tree, a scheduler with the roll
 watch on (as `retention serve` runs it: inotify dirty-marking where the code has it) passes over
 them until every log is carried, then times BENCH_PASSES (default 5) interval passes a round, the
-CPU of its thread (the collector's share to stderr), and one pass at the full check (every log's
-key and end read, as every `FULL_CHECK` seconds). Rounds (BENCH_ROUNDS, default 3) interleave
+CPU of its thread (the collector's share to stderr), one pass at the full check (every log's
+key and end read, as every `FULL_CHECK` seconds) and one at the end check (every log's end read
+without its key, as every `END_CHECK` seconds; nan for a tree without it). Rounds (BENCH_ROUNDS, default 3) interleave
 the trees; printed: the best of each and its cost a log. BENCH_BASELINE=DIR, a checkout of another
 revision, is the tree before a change. `--profile` prints a cProfile of one carried pass of this
 tree instead (BENCH_LOGS logs; BENCH_SORT, default tottime).
@@ -71,13 +72,20 @@ def child(config: str) -> int:
             stats.sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(45)
             print("done", flush=True)
             continue
-        if line.strip() == "full":          # a pass at the full check (changes.FULL_CHECK): every key taken
-            from retention.deletion import changes
-            every, changes.FULL_CHECK = changes.FULL_CHECK, 0.0
+        if line.strip() in ("full", "end"):
+            # A pass at the full check (changes.FULL_CHECK: every key taken, and every end read), or
+            # at the end check (unchanged.END_CHECK: every end read, no key; nan for a tree without it).
+            from retention.deletion import changes, unchanged
+            module, name = (changes, "FULL_CHECK") if line.strip() == "full" else (unchanged, "END_CHECK")
+            if not hasattr(module, name):
+                print("nan", flush=True)
+                continue
+            every = getattr(module, name)
+            setattr(module, name, 0.0)
             t = time.thread_time()
             scheduler.passes.interval("default")
             print(time.thread_time() - t, flush=True)
-            changes.FULL_CHECK = every
+            setattr(module, name, every)
             continue
         best = float("inf")
         for _ in range(int(os.environ.get("BENCH_PASSES", "5"))):
@@ -118,7 +126,8 @@ def main() -> int:
     roots = {name: Path(tempfile.mkdtemp(prefix=f"bench-carried-{name}-")) for name in trees}
     procs: dict[str, subprocess.Popen] = {}
     best = {name: float("inf") for name in trees}
-    full = dict(best)                 # the pass at the full check, every FULL_CHECK (60 s)
+    full = dict(best)                 # the pass at the full check, every FULL_CHECK
+    ends = dict(best)                 # the pass at the end check, every END_CHECK (where there is one)
     try:
         for name, tree in trees.items():
             procs[name] = _start(tree, build(roots[name], count))
@@ -129,7 +138,7 @@ def main() -> int:
             return 0
         for _ in range(int(os.environ.get("BENCH_ROUNDS", "3"))):
             for name, proc in procs.items():
-                for what, into in (("pass", best), ("full", full)):
+                for what, into in (("pass", best), ("full", full), ("end", ends)):
                     proc.stdin.write(what + "\n")
                     proc.stdin.flush()
                     into[name] = min(into[name], float(proc.stdout.readline()))
@@ -142,7 +151,8 @@ def main() -> int:
     print(f"{count} logs, load average {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f}")
     for name, seconds in best.items():
         print(f"{name:9} carried pass {seconds * 1e3:8.1f} ms CPU   {seconds / count * 1e6:6.1f} µs a log;"
-              f"   at the full check {full[name] * 1e3:8.1f} ms   {full[name] / count * 1e6:6.1f} µs a log")
+              f"   at the full check {full[name] * 1e3:8.1f} ms   {full[name] / count * 1e6:6.1f} µs a log;"
+              f"   at the end check {ends[name] * 1e3:8.1f} ms   {ends[name] / count * 1e6:6.1f} µs a log")
     if "baseline" in best:
         print(f"this / baseline: {best['this'] / best['baseline']:.2f}")
     return 0

@@ -8,10 +8,11 @@ it remembers (taken when the log was last planned) instead of taking it again: t
 its key and the two of its claim. A log without a working watch (none added, its watch gone or
 `stale`, or a filesystem whose changes inotify may not see: `TRUSTED_FILESYSTEMS`) is never clean:
 keyed by `stat`s every pass. Every `FULL_CHECK` seconds a clean log's key is taken anyway: the
-safety net for a change no event reported (a parent directory renamed, a mount put over the
-directory: `seen` then finds another directory at the path than the watch's, and the watch is
-added again). An overflowed event queue marks every log dirty. Thread-safe: the watch's thread
-marks, passes ask.
+safety net for a change no event reported (a write through a hard link in another directory, a
+parent directory renamed: `seen` then finds another directory at the path than the watch's, and
+the watch is added again). A missed change can only delay a deletion: a carried plan deletes
+nothing, and a disk's triggers are asked every pass. A mount change and an overflowed event queue
+mark every log dirty. Thread-safe: the watch's thread marks, passes ask.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable
 
 __all__ = ["FULL_CHECK", "TRUSTED_FILESYSTEMS", "ChangeMarks"]
 
-FULL_CHECK = 60.0    # seconds: a clean log's key is taken again at least this often, events or none
+FULL_CHECK = 300.0   # seconds: a clean log's key is taken again at least this often, events or none
 
 # statfs f_type of the filesystems whose every change a local inotify watch sees: ext2/3/4, xfs,
 # btrfs, tmpfs, f2fs, zfs, overlayfs (its writes go through the mount; its lower layers are an

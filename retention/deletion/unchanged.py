@@ -15,8 +15,9 @@ was held. Planned whatever the key: an open manual trigger, a held clock step, a
 the last plan. `coupled` plans logs decided together (a budget) together. With dirty marks
 (`.changes`, from the roll watch's inotify), a claimed log marked clean is not keyed again: its
 remembered key is compared, and its end mark is read only if an append may change its plan
-(`appends_decide`): an append through the mapping raises no event, so what a carried result shows
-of it is as old as `FULL_CHECK` at most. One `PlanMemory` per cleaner, under its pass lock: not thread-safe.
+(`appends_decide`) or `END_CHECK` passed since it was last read: an append through the mapping
+raises no event, so what a carried result shows of it is as old as `END_CHECK` at most. One
+`PlanMemory` per cleaner, under its pass lock: not thread-safe.
 """
 
 from __future__ import annotations
@@ -30,17 +31,18 @@ from datetime import datetime
 from commitlog.layout import (COMPACT_LOCK_FILE, LOCK_FILE, REMOVE_LOCK_FILE, RETENTION_LOCK_FILE, SPARK_LEDGER_FILE,
                               SPARK_TURN_FILE, STATE_FILE, marks_path, state_path)
 from commitlog import end_mark
-from policies import NO_MANUAL_TRIGGER, DiskSnapshot, ManualTrigger, PolicyConfig
+from policies import DiskSnapshot, ManualTrigger, PolicyConfig
 from policies.triggers import DISK_CLEAN, DISK_FORCE, active_triggers
 
 from .changes import ChangeMarks
 from .results import LogPassResult
 from .watched import WatchedLog
 
-__all__ = ["RACY_NS", "Listing", "LogKeys", "PlanMemory", "appends_decide", "carried_result", "coupled", "files_key",
+__all__ = ["END_CHECK", "RACY_NS", "Listing", "LogKeys", "PlanMemory", "appends_decide", "carried_result", "coupled", "files_key",
            "key_paths", "tail_mark", "tail_unchanged"]
 
 RACY_NS = 2_000_000_000       # an mtime this close to the moment it was read is not trusted
+END_CHECK = 60.0              # seconds: a clean log's last segment's end is read at least this often
 _DISK_TRIGGERS = frozenset((DISK_CLEAN, DISK_FORCE))
 
 
@@ -173,6 +175,7 @@ class PlanMemory:
         self.carried = 0
         self.keyed = 0                               # keys taken by stats, counted (tests, benches)
         self.tails = 0                               # last segments' ends read, counted (tests, benches)
+        self._ends: dict[str, float] = {}            # monotonic time each log's end was last read (or planned)
         self.changes: ChangeMarks | None = None     # inotify's dirty marks (set by the scheduler), if any
 
     def split(self, logs: Iterable[WatchedLog], in_force: Mapping[str, PolicyConfig], disk_of: DiskOf,
@@ -184,14 +187,18 @@ class PlanMemory:
         decided together with them (`RetentionConfig.budget_partners`)."""
         self._taken.clear()
         self._triggers.clear()
-        now, now_ns = at.timestamp(), time.time_ns()
+        now, now_ns, mono = at.timestamp(), time.time_ns(), time.monotonic()
         plan, carried = [], []
         marks = self.changes
+        manual = frozenset(policy for policy, trigger in manual.items() if trigger.active)   # the open ones
         for w in logs:
             kept = self._kept.get(w.name)
             # Marked clean now when not fresh: before the key is taken, so an event while it is read counts.
             if marks is not None and marks.fresh(w.path) and kept is not None and w.claimed:
-                if not trusted and self._stands(w, kept, in_force, disk_of, manual, at, now, kept.appends_decide):
+                read_end = kept.appends_decide or mono - self._ends.get(w.name, -END_CHECK) >= END_CHECK
+                if not trusted and self._stands(w, kept, in_force, disk_of, manual, at, now, read_end):
+                    if read_end:
+                        self._ends[w.name] = mono
                     carried.append(kept.result)
                 else:
                     plan.append(w.name)
@@ -204,6 +211,7 @@ class PlanMemory:
                 if taken is not None:
                     self._taken[w.name] = taken
             else:
+                self._ends[w.name] = mono
                 carried.append(kept.result)
         again = coupled(set(plan), partners) - set(plan)
         if again:          # a carried log's key is the one it remembers
@@ -216,11 +224,12 @@ class PlanMemory:
         return plan, carried
 
     def _stands(self, w: WatchedLog, kept: _Remembered, in_force: Mapping[str, PolicyConfig], disk_of: DiskOf,
-                manual: Mapping[str, ManualTrigger], at: datetime, now: float, read_end: bool) -> bool:
+                manual: frozenset[str], at: datetime, now: float, read_end: bool) -> bool:
         """Whether `kept`, the plan of `w` whose key is unchanged, stands at `at`: before its deadline,
-        no manual trigger open, the same triggers on its disk, and (`read_end`) no record appended."""
+        no manual trigger open for its policy (`manual`: the policies with one), the same triggers
+        on its disk, and (`read_end`) no record appended."""
         return (kept.planned_at <= now < kept.deadline
-                and not manual.get(w.config.policy, NO_MANUAL_TRIGGER).active
+                and w.config.policy not in manual
                 and self._now_triggers(in_force[w.name], kept.dev, w.path, disk_of, at) == kept.triggers
                 and (not read_end or self._tail_unchanged(kept.tail)))
 
@@ -267,6 +276,7 @@ class PlanMemory:
             kept = carried_result(r)      # its snapshot read for the deadline, needed no more: ~0.8 KB a log less
             self._kept[w.name] = _Remembered((w.config, policy), taken[0], taken[1], tail, triggers,
                                              appends_decide(w, policy), now, deadline, kept)
+            self._ends[w.name] = time.monotonic()     # its tail as the plan read it
 
     def adopt(self, old: PlanMemory, logs: Mapping[str, object], in_force: Mapping[str, PolicyConfig]) -> None:
         """Keep what `old` (the memory a reload replaces) remembers of the logs whose settings and

@@ -15,7 +15,7 @@ import pytest
 
 from commitlog import CommitLog
 from retention import RetentionScheduler
-from retention.deletion import changes
+from retention.deletion import changes, unchanged
 from retention.scheduling import rollwatch
 
 from retention_helpers import make_log
@@ -167,7 +167,7 @@ def test_the_full_check_catches_a_change_no_event_reported(tmp_path, sidecar, mo
         assert _pass(scheduler, cleaner) == ({"a"}, 2)
 
 
-def test_an_append_no_decision_depends_on_is_shown_within_the_full_check(tmp_path, sidecar, monkeypatch):
+def test_an_append_no_decision_depends_on_is_shown_within_the_end_check(tmp_path, sidecar, monkeypatch):
     make_log(tmp_path / "a", 2)
     with CommitLog.open(tmp_path / "a", flush="none") as writer:
         scheduler, cleaner = sidecar(tmp_path, ["a"])
@@ -180,9 +180,12 @@ def test_an_append_no_decision_depends_on_is_shown_within_the_full_check(tmp_pat
         assert _pass(scheduler, cleaner) == (set(), 0), "carried: no decision depends on the append"
         assert cleaner.memory.tails == tails, "a clean log's end is not read"
         assert _log_view(scheduler.status(), "a")["end_offset"] == shown, "shown as its last plan saw it"
-        monkeypatch.setattr(changes, "FULL_CHECK", RACY)        # the bound on what is shown, passed now
-        assert _pass(scheduler, cleaner) == ({"a"}, 1)
+        monkeypatch.setattr(unchanged, "END_CHECK", RACY)       # the bound on what is shown, passed now
+        assert _pass(scheduler, cleaner) == ({"a"}, 0), "its end read, its remembered key compared"
+        assert cleaner.memory.tails == tails + 1
         assert _log_view(scheduler.status(), "a")["end_offset"] == end
+        time.sleep(RACY)
+        assert _pass(scheduler, cleaner)[0] == set(), "planned at the end it read: carried again"
 
 
 def test_an_append_to_an_empty_segment_under_roll_after_is_seen_at_the_next_pass(tmp_path, sidecar):

@@ -38,8 +38,8 @@ from .changes import ChangeMarks
 from .results import LogPassResult
 from .watched import WatchedLog
 
-__all__ = ["END_CHECK", "RACY_NS", "Listing", "LogKeys", "PlanMemory", "appends_decide", "carried_result", "coupled", "files_key",
-           "key_paths", "tail_mark", "tail_unchanged"]
+__all__ = ["END_CHECK", "RACY_NS", "Listing", "LogKeys", "PlanMemory", "appends_decide", "carried_result", "coupled",
+           "files_key", "key_paths", "tail_mark", "tail_unchanged"]
 
 RACY_NS = 2_000_000_000       # an mtime this close to the moment it was read is not trusted
 END_CHECK = 60.0              # seconds: a clean log's last segment's end is read at least this often

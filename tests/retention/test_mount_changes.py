@@ -13,7 +13,7 @@ import pytest
 
 from retention import RetentionScheduler
 from retention.deletion.unchanged import RACY_NS
-from retention.scheduling.disk_check import MOUNT_GAP, REGROUP_EVERY
+from retention.scheduling.disk_check import MOUNT_DIRTY_GAP, MOUNT_GAP, REGROUP_EVERY
 from retention.scheduling.filesystems import MountTable, dev_of
 
 from retention_helpers import config_text, make_log, write_config
@@ -149,4 +149,42 @@ def test_a_look_a_mount_made_has_the_next_pass_key_every_watched_log_again(tmp_p
         finally:
             _umount(tmp_path / "mnt")
     finally:
+        scheduler.stop()
+
+
+def test_mounts_changing_all_the_time_mark_the_logs_dirty_once_a_minute_at_most(tmp_path):
+    """A host whose containers mount and unmount all the time: each look a mount change makes
+    (once a MOUNT_GAP) is not a key of every log at the next pass; that is once a MOUNT_DIRTY_GAP.
+    The disk check's looks are made here at chosen monotonic times (no job runs)."""
+    for name in "ab":
+        make_log(tmp_path / name, 1)
+    for name in ("m1", "m2", "m3"):
+        (tmp_path / name).mkdir()
+    logs = {name: {"path": str(tmp_path / name), "segment_size": "4KiB"} for name in "ab"}
+    config = write_config(tmp_path, config_text(tmp_path, logs=logs))[1]
+    scheduler = RetentionScheduler(config, watch_rolls=True)
+    check = scheduler.disk_check
+    check.watch()
+    mounted = []
+    try:
+        marks = check._rolls.marks
+        paths = [str(tmp_path / name) for name in "ab"]
+        assert all(marks.is_watched(p) for p in paths)
+
+        def dirty() -> list[bool]:          # and clean again, as a pass about to key them leaves them
+            return [not marks.fresh(p) for p in paths]
+
+        dirty()
+        t0 = time.monotonic()
+        for at, mount, expected in ((t0, "m1", [True, True]),                    # the first look: dirty
+                                    (t0 + MOUNT_GAP + 1, "m2", [False, False]),   # looked, not dirtied
+                                    (t0 + MOUNT_DIRTY_GAP + 1, "m3", [True, True])):
+            _mount(tmp_path / mount)
+            mounted.append(tmp_path / mount)
+            check._look_for_moves(at)
+            assert dirty() == expected, (mount, at - t0)
+    finally:
+        for path in mounted:
+            _umount(path)
+        check.close()
         scheduler.stop()

@@ -24,6 +24,15 @@ def _budget(tmp: Path, paths: dict[str, Path], parts: dict[str, dict], budget_by
     })
 
 
+def _one_pass(config, **kwargs):
+    """One pass of a fresh cleaner over `config` (its `run_pass` keyword arguments), closed after."""
+    cleaner = Cleaner(config)
+    try:
+        return cleaner.run_pass(**kwargs)
+    finally:
+        cleaner.close()
+
+
 @pytest.mark.parametrize("weights", [(1e308, 1e-7, 1.0), (1e308, 1e308, 1e308), (1.7e308, 1.7e308, 1e-300)])
 def test_weights_at_the_floats_extremes_share_the_budget_instead_of_raising(tmp_path, weights):
     """bytes x 1e308 overflowed to infinity (int() raised) and three weights of 1e308 added up to
@@ -34,11 +43,7 @@ def test_weights_at_the_floats_extremes_share_the_budget_instead_of_raising(tmp_
     config = parse_config(_budget(tmp_path, {n: tmp_path / n for n in "abc"}, parts, 16 * SEGMENT))
     shares = [config.budgets["shared"].share(n) for n in "abc"]
     assert all(0 <= s <= 16 * SEGMENT for s in shares) and sum(shares) <= 16 * SEGMENT
-    cleaner = Cleaner(config)
-    try:
-        result = cleaner.run_pass()
-    finally:
-        cleaner.close()
+    result = _one_pass(config)
     assert all(r.error is None for r in result.logs)
     files = sum(len(segment_bases(tmp_path / n)) for n in "abc")
     assert 16 <= files <= 16 + 3, files        # 25 files down to the budget, within a segment a log
@@ -52,11 +57,7 @@ def test_floors_that_fill_the_budget_are_each_logs_share(tmp_path):
     make_log(tmp_path / "c", 5)
     parts = {"a": {"floor": 4 * SEGMENT, "weight": 1e308}, "b": {"floor": 6 * SEGMENT}, "c": {"floor": 6 * SEGMENT}}
     config = parse_config(_budget(tmp_path, {n: tmp_path / n for n in "abc"}, parts, 16 * SEGMENT))
-    cleaner = Cleaner(config)
-    try:
-        cleaner.run_pass()
-    finally:
-        cleaner.close()
+    _one_pass(config)
     # a's weight makes its share the whole budget, b and c have their floors: b goes down to 6, c
     # keeps its 6, and the total stays over (a log at or below its share gives up nothing).
     assert [len(segment_bases(tmp_path / n)) for n in "abc"] == [10, 6, 6]
@@ -66,11 +67,7 @@ def test_a_budget_over_logs_on_two_filesystems_is_decided_over_both(tmp_path, sm
     paths = {"a": tmp_path / "a", "b": Path(small_fs) / "b"}
     bases = {"a": make_log(paths["a"], 9), "b": make_log(paths["b"], 9)}
     config = parse_config(_budget(tmp_path, paths, {"a": {}, "b": {}}, 10 * SEGMENT))
-    cleaner = Cleaner(config)
-    try:
-        result = cleaner.run_pass(names=["b"])        # a pass over b's filesystem decides a too
-    finally:
-        cleaner.close()
+    result = _one_pass(config, names=["b"])        # a pass over b's filesystem decides a too
     assert sorted(r.name for r in result.logs) == ["a", "b"]
     assert {n: segment_bases(p) for n, p in paths.items()} == {"a": bases["a"][5:], "b": bases["b"][5:]}
 
@@ -93,11 +90,7 @@ def test_a_budgets_discovered_log_that_vanishes_keeps_its_name_and_lets_the_root
     assert gone is not None and set(gone.logs) == {"a", "c"}, "the root's change was refused"
     assert list(gone.budgets["shared"].logs) == ["a", "b"]
     assert gone.budget_partners(["a"]) == ["a"]
-    cleaner = Cleaner(gone)
-    try:
-        result = cleaner.run_pass()
-    finally:
-        cleaner.close()
+    result = _one_pass(gone)
     assert all(r.error is None for r in result.logs)
     assert len(segment_bases(root / "a")) <= 8 + 1, "a alone was not held to the budget"
     (root / "c").rename(tmp_path / "c")          # a second change while b is still gone

@@ -2,20 +2,17 @@
 inputs to compaction can have changed since, is not looked at again (not listed, opened or read);
 its part of the pass is the empty one that look gave (docs: operations.md, "Change-driven passes").
 
-Its key, taken before the look: the deletion pass's (`retention.deletion.unchanged.files_key`, the
-one rule for what a log directory's change is) over the directory and its files written in place,
-with compaction's own two (`tombstones`, `compacted`); a keyed log's last segment's end mark (an
-append supersedes keys; an unkeyed log's plan never takes its last segment, and a roll is a new
-file); the protectors' pending ranges now (asked each pass: a protector may read anything); the
-log's settings and policy. Beside it, the next clock-derived moment: a segment seen turns
-`min_age` old, a tombstone passes `tombstone_retention`, a group goes stale (`consumer_ttl`).
-
-Not kept (looked at every pass): a look that planned an output, failed, recorded tombstones seen
-for the first time or left a segment out for want of room (free space is not in the key); an
-archiving log; an in-place file within `RACY_NS` of its reading; a dry run; a look while the clock
-guard holds a forward step (the caller passes no memory then). Looked at whatever the key: a clock
-before the last look, or past its deadline. One memory per filesystem, used by its one compaction
-at a time: not thread-safe.
+Its key, taken before the look: the deletion pass's (`retention.deletion.unchanged.files_key`)
+with compaction's own two files (`tombstones`, `compacted`); a keyed log's last segment's end mark;
+the protectors' pending ranges now (asked each pass); the log's settings and policy. Beside it, the
+next clock-derived moment (a segment turns `min_age` old, a tombstone passes `tombstone_retention`,
+a group goes stale). With the roll watch's dirty marks (`.changes`, clean marks of compaction's own)
+a log no event marked dirty is compared by its remembered key, no `stat`s, every
+`COMPACTION_FULL_CHECK` keyed anyway. Not kept: a look that planned an output, failed, recorded
+tombstones seen first, or lacked room; an archiving log; a file within `RACY_NS` of its reading;
+a dry run; a clock guard's held step (no memory then). Looked at whatever the key: a clock before
+the last look, or past its deadline. One memory per filesystem, used by its one compaction at a
+time: not thread-safe.
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ from dataclasses import dataclass
 from commitlog.layout import compacted_path, tombstones_path
 from policies import PolicyConfig
 
+from ..deletion.changes import ChangeMarks, Reader
 from ..deletion.unchanged import LogKeys, tail_mark, tail_unchanged
 from ..deletion.watched import WatchedLog
 
@@ -52,15 +50,17 @@ class CompactionMemory:
         self._keys = LogKeys(lambda path: (tombstones_path(path), compacted_path(path)))
         self.looked = 0                             # logs looked at and skipped, counted (tests, benches)
         self.skipped = 0
+        self.keyed = 0                              # keys taken by stats, counted (tests, benches)
+        self.changes: ChangeMarks | None = None     # inotify's dirty marks (set by the scheduler), if any
 
     def unchanged(self, w: WatchedLog, policy: PolicyConfig, pending: Iterable[tuple[int, int]] | None,
                   now: float) -> bool:
         """True when `w`'s last look may stand at `now` (epoch s); False, with its key taken, when
         it is to be looked at. `pending`: its pending ranges now (None: they could not be had)."""
         self._taken.pop(w.name, None)
-        taken = self._keys.take(w.name, w.path, time.time_ns())
-        ranges = None if pending is None else tuple(tuple(r) for r in pending)
         kept = self._kept.pop(w.name, None)
+        taken = kept.key if self._fresh(w.path) and kept is not None else self._take(w)
+        ranges = None if pending is None else tuple(tuple(r) for r in pending)
         if (kept is not None and taken == kept.key and ranges == kept.pending
                 and kept.settings == (w.config, policy) and kept.looked_at <= now < kept.deadline
                 and (kept.tail is None or tail_unchanged(kept.tail))):
@@ -71,6 +71,18 @@ class CompactionMemory:
             self._taken[w.name] = (taken, ranges)
         self.looked += 1
         return False
+
+    def _fresh(self, path: str) -> bool:
+        """Whether no event marked `path` dirty since its key was last taken (marked clean now,
+        before its key is read, when not)."""
+        return self.changes is not None and self.changes.fresh(path, Reader.COMPACTION)
+
+    def _take(self, w: WatchedLog) -> tuple | None:
+        self.keyed += 1
+        taken = self._keys.take(w.name, w.path, time.time_ns())
+        if self.changes is not None and taken is not None and taken[1] is not None:
+            self.changes.seen(w.path, taken[0], taken[1][0])     # the directory its watch is on?
+        return taken
 
     def remember(self, w: WatchedLog, policy: PolicyConfig, now: float, moments: Iterable[float],
                  last: tuple[str, int] | None) -> None:

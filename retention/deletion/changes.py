@@ -12,18 +12,34 @@ safety net for a change no event reported (a write through a hard link in anothe
 parent directory renamed: `seen` then finds another directory at the path than the watch's, and
 the watch is added again). A missed change can only delay a deletion: a carried plan deletes
 nothing, and a disk's triggers are asked every pass. A mount change and an overflowed event queue
-mark every log dirty. Thread-safe: the watch's thread marks, passes ask.
+mark every log dirty. Each reader of the marks (`Reader`: the deletion passes, the compaction
+passes) has clean marks of its own: one pass taking a key marks the directory clean for itself
+only. Thread-safe: the watch's thread marks, passes ask.
 """
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["FULL_CHECK", "TRUSTED_FILESYSTEMS", "ChangeMarks"]
+__all__ = ["COMPACTION_FULL_CHECK", "FULL_CHECK", "TRUSTED_FILESYSTEMS", "ChangeMarks", "Reader"]
 
 FULL_CHECK = 300.0   # seconds: a clean log's key is taken again at least this often, events or none
+# The compaction passes' safety net: what it misses only delays a compaction (a pressure
+# compaction looks at every log whatever the marks), and the job runs every `compaction.interval`.
+COMPACTION_FULL_CHECK = 3600.0
+
+
+class Reader(enum.Enum):
+    """Who asks the marks: each has clean marks and a safety-net period of its own."""
+    DELETION = "deletion"
+    COMPACTION = "compaction"
+
+    @property
+    def full_check(self) -> float:
+        return FULL_CHECK if self is Reader.DELETION else COMPACTION_FULL_CHECK
 
 # statfs f_type of the filesystems whose every change a local inotify watch sees: ext2/3/4, xfs,
 # btrfs, tmpfs, f2fs, zfs, overlayfs (its writes go through the mount; its lower layers are an
@@ -38,29 +54,35 @@ class ChangeMarks:
         self._clock = clock
         self._lock = threading.Lock()
         self._watched: dict[str, tuple[int, int]] = {}   # directory -> (st_dev, st_ino) its watch is on
-        self._clean: dict[str, float] = {}     # directory -> when it was marked clean (its key taken)
+        # reader -> directory -> when it was marked clean for that reader (its key taken)
+        self._clean: dict[Reader, dict[str, float]] = {reader: {} for reader in Reader}
         self._stale: set[str] = set()          # watched directories whose path names another inode now
 
-    def fresh(self, path: str) -> bool:
-        """True: `path` is watched and no event came since its key was last taken, less than
-        `FULL_CHECK` ago (its remembered key stands). False: take its key again; a watched
-        `path` is marked clean now, before the key is read, so an event during the reading
-        leaves it dirty."""
+    def fresh(self, path: str, reader: Reader = Reader.DELETION) -> bool:
+        """True: `path` is watched and no event came since `reader` last took its key, less than
+        `reader.full_check` ago (its remembered key stands). False: take its key again; a watched
+        `path` is marked clean for `reader` now, before the key is read, so an event during the
+        reading leaves it dirty."""
         now = self._clock()
+        clean = self._clean[reader]
         with self._lock:
-            since = self._clean.get(path)
-            if since is not None and now - since < FULL_CHECK:
+            since = clean.get(path)
+            if since is not None and now - since < reader.full_check:
                 return True
             if path in self._watched:
-                self._clean[path] = now
+                clean[path] = now
             return False
+
+    def _forget(self, path: str) -> None:
+        for clean in self._clean.values():
+            clean.pop(path, None)
 
     def watched(self, path: str, inode: tuple[int, int]) -> None:
         """`path` has a working watch on directory `inode` (st_dev, st_ino) from now on (dirty until
         its key is next taken)."""
         with self._lock:
             self._watched[path] = inode
-            self._clean.pop(path, None)
+            self._forget(path)
             self._stale.discard(path)
 
     def seen(self, path: str, dev: int, ino: int) -> None:
@@ -71,7 +93,7 @@ class ChangeMarks:
             inode = self._watched.get(path)
             if inode is not None and inode != (dev, ino):
                 del self._watched[path]
-                self._clean.pop(path, None)
+                self._forget(path)
                 self._stale.add(path)
 
     def stale(self) -> set[str]:
@@ -83,19 +105,20 @@ class ChangeMarks:
         """`path` has no working watch: keyed by `stat`s every pass."""
         with self._lock:
             self._watched.pop(path, None)
-            self._clean.pop(path, None)
+            self._forget(path)
             self._stale.discard(path)
 
     def dirty(self, paths: set[str]) -> None:
         """An event came for each of `paths`."""
         with self._lock:
             for path in paths:
-                self._clean.pop(path, None)
+                self._forget(path)
 
     def all_dirty(self) -> None:
         """Events were lost (the queue overflowed): any log may have changed."""
         with self._lock:
-            self._clean.clear()
+            for clean in self._clean.values():
+                clean.clear()
 
     def is_watched(self, path: str) -> bool:
         with self._lock:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from loguru import logger
@@ -31,6 +32,7 @@ from policies import plural, pressure_calls_for_compaction, should_compact_under
 from ..compaction.summary import CompactionResult
 from ..compaction.compactor import Compactor, Pending
 from ..compaction.look_memory import CompactionMemory
+from ..deletion.changes import ChangeMarks
 from .manual import PassRunningError
 from .metrics import PassKind
 from .scheduler_state import SchedulerState
@@ -47,10 +49,13 @@ class CompactionPasses:
     on reload; its stop flag and clock guard: compactions judge tombstone retention and group
     staleness at its trusted now after a forward clock step, their audit times too).
     pending: the pending-ranges hook handed to every `Compactor` (see `retention.compaction.compactor`).
+    marks: the roll watch's dirty marks now, or None (`retention.deletion.changes`): a log no event
+    marked dirty is not keyed again (`retention.compaction.look_memory`).
     """
 
-    def __init__(self, state: SchedulerState, *, metrics, pending: Pending | None = None) -> None:
-        self._state = state
+    def __init__(self, state: SchedulerState, *, metrics, pending: Pending | None = None,
+                 marks: Callable[[], ChangeMarks | None] = lambda: None) -> None:
+        self._state, self._marks = state, marks
         self._metrics, self._clock, self._stopping, self._pending = metrics, state.guard.judged, state.stopping, pending
         self._guard = threading.Lock()
         self._locks: dict[int, threading.Lock] = {}
@@ -73,6 +78,7 @@ class CompactionPasses:
         with self._guard:
             memory = self._memory.setdefault(dev, CompactionMemory())
         memory.keep_only(self._state.config.logs)
+        memory.changes = self._marks()
         return memory
 
     def _describe(self, dev: int) -> str:

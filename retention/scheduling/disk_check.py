@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from loguru import logger
 
+from ..deletion.changes import ChangeMarks
 from .checkup import HealthCheck
 from .filesystems import MountTable, log_devs
 from .pressure_watch import PressureWatch
@@ -114,9 +115,15 @@ class DiskCheck:
         if self._rolls is not None:
             self._rolls.sync({str(state.config.logs[n].path): fs.dev
                               for fs in state.filesystems.values() for n in fs.logs})
-        marks = self._rolls.marks if self._rolls is not None else None
+        marks = self.marks
         for fs in state.filesystems.values():
             fs.cleaner.memory.changes = marks      # the passes key only what may have changed
+
+    @property
+    def marks(self) -> ChangeMarks | None:
+        """The roll watch's dirty marks, None while nothing watches the log directories."""
+        rolls = self._rolls
+        return rolls.marks if rolls is not None else None
 
     def close(self) -> None:
         """Stop watching (the scheduler stops)."""

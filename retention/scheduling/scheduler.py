@@ -100,7 +100,8 @@ class RetentionScheduler:
         self.problems = self.checkup.problems
         self.passes = DeletionPasses(state, self.ledger, self._scheduler, on_pass=on_pass,
                                      rediscover=self._rediscover)
-        self.compactions = CompactionPasses(state, metrics=self.metrics, pending=pending)
+        self.compactions = CompactionPasses(state, metrics=self.metrics, pending=pending,
+                                            marks=lambda: self.disk_check.marks)
         self.pressure = PressureWatch(state, metrics=self.metrics, history=self.history,
                                       run_pass=self.passes.pressure, schedule=self._once,
                                       compact=self.compactions.after_pressure, upload_now=self._upload_now)

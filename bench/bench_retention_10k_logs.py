@@ -18,7 +18,12 @@ to delete, nothing changes. The logs are configured by `discover:` (one root eac
   Python beside it is the baseline.
 
 BENCH_COMPACTION=20s sets compaction.interval, so compaction passes run while the sidecar is
-sampled (by default the first comes 5 min after start). The load average is printed before and
+sampled (by default the first comes 5 min after start). BENCH_WINDOWS=N samples N windows of
+BENCH_SECONDS one after another and prints each, their mean and the worst (the target is judged on
+the worst); BENCH_SETTLE sets the wait after ready (default 15 s). The every-minute worst case of
+docs/performance.md: BENCH_COMPACTION=2m BENCH_SETTLE=250 BENCH_WINDOWS=5 (the sample starts after
+the first two compaction jobs, the first look and the one that marks logs clean, and holds two more
+and the full check). The load average is printed before and
 after. Needs an open-files limit above 11,000 (two sets of logs are owned at once by this process).
 """
 
@@ -153,13 +158,17 @@ def sidecar(config: Path, seconds: float) -> dict:
     baseline = None
     try:
         ready = _wait_ready(err, started)
-        time.sleep(15)                       # past the passes that settle the logs
-        baseline = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds + 5})"])
+        time.sleep(float(os.environ.get("BENCH_SETTLE", "15")))     # past the passes that settle the logs
+        windows = int(os.environ.get("BENCH_WINDOWS", "1"))
+        baseline = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({windows * seconds + 5})"])
         time.sleep(0.5)
         me = psutil.Process(proc.pid)
-        figures = sample({"sidecar": me, "baseline": psutil.Process(baseline.pid)}, seconds, every=0.5)
-        return {"ready": ready, "rss": figures["sidecar"][0], "cpu": figures["sidecar"][1],
-                "base_rss": figures["baseline"][0], "base_cpu": figures["baseline"][1],
+        each = [sample({"sidecar": me, "baseline": psutil.Process(baseline.pid)}, seconds, every=0.5)
+                for _ in range(windows)]
+        cpus = [figures["sidecar"][1] for figures in each]
+        return {"ready": ready, "rss": max(f["sidecar"][0] for f in each), "cpu": sum(cpus) / len(cpus),
+                "worst": max(cpus), "windows": cpus, "base_rss": max(f["baseline"][0] for f in each),
+                "base_cpu": sum(f["baseline"][1] for f in each) / len(each),
                 "fds": me.num_fds(), "limit": me.rlimit(psutil.RLIMIT_NOFILE)[0]}
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -221,6 +230,10 @@ def report(config_figures, pass_figures, side, load_before, load_after) -> None:
     print(f"{'sidecar: start to ready':34}{s1['ready']:>12.1f} s{s2['ready']:>12.1f} s")
     print(f"{'sidecar: largest RSS':34}{s1['rss']:>11.1f} MB{s2['rss']:>11.1f} MB")
     print(f"{'sidecar: CPU, idle':34}{s1['cpu']:>12.2f} %{s2['cpu']:>12.2f} %")
+    if len(s2["windows"]) > 1:
+        print(f"{'sidecar: CPU, worst window':34}{s1['worst']:>12.2f} %{s2['worst']:>12.2f} %")
+        for count, s in ((SIZES[0], s1), (SIZES[1], s2)):
+            print(f"  {count:,} logs, each window: " + ", ".join(f"{cpu:.2f} %" for cpu in s["windows"]))
     print(f"{'sidecar: descriptors / soft limit':34}{s1['fds']:>7} / {s1['limit']:<5}{s2['fds']:>7} / {s2['limit']}")
     print(f"{'bare python RSS / CPU':34}{s2['base_rss']:>11.1f} MB{s2['base_cpu']:>12.2f} %")
     print(f"FIGURE many_logs_pass_10000 {b[1] * 1000:.1f} ms baseline=pass_1000:{a[1] * 1000:.1f}ms "
@@ -229,7 +242,7 @@ def report(config_figures, pass_figures, side, load_before, load_after) -> None:
           f"ratio={s2['cpu'] / max(s1['cpu'], 0.01):.2f}")
     print(f"FIGURE many_logs_rss_10000 {s2['rss']:.1f} MB baseline=bare_python:{s2['base_rss']:.1f}MB "
           f"ratio={s2['rss'] / s2['base_rss']:.2f}")
-    met = {"pass <= 12x": b[1] <= 12 * a[1], "RSS < 300 MB": s2["rss"] < 300, "CPU < 1 %": s2["cpu"] < 1,
+    met = {"pass <= 12x": b[1] <= 12 * a[1], "RSS < 300 MB": s2["rss"] < 300, "CPU < 1 %": s2["worst"] < 1,
            "ready <= 60 s": s2["ready"] <= 60}
     print("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in met.items()))
 

@@ -7,7 +7,8 @@ with compaction's own two files (`tombstones`, `compacted`); a keyed log's last 
 the protectors' pending ranges now (asked each pass); the log's settings and policy. Beside it, the
 next clock-derived moment (a segment turns `min_age` old, a tombstone passes `tombstone_retention`,
 a group goes stale). With the roll watch's dirty marks (`.changes`, clean marks of compaction's own)
-a log no event marked dirty is compared by its remembered key, no `stat`s, every
+a log no event marked dirty since its key was taken (under the same clean mark: not one another
+log's key at its path made) is compared by its remembered key, no `stat`s, every
 `COMPACTION_FULL_CHECK` keyed anyway. Not kept: a look that planned an output, failed, recorded
 tombstones seen first, or lacked room; an archiving log; a file within `RACY_NS` of its reading;
 a dry run; a clock guard's held step (no memory then). Looked at whatever the key: a clock before
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commitlog.layout import compacted_path, tombstones_path
 from policies import PolicyConfig
@@ -39,6 +40,7 @@ class _Looked:
     tail: tuple | None       # a keyed log's last segment's end mark
     looked_at: float
     deadline: float
+    clean: float | None      # the clean mark (`ChangeMarks.since`) its key was taken under, if any
 
 
 class CompactionMemory:
@@ -46,7 +48,7 @@ class CompactionMemory:
 
     def __init__(self) -> None:
         self._kept: dict[str, _Looked] = {}
-        self._taken: dict[str, tuple] = {}          # name -> (key, pending) taken before its look
+        self._taken: dict[str, tuple] = {}          # name -> (key, pending, clean mark) before its look
         self._keys = LogKeys(lambda path: (tombstones_path(path), compacted_path(path)))
         self.looked = 0                             # logs looked at and skipped, counted (tests, benches)
         self.skipped = 0
@@ -59,16 +61,21 @@ class CompactionMemory:
         it is to be looked at. `pending`: its pending ranges now (None: they could not be had)."""
         self._taken.pop(w.name, None)
         kept = self._kept.pop(w.name, None)
-        taken = kept.key if self._fresh(w.path) and kept is not None else self._take(w)
+        fresh = self._fresh(w.path)
+        # The clean mark the key is taken under (set before it is read); a remembered key stands
+        # unread only under its own (the path's mark cleaned by another log's key does not count).
+        since = self.changes.since(w.path, Reader.COMPACTION) if self.changes is not None else None
+        clean = fresh and kept is not None and since is not None and kept.clean == since
+        taken = kept.key if clean else self._take(w)
         ranges = None if pending is None else tuple(tuple(r) for r in pending)
         if (kept is not None and taken == kept.key and ranges == kept.pending
                 and kept.settings == (w.config, policy) and kept.looked_at <= now < kept.deadline
                 and (kept.tail is None or tail_unchanged(kept.tail))):
-            self._kept[w.name] = kept
+            self._kept[w.name] = kept if clean else replace(kept, clean=since)
             self.skipped += 1
             return True
         if taken is not None and taken[1] is not None and ranges is not None and w.archive is None:
-            self._taken[w.name] = (taken, ranges)
+            self._taken[w.name] = (taken, ranges, since)
         self.looked += 1
         return False
 
@@ -96,7 +103,7 @@ class CompactionMemory:
         if last is not None and tail is None:
             return
         deadline = min((m for m in moments if m > now), default=float("inf"))
-        self._kept[w.name] = _Looked((w.config, policy), taken[0], taken[1], tail, now, deadline)
+        self._kept[w.name] = _Looked((w.config, policy), taken[0], taken[1], tail, now, deadline, taken[2])
 
     def keep_only(self, names: Iterable[str]) -> None:
         """Forget the logs not among `names` (gone from the configuration)."""

@@ -73,6 +73,13 @@ class ChangeMarks:
                 clean[path] = now
             return False
 
+    def since(self, path: str, reader: Reader) -> float | None:
+        """When `path` was last marked clean for `reader` (monotonic s), None when dirty since: a
+        remembered key stands only under the clean mark it was taken under, not under one another
+        log's key taken at that path made since (a reload gave it the path)."""
+        with self._lock:
+            return self._clean[reader].get(path)
+
     def _forget(self, path: str) -> None:
         for clean in self._clean.values():
             clean.pop(path, None)

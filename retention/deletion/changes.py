@@ -7,7 +7,8 @@ the directory or a file in it marks it dirty again. While it stays clean, the pa
 it remembers (taken when the log was last planned) instead of taking it again: the four `stat`s of
 its key and the two of its claim. A log without a working watch (none added, its watch gone or
 `stale`, or a filesystem whose changes inotify may not see: `TRUSTED_FILESYSTEMS`) is never clean:
-keyed by `stat`s every pass. Every `FULL_CHECK` seconds a clean log's key is taken anyway: the
+keyed by `stat`s every pass. A clean log's key is taken anyway at most `FULL_CHECK` seconds after
+the last (from half of it, by the path: `stagger` spreads many logs over the passes), the
 safety net for a change no event reported (a write through a hard link in another directory, a
 parent directory renamed: `seen` then finds another directory at the path than the watch's, and
 the watch is added again). A missed change can only delay a deletion: a carried plan deletes
@@ -22,6 +23,7 @@ from __future__ import annotations
 import enum
 import threading
 import time
+import zlib
 from collections.abc import Callable
 
 __all__ = ["COMPACTION_FULL_CHECK", "FULL_CHECK", "TRUSTED_FILESYSTEMS", "ChangeMarks", "Reader"]
@@ -47,6 +49,13 @@ class Reader(enum.Enum):
 TRUSTED_FILESYSTEMS = frozenset((0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x2FC12FC1, 0x794C7630))
 
 
+def stagger(path: str, period: float) -> float:
+    """How long before now a clean mark of `path` is dated: up to half of `period`, fixed by the
+    path, so that many logs' safety-net keys fall in different passes, not all in one. A mark dated
+    earlier is keyed sooner: each key is taken again at most `period` after the last."""
+    return period / 2 * zlib.crc32(path.encode("utf-8", "surrogateescape")) / 2**32
+
+
 class ChangeMarks:
     """Per log directory: whether it is watched, and since when (monotonic) it is clean."""
 
@@ -70,7 +79,7 @@ class ChangeMarks:
             if since is not None and now - since < reader.full_check:
                 return True
             if path in self._watched:
-                clean[path] = now
+                clean[path] = now - stagger(path, reader.full_check)
             return False
 
     def since(self, path: str, reader: Reader) -> float | None:

@@ -45,24 +45,20 @@ class _Job:
 
     def __call__(self) -> tuple[set[str], int]:
         compactions = self.scheduler.compactions
-        memory = next(iter(compactions._memory.values()), None)
-        keyed = memory.keyed if memory is not None else 0
-        looked: set[str] = set()
-        real = type(memory).unchanged if memory is not None else None
-        if memory is not None:
-            def unchanged(w, *args):
-                stands = real(memory, w, *args)
-                if not stands:
-                    looked.add(w.name)
-                return stands
-            memory.unchanged = unchanged
+        dev = next(iter(self.scheduler._state.filesystems))
+        memory = compactions._memory_of(dev)        # the one the job will use (made now if new)
+        keyed, looked, real = memory.keyed, set(), type(memory).unchanged
+
+        def unchanged(w, *args):
+            stands = real(memory, w, *args)
+            if not stands:
+                looked.add(w.name)
+            return stands
+        memory.unchanged = unchanged
         try:
             compactions.job("default")
         finally:
-            if memory is not None:
-                del memory.unchanged
-        if memory is None:
-            return {log for log in compactions.last_by_log}, next(iter(compactions._memory.values())).keyed
+            del memory.unchanged
         return looked, memory.keyed - keyed
 
     def settle(self) -> None:

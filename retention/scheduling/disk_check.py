@@ -57,6 +57,7 @@ class DiskCheck:
         self._mount_looks = 0                 # looks a mount change still owes
         self._mount_looked = float("-inf")
         self._mount_dirtied = float("-inf")
+        self._dirty_owed = False              # a look a mount change made owes every log's dirtying
         self._rolls: RollWatch | None = None
 
     def run(self) -> None:
@@ -79,18 +80,21 @@ class DiskCheck:
         """Regroup when a log directory is on another filesystem than its group's: looked for
         after a mount change (MOUNT_GAP) and every REGROUP_EVERY. A look a mount change made marks
         every log dirty (a mount over a log directory is keyed at the next pass), at most once a
-        MOUNT_DIRTY_GAP."""
+        MOUNT_DIRTY_GAP: one within the gap of the last is done when the gap has passed."""
         if self._mounts.changed():
             self._mount_looks = 2
         by_mount = self._mount_looks > 0 and now - self._mount_looked >= MOUNT_GAP
+        if by_mount:
+            self._dirty_owed = True
+        if self._dirty_owed and self._rolls is not None and now - self._mount_dirtied >= MOUNT_DIRTY_GAP:
+            self._dirty_owed = False         # owed since a look within the gap: delayed, never dropped
+            self._mount_dirtied = now
+            self._rolls.marks.all_dirty()
         if not by_mount and now - self._regrouped < REGROUP_EVERY:
             return
         if by_mount:
             self._mount_looks -= 1
             self._mount_looked = now
-            if self._rolls is not None and now - self._mount_dirtied >= MOUNT_DIRTY_GAP:
-                self._mount_dirtied = now
-                self._rolls.marks.all_dirty()
         self._regrouped = now          # a stat per log: at 10,000 logs, the largest cost of an idle check
         state = self._state
         try:

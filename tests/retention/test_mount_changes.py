@@ -83,7 +83,8 @@ def test_a_log_directory_mounted_over_is_regrouped_at_the_next_disk_check(tmp_pa
         time.sleep(1.5)                            # past the first disk checks
         _mount(tmp_path / "mnt")
         try:
-            _await_groups(scheduler, [("a",), ("b",)])
+            # A look at most a MOUNT_GAP away: another process's mount (a parallel test's) may have made the last.
+            _await_groups(scheduler, [("a",), ("b",)], seconds=MOUNT_GAP + 5)
             (b_fs,) = [fs for fs in scheduler._state.filesystems.values() if fs.logs == ("b",)]
             assert b_fs.dev == os.stat(tmp_path / "mnt").st_dev != os.stat(tmp_path).st_dev
         finally:
@@ -142,9 +143,15 @@ def test_a_look_a_mount_made_has_the_next_pass_key_every_watched_log_again(tmp_p
         while keyed_by_a_pass() != 0:              # watched, then clean: a pass keys neither
             assert time.monotonic() < deadline, "the logs are keyed at every pass"
             time.sleep(RACY_NS / 1e9)
+        # Another process's mount (a parallel test's) in the last MOUNT_DIRTY_GAP makes this one's
+        # dirtying owed until the gap has passed: awaited, then the next pass keys both.
+        dirtied = scheduler.disk_check._mount_dirtied
         _mount(tmp_path / "mnt")                    # beside the logs, over neither
         try:
-            time.sleep(2.5)                         # a disk check or two (one a second)
+            deadline = time.monotonic() + MOUNT_DIRTY_GAP + 10
+            while scheduler.disk_check._mount_dirtied == dirtied:
+                assert time.monotonic() < deadline, "the mount's look did not mark the logs dirty"
+                time.sleep(0.1)
             assert keyed_by_a_pass() == 2
         finally:
             _umount(tmp_path / "mnt")
@@ -154,7 +161,8 @@ def test_a_look_a_mount_made_has_the_next_pass_key_every_watched_log_again(tmp_p
 
 def test_mounts_changing_all_the_time_mark_the_logs_dirty_once_a_minute_at_most(tmp_path):
     """A host whose containers mount and unmount all the time: each look a mount change makes
-    (once a MOUNT_GAP) is not a key of every log at the next pass; that is once a MOUNT_DIRTY_GAP.
+    (once a MOUNT_GAP) is not a key of every log at the next pass; that is once a MOUNT_DIRTY_GAP,
+    and a look within the gap of the last dirtying is owed, done when the gap has passed (never dropped).
     The disk check's looks are made here at chosen monotonic times (no job runs)."""
     for name in "ab":
         make_log(tmp_path / name, 1)
@@ -177,10 +185,13 @@ def test_mounts_changing_all_the_time_mark_the_logs_dirty_once_a_minute_at_most(
         dirty()
         t0 = time.monotonic()
         for at, mount, expected in ((t0, "m1", [True, True]),                    # the first look: dirty
-                                    (t0 + MOUNT_GAP + 1, "m2", [False, False]),   # looked, not dirtied
-                                    (t0 + MOUNT_DIRTY_GAP + 1, "m3", [True, True])):
-            _mount(tmp_path / mount)
-            mounted.append(tmp_path / mount)
+                                    (t0 + MOUNT_GAP + 1, "m2", [False, False]),   # looked, not dirtied yet
+                                    (t0 + MOUNT_DIRTY_GAP + 1, None, [True, True]),  # m2's, owed: done now
+                                    (t0 + MOUNT_DIRTY_GAP + 2, None, [False, False]),   # nothing owed
+                                    (t0 + 2 * MOUNT_DIRTY_GAP + 2, "m3", [True, True])):
+            if mount is not None:
+                _mount(tmp_path / mount)
+                mounted.append(tmp_path / mount)
             check._look_for_moves(at)
             assert dirty() == expected, (mount, at - t0)
     finally:

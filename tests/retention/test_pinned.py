@@ -4,8 +4,6 @@ read."""
 
 from __future__ import annotations
 
-import ctypes
-import mmap
 import os
 import signal
 import subprocess
@@ -115,26 +113,34 @@ def test_processes_exiting_during_scans_never_break_a_scan(tmp_path):
     assert find_pinned([str(log_dir)]) == []
 
 
-def _as_nobody(fn):
-    """Run `fn` in a forked child with uid/gid nobody; return what it writes, or raise."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        try:
-            os.close(r)
-            os.setgid(65534)
-            os.setuid(65534)
-            os.write(w, repr(fn()).encode())
-            os._exit(0)
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
-            os.write(w, f"ERROR {exc!r}".encode())
-            os._exit(1)
-    os.close(w)
-    with os.fdopen(r) as f:
-        out = f.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, out
-    return out
+# Run in processes started by exec, not forked from pytest: a fork of this multi-threaded process
+# (Spark's py4j threads, among others) can hang in the child on a lock another thread held.
+HOLD_AS_NOBODY = textwrap.dedent("""
+    import ctypes, mmap, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)   # opened and mapped as root, then held as nobody
+    os.setgid(65534)
+    os.setuid(65534)
+    ctypes.CDLL(None).prctl(4, 1)               # PR_SET_DUMPABLE: /proc/self stays owned by nobody
+    print("holding", flush=True)
+    time.sleep(600)
+""")
+FIND_AS_NOBODY = textwrap.dedent("""
+    import os, sys
+    from retention import find_pinned
+    os.setgroups([])
+    os.setgid(65534)                 # dropped here: the interpreter under /root is not nobody's to run
+    os.setuid(65534)
+    print(repr(sorted((p.pid, p.path, p.how) for p in find_pinned([sys.argv[1]]))))
+""")
+
+
+def _found_as_nobody(log_dir: Path) -> str:
+    """What `find_pinned` finds under `log_dir` run with uid/gid nobody (printed repr)."""
+    done = subprocess.run([sys.executable, "-c", FIND_AS_NOBODY, str(log_dir)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def test_proc_entries_the_scanner_cannot_read_are_skipped(tmp_path):
@@ -145,35 +151,21 @@ def test_proc_entries_the_scanner_cannot_read_are_skipped(tmp_path):
     log_dir.mkdir()
     root_held, nobody_held = segment(log_dir, 0), segment(log_dir, 33)
     root_holder = hold(root_held, "mapped")
-    r, w = os.pipe()
-    holder = os.fork()
-    if holder == 0:
-        # Opened and mapped as root, then held as nobody, readable by nobody's scanner.
-        fd = os.open(nobody_held, os.O_RDONLY)
-        m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)  # noqa: F841 - keeps the mapping
-        os.setgid(65534)
-        os.setuid(65534)
-        ctypes.CDLL(None).prctl(4, 1)   # PR_SET_DUMPABLE: /proc/self stays owned by nobody
-        os.write(w, b"x")
-        time.sleep(600)
-        os._exit(0)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_AS_NOBODY, str(nobody_held)], stdout=subprocess.PIPE,
+                              text=True)
     try:
-        assert os.read(r, 1) == b"x"
+        assert holder.stdout.readline().strip() == "holding"
         unlink_as_the_store_does(root_held)
         unlink_as_the_store_does(nobody_held)
         as_root = {(p.pid, p.path) for p in find_pinned([str(log_dir)])}
-        assert as_root == {(root_holder.pid, str(root_held)), (holder, str(nobody_held))}
+        assert as_root == {(root_holder.pid, str(root_held)), (holder.pid, str(nobody_held))}
         # nobody cannot read root's /proc/PID/fd or maps: skipped, no error, the rest still found.
-        seen = _as_nobody(lambda: sorted((p.pid, p.path, p.how) for p in find_pinned([str(log_dir)])))
         # (Python's mmap keeps a dup of the descriptor, so this holder shows as "open".)
-        assert seen == repr([(holder, str(nobody_held), "open")])
+        assert _found_as_nobody(log_dir) == repr([(holder.pid, str(nobody_held), "open")])
     finally:
-        os.close(r)
-        os.close(w)
-        os.kill(holder, signal.SIGKILL)
-        os.waitpid(holder, 0)
-        root_holder.kill()
-        root_holder.wait()
+        for proc in (holder, root_holder):
+            proc.kill()
+            proc.wait()
 
 
 def test_this_process_s_own_descriptor_of_a_deleted_segment_is_reported_among_its_many(tmp_path):

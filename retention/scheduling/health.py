@@ -163,10 +163,9 @@ class PassLedger:
         end_mono = time.monotonic()
         outcomes: list[str] = []
         stamp = (result.at.isoformat(), iso(end_wall), kind, round(result.duration, 6), end_mono)
-        carried, passed = self._record_carried(result, stamp, outcomes)
-        for r in result.logs:
-            if r.name in carried:
-                continue
+        rest, passed = self._record_carried(result, stamp, outcomes)
+        described = []
+        for r in rest:
             with self._lock:
                 before = self._state.get(r.name) if r.unchanged else None
             state = carried_state(before, r) if before is not None else describe_log(watched[r.name], r)
@@ -175,11 +174,12 @@ class PassLedger:
             outcomes.append(outcome)
             if before is None or before["pinned_bytes"] != state["pinned_bytes"]:
                 self._count_log(r, state, config)     # a carried log's gauges stand as they are
-            with self._lock:
+            described.append((r, state, outcome))
+        with self._lock:     # at once: a problem many logs share starts or clears in one look, one line
+            for r, state, outcome in described:
                 self._state[r.name] = state
                 self._note_pass(r, outcome, stamp, watched[r.name].path)
-            if outcome in (OK, HUNG_OUTCOME):
-                self.metrics.set_last_success(r.name, end_wall)
+        passed += [r.name for r, _, outcome in described if outcome in (OK, HUNG_OUTCOME)]
         self.metrics.set_last_successes(passed, end_wall)
         self._count_budgets(config)
         outcome = pass_outcome(outcomes)
@@ -188,40 +188,44 @@ class PassLedger:
                              "outcome": outcome, "deleted": result.deleted, "freed_bytes": result.freed_bytes,
                              "duration_seconds": round(result.duration, 6)})
 
-    def _record_carried(self, result: PassResult, stamp: tuple, outcomes: list[str]) -> tuple[set[str], list[str]]:
+    def _record_carried(self, result: PassResult, stamp: tuple, outcomes: list[str],
+                        ) -> tuple[list[LogPassResult], list[str]]:
         """The carried logs of `result` that nothing pins and whose last recorded state pinned
         nothing, recorded under one taking of the lock: their state is the one recorded, its
         `as_of` moved (no copy, no gauge: their figures stand). One recorded at the last pass as
         the same carried result, passed and with nothing to note, shares this pass's last-pass
-        entry (`_carried_ok`): its conditions, failures and presence stand. (Their names, those that passed.)"""
-        done, passed = set(), []
+        entry (`_carried_ok`): its conditions, failures and presence stand. (The results not
+        recorded here, the names of those recorded that passed.) The loop is the idle pass's
+        cost per log: it keeps to local names."""
+        rest, passed = [], []
         shared = None if result.interrupted else {}
+        as_of = stamp[0]
         with self._lock:
-            recorded = self._recorded
+            recorded, states, last_pass = self._recorded, self._state, self._last_pass
             for r in result.logs:
-                if not r.unchanged or r.pinned:
-                    continue
-                state = self._state.get(r.name)
+                name = r.name
+                state = states.get(name) if r.unchanged and not r.pinned else None
                 if state is None or state["pinned"]:
+                    rest.append(r)
                     continue
-                state["as_of"] = stamp[0]
-                done.add(r.name)
-                if shared is not None and recorded.get(r.name) is r:
-                    shared = shared or _carried_ok(stamp)
-                    self._last_pass[r.name] = shared
-                    passed.append(r.name)
+                state["as_of"] = as_of
+                if shared is not None and recorded.get(name) is r:
+                    if not shared:
+                        shared = _carried_ok(stamp)
+                    last_pass[name] = shared
+                    passed.append(name)
                     continue
                 outcome = log_outcome(r, result.interrupted, state["exists"])
                 outcomes.append(outcome)
                 self._note_pass(r, outcome, stamp, r.path)
                 if outcome in (OK, HUNG_OUTCOME):
-                    passed.append(r.name)
+                    passed.append(name)
                 if outcome == OK and not (r.deleted or r.deleted_bytes or r.rolled or r.error or r.errors):
-                    recorded[r.name] = r
+                    recorded[name] = r
             if shared:
                 outcomes.append(OK)
                 self._changes += 1
-        return done, passed
+        return rest, passed
 
     def _note_pass(self, r: LogPassResult, outcome: str, stamp: tuple, path: str) -> None:
         """Log `r`'s last pass (`stamp`: at, finished at, kind, duration, monotonic end), its

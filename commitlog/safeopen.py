@@ -7,6 +7,7 @@ UnsafeLogFileError (naming the file) instead of reading, writing or truncating i
     open_file(path, flags)      os.open with O_NOFOLLOW | O_CLOEXEC: a link at `path` is refused,
                                 and so is anything else that is not a regular file (a FIFO, a
                                 device, a directory: opened with O_NONBLOCK, so a FIFO never blocks)
+    open_read(path)             the same, read-only, with the file's fstat (one, not two)
     no_follow                   the same as an `opener` for open(): open(path, "rb", opener=no_follow)
     temporary(path, flags)      also an opener: a temporary whose name is ours (`*.tmp`, `*.cleaned`):
                                 created with O_EXCL; a regular file left there is truncated (one
@@ -40,13 +41,7 @@ def open_file(path: str, flags: int, mode: int = 0o644) -> int:
     try:
         fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, mode)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EEXIST) and os.path.islink(path):
-            raise UnsafeLogFileError(path) from None
-        if exc.errno in (errno.ENXIO, errno.EISDIR, errno.ENODEV, errno.EWOULDBLOCK):
-            with contextlib.suppress(OSError):
-                found = os.lstat(path).st_mode
-                if not stat.S_ISREG(found):
-                    raise UnsafeLogFileError(path, _kind(found)) from None
+        _refuse(path, exc)
         raise
     try:
         found = os.fstat(fd).st_mode
@@ -58,6 +53,38 @@ def open_file(path: str, flags: int, mode: int = 0o644) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _refuse(path: str, exc: OSError) -> None:
+    """UnsafeLogFileError when the open of `path` failed with `exc` for what is there: a link, or
+    anything else than a regular file."""
+    if exc.errno in (errno.ELOOP, errno.EEXIST) and os.path.islink(path):
+        raise UnsafeLogFileError(path) from None
+    if exc.errno in (errno.ENXIO, errno.EISDIR, errno.ENODEV, errno.EWOULDBLOCK):
+        with contextlib.suppress(OSError):
+            found = os.lstat(path).st_mode
+            if not stat.S_ISREG(found):
+                raise UnsafeLogFileError(path, _kind(found)) from None
+
+
+def open_read(path: str) -> tuple[int, os.stat_result]:
+    """(a read-only descriptor of regular file `path`, its fstat): `open_file` with one fstat
+    where the caller needs its own too (an idle pass reads thousands of segments' ends). Raises
+    as open_file does; the descriptor is the caller's to close."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        _refuse(path, exc)
+        raise
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsafeLogFileError(path, _kind(st.st_mode))
+    return fd, st
 
 
 def no_follow(path: str, flags: int) -> int:

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from .index import SegmentSummary
 from ..record import LENGTH
-from ..safeopen import open_file
+from ..safeopen import open_read
 
 _TAIL = 32                           # bytes before the end compared: the last record's, CRC-checked
 
@@ -55,11 +55,10 @@ def remember(base: int, ident: tuple[int, int] | None, summary: SegmentSummary, 
 def unchanged(kept: LiveEnd, path: str) -> bool:
     """True when `path` is still the file `kept` describes and nothing was appended after it."""
     try:
-        fd = open_file(path, os.O_RDONLY)
+        fd, st = open_read(path)
     except OSError:
         return False
     try:
-        st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != kept.file_id:
             return False
         end = kept.summary.used_bytes
@@ -78,11 +77,10 @@ def end_mark(path: str, used_bytes: int) -> tuple | None:
     moments, mean nothing was appended between (as `unchanged`). None when it is gone, or a record
     follows `used_bytes` already."""
     try:
-        fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK)     # non-blocking: a regular file reads alike
+        fd, st = open_read(path)
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
         start = max(0, used_bytes - _TAIL)
         room = min(LENGTH.size, max(0, st.st_size - used_bytes))   # a full segment has no next length
         data = os.pread(fd, used_bytes - start + room, start)

@@ -49,11 +49,11 @@ class Reader(enum.Enum):
 TRUSTED_FILESYSTEMS = frozenset((0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x2FC12FC1, 0x794C7630))
 
 
-def stagger(path: str, period: float) -> float:
-    """How long before now a clean mark of `path` is dated: up to half of `period`, fixed by the
+def stagger(path: str, period: float, share: float = 0.5) -> float:
+    """How long before now a clean mark of `path` is dated: up to `share` of `period`, fixed by the
     path, so that many logs' safety-net keys fall in different passes, not all in one. A mark dated
     earlier is keyed sooner: each key is taken again at most `period` after the last."""
-    return period / 2 * zlib.crc32(path.encode("utf-8", "surrogateescape")) / 2**32
+    return period * share * zlib.crc32(path.encode("utf-8", "surrogateescape")) / 2**32
 
 
 class ChangeMarks:
@@ -81,6 +81,14 @@ class ChangeMarks:
             if path in self._watched:
                 clean[path] = now - stagger(path, reader.full_check)
             return False
+
+    def clean(self, reader: Reader = Reader.DELETION) -> tuple[float, dict[str, float]]:
+        """(now, a copy of every path's clean mark for `reader`): a pass over many logs asks once,
+        taking the lock once. A path whose mark is later than `now - reader.full_check` was fresh
+        at `now`; any other is asked again with `fresh` (which marks it clean)."""
+        now = self._clock()
+        with self._lock:
+            return now, self._clean[reader].copy()
 
     def since(self, path: str, reader: Reader) -> float | None:
         """When `path` was last marked clean for `reader` (monotonic s), None when dirty since: a

@@ -13,11 +13,11 @@ Not kept: a file's mtime within `RACY_NS` of reading it (git's racily clean rule
 damage, a disk trigger, a deletion, roll or error, a due `roll_after`, a plan made while a clock step
 was held. Planned whatever the key: an open manual trigger, a held clock step, a wall clock before
 the last plan. `coupled` plans logs decided together (a budget) together. With dirty marks
-(`.changes`, from the roll watch's inotify), a claimed log marked clean is not keyed again: its
-remembered key is compared, and its end mark is read only if an append may change its plan
-(`appends_decide`) or `END_CHECK` passed since it was last read: an append through the mapping
-raises no event, so what a carried result shows of it is as old as `END_CHECK` at most. One
-`PlanMemory` per cleaner, under its pass lock: not thread-safe.
+(`.changes`, inotify), a claimed log marked clean is not keyed again: its remembered key is
+compared, and its end mark is read only if an append may change its plan (`appends_decide`) or
+`END_CHECK` passed since it was last read (an append through the mapping raises no event), in
+passes spread by the path (`changes.stagger`). One `PlanMemory` per cleaner, under its pass lock:
+not thread-safe.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from commitlog import end_mark
 from policies import DiskSnapshot, ManualTrigger, PolicyConfig
 from policies.triggers import DISK_CLEAN, DISK_FORCE, active_triggers
 
-from .changes import ChangeMarks
+from .changes import ChangeMarks, Reader, stagger
 from .results import LogPassResult
 from .watched import WatchedLog
 
@@ -189,16 +189,21 @@ class PlanMemory:
         self._triggers.clear()
         now, now_ns, mono = at.timestamp(), time.time_ns(), time.monotonic()
         plan, carried = [], []
-        marks = self.changes
         manual = frozenset(policy for policy, trigger in manual.items() if trigger.active)   # the open ones
+        marks, kept_of, ends = self.changes, self._kept, self._ends
+        # Every clean mark read at once; a log not clean in it is asked `fresh`, which marks it
+        # clean before its key is taken, so an event while the key is read counts.
+        marked, clean = marks.clean(Reader.DELETION) if marks is not None else (0.0, {})
+        stale = marked - Reader.DELETION.full_check
         for w in logs:
-            kept = self._kept.get(w.name)
-            # Marked clean now when not fresh: before the key is taken, so an event while it is read counts.
-            if marks is not None and marks.fresh(w.path) and kept is not None and w.claimed:
-                read_end = kept.appends_decide or mono - self._ends.get(w.name, -END_CHECK) >= END_CHECK
+            kept = kept_of.get(w.name)
+            since = clean.get(w.path)
+            fresh = (since is not None and since > stale) or (marks is not None and marks.fresh(w.path))
+            if fresh and kept is not None and w.claimed:
+                read_end = kept.appends_decide or mono - ends.get(w.name, -END_CHECK) >= END_CHECK
                 if not trusted and self._stands(w, kept, in_force, disk_of, manual, at, now, read_end):
                     if read_end:
-                        self._ends[w.name] = mono
+                        ends[w.name] = mono
                     carried.append(kept.result)
                 else:
                     plan.append(w.name)
@@ -210,8 +215,9 @@ class PlanMemory:
                 plan.append(w.name)
                 if taken is not None:
                     self._taken[w.name] = taken
-            else:
-                self._ends[w.name] = mono
+            else:          # its end read too: the next read falls where it fell (the spread kept)
+                last = ends.get(w.name, mono)
+                ends[w.name] = last + (mono - last) // END_CHECK * END_CHECK
                 carried.append(kept.result)
         again = coupled(set(plan), partners) - set(plan)
         if again:          # a carried log's key is the one it remembers
@@ -276,7 +282,9 @@ class PlanMemory:
             kept = carried_result(r)      # its snapshot read for the deadline, needed no more: ~0.8 KB a log less
             self._kept[w.name] = _Remembered((w.config, policy), taken[0], taken[1], tail, triggers,
                                              appends_decide(w, policy), now, deadline, kept)
-            self._ends[w.name] = time.monotonic()     # its tail as the plan read it
+            # Its tail as the plan read it, dated up to END_CHECK early by the path: logs planned
+            # in one pass (all of them, at start) have their ends read again in different passes.
+            self._ends[w.name] = time.monotonic() - stagger(w.path, END_CHECK, share=1.0)
 
     def adopt(self, old: PlanMemory, logs: Mapping[str, object], in_force: Mapping[str, PolicyConfig]) -> None:
         """Keep what `old` (the memory a reload replaces) remembers of the logs whose settings and

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from commitlog import UnsafeLogFileError, layout
-from commitlog.safeopen import connect_sqlite, no_follow, open_file, temporary
+from commitlog.safeopen import connect_sqlite, no_follow, open_file, open_read, temporary
 
 
 @pytest.fixture
@@ -160,3 +160,24 @@ for call in (hold_writer_lock, writer_holder):
     for args in (("groups", log, "--reset", "g", "--to", "0"), ("groups", log, "--delete", "g"), ("verify", log)):
         run = _in_subprocess("", *map(str, args), module=True)
         assert run.returncode != 0 and "FIFO" in run.stderr, (args, run.stdout, run.stderr)
+
+
+def test_open_read_gives_the_files_own_fstat_and_refuses_what_open_file_refuses(tmp_path, victim):
+    fd, st = open_read(str(victim))
+    try:
+        assert (st.st_ino, st.st_size) == (os.stat(victim).st_ino, 6) and os.read(fd, 6) == b"victim"
+    finally:
+        os.close(fd)
+    os.symlink(victim, tmp_path / "link")
+    os.mkfifo(tmp_path / "fifo")            # refused at once: never blocks the open waiting for a writer
+    (tmp_path / "dir").mkdir()
+    for planted, kind in (("link", "symbolic link"), ("fifo", "FIFO"), ("dir", "directory")):
+        with pytest.raises(UnsafeLogFileError, match=kind):
+            open_read(str(tmp_path / planted))
+    with pytest.raises(FileNotFoundError):
+        open_read(str(tmp_path / "missing"))
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        with pytest.raises(UnsafeLogFileError):
+            open_read(str(tmp_path / "fifo"))
+    assert len(os.listdir("/proc/self/fd")) == before        # no descriptor left open on a refusal

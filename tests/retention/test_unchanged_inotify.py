@@ -168,6 +168,9 @@ def test_the_full_check_catches_a_change_no_event_reported(tmp_path, sidecar, mo
 
 
 def test_an_append_no_decision_depends_on_is_shown_within_the_end_check(tmp_path, sidecar, monkeypatch):
+    # The end check far off: its spread (a plan's end dated up to END_CHECK early) puts none of
+    # this log's end reads in the passes before the bound is passed below.
+    monkeypatch.setattr(unchanged, "END_CHECK", 1e9)
     make_log(tmp_path / "a", 2)
     with CommitLog.open(tmp_path / "a", flush="none") as writer:
         scheduler, cleaner = sidecar(tmp_path, ["a"])
@@ -207,3 +210,24 @@ def test_an_append_to_an_empty_segment_under_roll_after_is_seen_at_the_next_pass
     finally:
         for writer in writers.values():
             writer.close()
+
+
+def test_the_ends_of_logs_planned_in_one_pass_are_read_again_in_different_passes(tmp_path, sidecar, monkeypatch):
+    """At start every log is planned in one pass: its end read dated up to END_CHECK early by its
+    path, the end checks of 10,000 logs fall over the passes of an END_CHECK, not all in one. Each
+    end is still read within END_CHECK of the last read."""
+    monkeypatch.setattr(unchanged, "END_CHECK", 6.0)
+    names = [f"l{i:02d}" for i in range(30)]
+    for name in names:
+        make_log(tmp_path / name, 1)
+    scheduler, cleaner = sidecar(tmp_path, names)
+    _settle(scheduler, cleaner)
+    read_by_pass = []
+    started = time.monotonic()
+    while time.monotonic() - started < 2 * unchanged.END_CHECK:
+        tails = cleaner.memory.tails
+        assert _pass(scheduler, cleaner) == (set(), 0)
+        read_by_pass.append(cleaner.memory.tails - tails)
+        time.sleep(0.5)
+    assert sum(read_by_pass) >= len(names), f"every end read within END_CHECK: {read_by_pass}"
+    assert max(read_by_pass) <= len(names) // 2, f"one pass read most ends: {read_by_pass}"

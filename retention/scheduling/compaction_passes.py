@@ -29,7 +29,7 @@ from loguru import logger
 from commitlog import disk_usage
 from policies import plural, pressure_calls_for_compaction, should_compact_under_pressure
 
-from ..compaction.summary import CompactionResult
+from ..compaction.summary import CompactionResult, LogCompaction
 from ..compaction.compactor import Compactor, Pending
 from ..compaction.look_memory import CompactionMemory
 from ..deletion.changes import ChangeMarks
@@ -61,8 +61,11 @@ class CompactionPasses:
         self._locks: dict[int, threading.Lock] = {}
         self._running: dict[int, tuple[str, str, float, Compactor]] = {}  # dev -> (kind, mount, start, compactor)
         self._memory: dict[int, CompactionMemory] = {}   # dev -> its logs' last empty looks (change-driven)
-        self.last: dict | None = None
-        self.last_by_log: dict[str, dict] = {}   # per log, its part of the last pass that ran over it
+        # The last pass that did or tried something, and per log its part of the last pass over
+        # it: kept as the results, described when `/status` asks (a job over 10,000 logs that
+        # found nothing to do built 10,000 descriptions nobody read).
+        self._last: tuple[str, str, CompactionResult] | None = None
+        self._last_by_log: dict[str, tuple[str, CompactionResult, LogCompaction]] = {}
         self._settled = threading.Event()        # cleared while `start_settle`'s thread runs
         self._settled.set()
 
@@ -119,13 +122,26 @@ class CompactionPasses:
                 self._running.pop(dev, None)
                 lock.release()
         if not dry_run and (result.outputs or kind != PassKind.PRESSURE):
-            self.last = {"kind": kind, "mountpoint": fs.mountpoint, "outputs": result.outputs,
-                         "reclaimed_bytes": result.reclaimed_bytes, **result.to_json_dict()}
+            self._last = (kind, fs.mountpoint, result)
         if not dry_run:
-            for log in result.logs:
-                self.last_by_log[log.name] = {"at": result.at.isoformat(), "kind": kind, "outputs": len(log.outputs),
-                                              "reclaimed_bytes": log.reclaimed_bytes, "error": log.error}
+            self._last_by_log.update((log.name, (kind, result, log)) for log in result.logs)
         return result
+
+    @property
+    def last(self) -> dict | None:
+        """`/status`'s `compaction.last`: the last pass that did or tried something, described."""
+        last = self._last
+        if last is None:
+            return None
+        kind, mountpoint, result = last
+        return {"kind": kind, "mountpoint": mountpoint, "outputs": result.outputs,
+                "reclaimed_bytes": result.reclaimed_bytes, **result.to_json_dict()}
+
+    def last_by_log(self) -> dict[str, dict]:
+        """Per log, its part of the last pass that ran over it."""
+        return {name: {"at": result.at.isoformat(), "kind": kind, "outputs": len(log.outputs),
+                       "reclaimed_bytes": log.reclaimed_bytes, "error": log.error}
+                for name, (kind, result, log) in self._last_by_log.copy().items()}
 
     def run_all(self, *, dry_run: bool = False) -> CompactionResult:
         """`RetentionScheduler.compact()`: one pass over every log, filesystem by filesystem; refused
@@ -234,4 +250,4 @@ class CompactionPasses:
         for dev, (kind, mount, started, compactor) in list(self._running.items()):
             running.append({"mountpoint": mount, "kind": kind, "seconds": round(time.monotonic() - started, 3),
                             **(compactor.progress() or {})})
-        return {"running": running, "last": self.last, "logs": dict(self.last_by_log)}
+        return {"running": running, "last": self.last, "logs": self.last_by_log()}

@@ -64,17 +64,16 @@ def build(tmp: Path, count: int, level: str = "WARNING") -> Path:
     return config
 
 
-def _below() -> None:
-    # The clients share the host's two cores with the servers they load (real scrapers run on other
-    # hosts): below the servers' priority, they take the CPU the servers leave.
-    os.nice(10)
+# The clients share the host's two cores with the servers they load (real scrapers run on other
+# hosts): below the servers' priority, they take the CPU the servers leave. A command prefix, not a
+# preexec_fn (Python run between fork and exec can hang on a lock another thread held).
+BELOW = ["nice", "-n", "10"]
 
 
 def load(url: str, paths: str, clients: int, seconds: float) -> dict:
-    out = subprocess.run([sys.executable, str(HERE / "http_load.py"), url, "--paths", paths,
+    out = subprocess.run([*BELOW, sys.executable, str(HERE / "http_load.py"), url, "--paths", paths,
                           "--clients", str(clients), "--seconds", str(seconds)],
-                         capture_output=True, text=True, check=True, timeout=seconds + 120,
-                         preexec_fn=_below).stdout
+                         capture_output=True, text=True, check=True, timeout=seconds + 120).stdout
     result = json.loads(out)
     if result["errors"]:
         raise SystemExit(f"{url}{paths}: {result['errors']} errors: {result['error_samples']}")
@@ -132,9 +131,9 @@ def healthz_under_load(tmp: Path) -> tuple[list[float], list[float], dict]:
             idle_latencies = probe(url, "/healthz", every=0.02, seconds=5.0)
             idle = IdleConnections(url, 300)
             try:
-                loader = subprocess.Popen([sys.executable, str(HERE / "http_load.py"), url, "--paths",
+                loader = subprocess.Popen([*BELOW, sys.executable, str(HERE / "http_load.py"), url, "--paths",
                                            "/metrics,/status", "--clients", "32", "--seconds", str(LOAD_SECONDS)],
-                                          stdout=subprocess.PIPE, text=True, preexec_fn=_below)
+                                          stdout=subprocess.PIPE, text=True)
                 time.sleep(0.5)
                 loaded_latencies = probe(url, "/healthz", every=0.02, seconds=LOAD_SECONDS - 1.0)
                 out, _ = loader.communicate(timeout=LOAD_SECONDS + 120)

@@ -5,7 +5,6 @@ connections are closed after http_timeout. Two concurrent POST /clean: one pass,
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -67,12 +66,13 @@ def test_32_clients_and_300_idle_connections_healthz_stays_fast_threads_stay_fla
         idle = IdleConnections(sidecar.url, IDLE)
         try:
             load = subprocess.Popen(
-                [sys.executable, str(BENCH / "http_load.py"), sidecar.url, "--paths", "/metrics,/status",
-                 "--clients", str(CLIENTS), "--seconds", str(LOAD_SECONDS)],
-                stdout=subprocess.PIPE, text=True,
                 # the clients share this host's two cores with the server they load (scrapers run on
-                # other hosts): below its priority, so they take the CPU it leaves
-                preexec_fn=lambda: os.nice(10))
+                # other hosts): below its priority, so they take the CPU it leaves. A `nice` prefix,
+                # not a preexec_fn: Python run between fork and exec in this multi-threaded process
+                # can hang on a lock another thread held (it did, 300 s, in CI).
+                ["nice", "-n", "10", sys.executable, str(BENCH / "http_load.py"), sidecar.url,
+                 "--paths", "/metrics,/status", "--clients", str(CLIENTS), "--seconds", str(LOAD_SECONDS)],
+                stdout=subprocess.PIPE, text=True)
             time.sleep(0.5)                                  # the clients are connected and busy
             latencies = probe(sidecar.url, "/healthz", every=0.02, seconds=LOAD_SECONDS - 1.0)
             loaded_threads = _threads(pid)

@@ -288,10 +288,16 @@ class PlanMemory:
 
     def adopt(self, old: PlanMemory, logs: Mapping[str, object], in_force: Mapping[str, PolicyConfig]) -> None:
         """Keep what `old` (the memory a reload replaces) remembers of the logs whose settings and
-        policy in force are the same in the new configuration (`logs`, `in_force`)."""
-        for name, kept in old._kept.copy().items():      # one C call: safe beside a pass of the old
+        policy in force are the same in the new configuration (`logs`, `in_force`), with when
+        each one's end was last read: the spread of the end checks stands (without it, every
+        adopted log's next end read falls in one pass, and so on every END_CHECK after). The
+        ends are copied before the plans: a plan made between is newer than its end's date, never older."""
+        ends = old._ends.copy()                           # one C call each: safe beside a pass of the old
+        for name, kept in old._kept.copy().items():
             if name in logs and kept.settings == (logs[name], in_force[name]):
                 self._kept[name] = kept
+                if name in ends:
+                    self._ends[name] = ends[name]
 
 
 def _claimed(w: WatchedLog) -> bool:

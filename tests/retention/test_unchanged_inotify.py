@@ -231,3 +231,29 @@ def test_the_ends_of_logs_planned_in_one_pass_are_read_again_in_different_passes
         time.sleep(0.5)
     assert sum(read_by_pass) >= len(names), f"every end read within END_CHECK: {read_by_pass}"
     assert max(read_by_pass) <= len(names) // 2, f"one pass read most ends: {read_by_pass}"
+
+
+def test_a_reload_keeps_the_spread_of_the_end_checks(tmp_path, sidecar, monkeypatch):
+    """A reload (a SIGHUP, or a discovery root's log come or gone) hands each unchanged log's plan
+    to a new memory: the passes after it claim and key each log again (its end read), and the
+    spread of the end checks stands after them: no later pass reads most of the 30 ends at once."""
+    monkeypatch.setattr(unchanged, "END_CHECK", 6.0)
+    names = [f"l{i:02d}" for i in range(30)]
+    for name in names:
+        make_log(tmp_path / name, 1)
+    scheduler, cleaner = sidecar(tmp_path, names)
+    _settle(scheduler, cleaner)
+    scheduler.reload(scheduler._state.config)
+    scheduler.disk_check.watch()                    # as a started scheduler's reload does
+    cleaner = next(iter(scheduler._state.filesystems.values())).cleaner
+    _settle(scheduler, cleaner)                     # its claims taken again, each log keyed: each end read
+    read_by_pass = []
+    started = time.monotonic()
+    while time.monotonic() - started < 2 * unchanged.END_CHECK:
+        tails = cleaner.memory.tails
+        assert _pass(scheduler, cleaner)[0] == set()
+        read_by_pass.append(cleaner.memory.tails - tails)
+        time.sleep(0.5)
+    assert sum(read_by_pass) >= len(names), f"every end read within END_CHECK: {read_by_pass}"
+    assert max(read_by_pass) <= len(names) // 2, f"one pass read most ends: {read_by_pass}"
+

@@ -17,6 +17,7 @@ import os
 from typing import NamedTuple
 
 from .index import SegmentSummary
+from ..errors import UnsafeLogFileError
 from ..record import LENGTH
 from ..safeopen import open_read
 
@@ -53,10 +54,11 @@ def remember(base: int, ident: tuple[int, int] | None, summary: SegmentSummary, 
 
 
 def unchanged(kept: LiveEnd, path: str) -> bool:
-    """True when `path` is still the file `kept` describes and nothing was appended after it."""
+    """True when `path` is still the file `kept` describes and nothing was appended after it (False
+    when anything else than a regular file is there now: the scan says what)."""
     try:
         fd, st = open_read(path)
-    except OSError:
+    except (OSError, UnsafeLogFileError):
         return False
     try:
         if (st.st_dev, st.st_ino) != kept.file_id:
@@ -74,11 +76,12 @@ def unchanged(kept: LiveEnd, path: str) -> bool:
 def end_mark(path: str, used_bytes: int) -> tuple | None:
     """What tells that no record was appended to segment `path` after `used_bytes` and that it is
     the same file: (device, inode, size, the bytes before `used_bytes`); equal marks, taken at two
-    moments, mean nothing was appended between (as `unchanged`). None when it is gone, or a record
-    follows `used_bytes` already."""
+    moments, mean nothing was appended between (as `unchanged`). None when it is gone, is no
+    regular file now (a link planted there: the plan that follows says so, for its log only), or a
+    record follows `used_bytes` already."""
     try:
         fd, st = open_read(path)
-    except OSError:
+    except (OSError, UnsafeLogFileError):
         return None
     try:
         start = max(0, used_bytes - _TAIL)

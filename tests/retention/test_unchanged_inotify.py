@@ -257,3 +257,23 @@ def test_a_reload_keeps_the_spread_of_the_end_checks(tmp_path, sidecar, monkeypa
     assert sum(read_by_pass) >= len(names), f"every end read within END_CHECK: {read_by_pass}"
     assert max(read_by_pass) <= len(names) // 2, f"one pass read most ends: {read_by_pass}"
 
+
+def test_a_link_planted_at_a_clean_log_s_last_segment_fails_that_log_s_pass_only(tmp_path, sidecar, monkeypatch):
+    """The end read of a log no event marked dirty (an event missed, or come after the pass read
+    the marks) finds a symbolic link at its last segment: that log is planned and its pass says
+    so; the pass over the other logs of its filesystem goes on."""
+    for n in ("a", "b"):
+        make_log(tmp_path / n, 2)
+    scheduler, cleaner = sidecar(tmp_path, ["a", "b"])
+    _settle(scheduler, cleaner)
+    watch = scheduler.disk_check._rolls
+    with watch._lock:                     # its watch's events no longer reach log a's mark
+        del watch._dirs[watch._watched[str(tmp_path / "a")]]
+    last = cleaner.logs["a"].last_seen.path
+    os.rename(last, last + ".real")
+    os.symlink(os.path.basename(last) + ".real", last)
+    monkeypatch.setattr(unchanged, "END_CHECK", 0.0)          # every clean log's end read now
+    time.sleep(RACY)
+    assert _pass(scheduler, cleaner) == ({"a"}, 0)
+    errors = {r.name: r.error for r in cleaner.last_result.logs}
+    assert "symbolic link" in errors["a"] and errors["b"] is None, errors

@@ -199,3 +199,41 @@ def test_mounts_changing_all_the_time_mark_the_logs_dirty_once_a_minute_at_most(
             _umount(path)
         check.close()
         scheduler.stop()
+
+
+def test_mounts_changing_every_second_for_minutes_dirty_the_logs_once_a_gap_and_the_last_look_too(tmp_path):
+    """Mounts changing at every disk check (a second) for five minutes, then none: the logs are
+    marked dirty at most once a MOUNT_DIRTY_GAP, and the dirtying the last look owes (after the
+    last change) is done when its gap has passed, not dropped. A mount table whose file cannot be
+    polled tells a change at every look (a real one, as on such a host); chosen monotonic times."""
+    for name in "ab":
+        make_log(tmp_path / name, 1)
+    logs = {name: {"path": str(tmp_path / name), "segment_size": "4KiB"} for name in "ab"}
+    config = write_config(tmp_path, config_text(tmp_path, logs=logs))[1]
+    scheduler = RetentionScheduler(config, watch_rolls=True)
+    check = scheduler.disk_check
+    check.watch()
+    try:
+        marks = check._rolls.marks
+        paths = [str(tmp_path / name) for name in "ab"]
+        [marks.fresh(p) for p in paths]                  # clean, as a pass about to key them leaves them
+        check._mounts.close()
+        check._mounts = MountTable(str(tmp_path / "no-such-file"))    # a change at every look
+        t0, dirtied, last_change = time.monotonic(), [], None
+        for second in range(600):
+            if second == 300:                             # the mounts stop changing
+                check._mounts.close()
+                last_change = second - 1
+            check._look_for_moves(t0 + second)
+            fresh = [marks.fresh(p) for p in paths]       # dirty, and clean again
+            if not any(fresh):
+                dirtied.append(second)
+            assert all(fresh) or not any(fresh), (second, fresh)     # both or neither
+        gaps = [b - a for a, b in zip(dirtied, dirtied[1:])]
+        assert dirtied[0] == 0 and min(gaps) >= MOUNT_DIRTY_GAP, dirtied
+        assert max(gaps) <= MOUNT_DIRTY_GAP + 1, f"a dirtying dropped: {dirtied}"
+        assert dirtied[-1] > last_change + MOUNT_GAP, f"the last change's looks owe a dirtying: {dirtied}"
+        assert dirtied[-1] <= last_change + 2 * MOUNT_GAP + MOUNT_DIRTY_GAP + 1, dirtied
+    finally:
+        check.close()
+        scheduler.stop()

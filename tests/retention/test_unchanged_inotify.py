@@ -212,50 +212,54 @@ def test_an_append_to_an_empty_segment_under_roll_after_is_seen_at_the_next_pass
             writer.close()
 
 
-def test_the_ends_of_logs_planned_in_one_pass_are_read_again_in_different_passes(tmp_path, sidecar, monkeypatch):
-    """At start every log is planned in one pass: its end read dated up to END_CHECK early by its
-    path, the end checks of 10,000 logs fall over the passes of an END_CHECK, not all in one. Each
-    end is still read within END_CHECK of the last read."""
+SPREAD_LOGS = [f"l{i:02d}" for i in range(30)]
+
+
+def _spread_logs(tmp_path, sidecar, monkeypatch):
+    """30 logs with END_CHECK at 6 s, settled: (scheduler, cleaner)."""
     monkeypatch.setattr(unchanged, "END_CHECK", 6.0)
-    names = [f"l{i:02d}" for i in range(30)]
-    for name in names:
+    for name in SPREAD_LOGS:
         make_log(tmp_path / name, 1)
-    scheduler, cleaner = sidecar(tmp_path, names)
+    scheduler, cleaner = sidecar(tmp_path, SPREAD_LOGS)
     _settle(scheduler, cleaner)
+    return scheduler, cleaner
+
+
+def _assert_ends_spread(scheduler, cleaner, *, none_keyed: bool) -> None:
+    """Passes every 0.5 s for two END_CHECKs, none planning a log (nor, `none_keyed`, taking a
+    key): every end read within END_CHECK, and no pass reading most of them."""
     read_by_pass = []
     started = time.monotonic()
     while time.monotonic() - started < 2 * unchanged.END_CHECK:
         tails = cleaner.memory.tails
-        assert _pass(scheduler, cleaner) == (set(), 0)
+        planned, keyed = _pass(scheduler, cleaner)
+        assert planned == set()
+        if none_keyed:
+            assert keyed == 0
         read_by_pass.append(cleaner.memory.tails - tails)
         time.sleep(0.5)
-    assert sum(read_by_pass) >= len(names), f"every end read within END_CHECK: {read_by_pass}"
-    assert max(read_by_pass) <= len(names) // 2, f"one pass read most ends: {read_by_pass}"
+    assert sum(read_by_pass) >= len(SPREAD_LOGS), f"every end read within END_CHECK: {read_by_pass}"
+    assert max(read_by_pass) <= len(SPREAD_LOGS) // 2, f"one pass read most ends: {read_by_pass}"
+
+
+def test_the_ends_of_logs_planned_in_one_pass_are_read_again_in_different_passes(tmp_path, sidecar, monkeypatch):
+    """At start every log is planned in one pass: its end read dated up to END_CHECK early by its
+    path, the end checks of 10,000 logs fall over the passes of an END_CHECK, not all in one. Each
+    end is still read within END_CHECK of the last read."""
+    scheduler, cleaner = _spread_logs(tmp_path, sidecar, monkeypatch)
+    _assert_ends_spread(scheduler, cleaner, none_keyed=True)
 
 
 def test_a_reload_keeps_the_spread_of_the_end_checks(tmp_path, sidecar, monkeypatch):
     """A reload (a SIGHUP, or a discovery root's log come or gone) hands each unchanged log's plan
     to a new memory: the passes after it claim and key each log again (its end read), and the
     spread of the end checks stands after them: no later pass reads most of the 30 ends at once."""
-    monkeypatch.setattr(unchanged, "END_CHECK", 6.0)
-    names = [f"l{i:02d}" for i in range(30)]
-    for name in names:
-        make_log(tmp_path / name, 1)
-    scheduler, cleaner = sidecar(tmp_path, names)
-    _settle(scheduler, cleaner)
+    scheduler, cleaner = _spread_logs(tmp_path, sidecar, monkeypatch)
     scheduler.reload(scheduler._state.config)
     scheduler.disk_check.watch()                    # as a started scheduler's reload does
     cleaner = next(iter(scheduler._state.filesystems.values())).cleaner
     _settle(scheduler, cleaner)                     # its claims taken again, each log keyed: each end read
-    read_by_pass = []
-    started = time.monotonic()
-    while time.monotonic() - started < 2 * unchanged.END_CHECK:
-        tails = cleaner.memory.tails
-        assert _pass(scheduler, cleaner)[0] == set()
-        read_by_pass.append(cleaner.memory.tails - tails)
-        time.sleep(0.5)
-    assert sum(read_by_pass) >= len(names), f"every end read within END_CHECK: {read_by_pass}"
-    assert max(read_by_pass) <= len(names) // 2, f"one pass read most ends: {read_by_pass}"
+    _assert_ends_spread(scheduler, cleaner, none_keyed=False)
 
 
 def test_a_link_planted_at_a_clean_log_s_last_segment_fails_that_log_s_pass_only(tmp_path, sidecar, monkeypatch):

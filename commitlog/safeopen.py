@@ -38,21 +38,39 @@ def open_file(path: str, flags: int, mode: int = 0o644) -> int:
     symbolic link or anything else than a regular file, OSError as os.open raises it otherwise.
     Opened with O_NONBLOCK (a FIFO planted there would block the open until a writer or reader
     came), which is cleared again unless `flags` asked for it."""
+    fd, _ = _open_regular(path, flags, mode)
+    if not flags & os.O_NONBLOCK:
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+def open_read(path: str) -> tuple[int, os.stat_result]:
+    """(a read-only, non-blocking descriptor of regular file `path`, its fstat): `open_file` with
+    one fstat where the caller needs its own too (an idle pass reads thousands of segments' ends).
+    Raises as open_file does; the descriptor is the caller's to close."""
+    return _open_regular(path, os.O_RDONLY | os.O_NONBLOCK)
+
+
+def _open_regular(path: str, flags: int, mode: int = 0o644) -> tuple[int, os.stat_result]:
+    """`path` opened with O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK added to `flags`, and its fstat;
+    UnsafeLogFileError (nothing left open) when it is a link or no regular file."""
     try:
         fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, mode)
     except OSError as exc:
         _refuse(path, exc)
         raise
     try:
-        found = os.fstat(fd).st_mode
-        if not stat.S_ISREG(found):
-            raise UnsafeLogFileError(path, _kind(found))
-        if not flags & os.O_NONBLOCK:
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeLogFileError(path, _kind(st.st_mode))
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, st
 
 
 def _refuse(path: str, exc: OSError) -> None:
@@ -65,26 +83,6 @@ def _refuse(path: str, exc: OSError) -> None:
             found = os.lstat(path).st_mode
             if not stat.S_ISREG(found):
                 raise UnsafeLogFileError(path, _kind(found)) from None
-
-
-def open_read(path: str) -> tuple[int, os.stat_result]:
-    """(a read-only descriptor of regular file `path`, its fstat): `open_file` with one fstat
-    where the caller needs its own too (an idle pass reads thousands of segments' ends). Raises
-    as open_file does; the descriptor is the caller's to close."""
-    try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        _refuse(path, exc)
-        raise
-    try:
-        st = os.fstat(fd)
-    except BaseException:
-        os.close(fd)
-        raise
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise UnsafeLogFileError(path, _kind(st.st_mode))
-    return fd, st
 
 
 def no_follow(path: str, flags: int) -> int:

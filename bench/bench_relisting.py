@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 
-from retention.deletion.unchanged import Listing
+from retention.deletion.log_keys import Listing
 
 
 def _bare(path: str) -> int:

@@ -2,7 +2,7 @@
 inputs to compaction can have changed since, is not looked at again (not listed, opened or read);
 its part of the pass is the empty one that look gave (docs: operations.md, "Change-driven passes").
 
-Its key, taken before the look: the deletion pass's (`retention.deletion.unchanged.files_key`)
+Its key, taken before the look: the deletion pass's (`retention.deletion.log_keys.files_key`)
 with compaction's own two files (`tombstones`, `compacted`); a keyed log's last segment's end mark;
 the protectors' pending ranges now (asked each pass); the log's settings and policy. Beside it, the
 next clock-derived moment (a segment turns `min_age` old, a tombstone passes `tombstone_retention`,
@@ -26,7 +26,8 @@ from commitlog.layout import compacted_path, tombstones_path
 from policies import PolicyConfig
 
 from ..deletion.changes import ChangeMarks, Reader
-from ..deletion.unchanged import LogKeys, tail_mark, tail_unchanged
+from ..deletion.log_keys import LogKeys
+from ..deletion.unchanged import tail_mark, tail_unchanged
 from ..deletion.watched import WatchedLog
 
 __all__ = ["CompactionMemory"]

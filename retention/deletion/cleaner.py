@@ -56,7 +56,9 @@ class Cleaner:
         self.guard = guard      # a pass at the clock's time judges expiry at the guard's trusted now
         self.audit = audit if audit is not None else AuditTrail(str(config.service.audit))
         found = config.discovered
-        self.logs = {name: WatchedLog(name, cfg, archive=config.policy_for(name).archive, real_dir=name in found)
+        self._opened: set[str] = set()     # the logs whose read-only open is open (WatchedLog keeps it)
+        self.logs = {name: WatchedLog(name, cfg, archive=config.policy_for(name).archive, real_dir=name in found,
+                                      opened=self._opened)
                      for name, cfg in config.logs.items()}
         self.manual: dict[str, ManualTrigger] = {}
         self._pass_lock = threading.Lock()
@@ -92,7 +94,7 @@ class Cleaner:
         at = now or datetime.fromtimestamp(self._clock(), timezone.utc)
         names = None if names is None else self.config.budget_partners(names)
         results, _ = self._plan(at, names, LogReads(), trusted=self._trusted(now))
-        self._attach_pins(results)
+        self._attach_pins(results, False, names)
         return PassResult(at, results, executed=False)
 
     def _plan(self, at: datetime, names: Iterable[str] | None, reads: LogReads, *,
@@ -136,12 +138,12 @@ class Cleaner:
         trusted = self.guard.trusted_now() if self.guard is not None and now is None else None
         return None if trusted is None else datetime.fromtimestamp(trusted, timezone.utc)
 
-    def _attach_pins(self, results: list[LogPassResult]) -> None:
+    def _attach_pins(self, results: list[LogPassResult], all_carried: bool, names: Iterable[str] | None) -> None:
         """Each result's files deleted and held open by a process (`find_pinned`, a walk of every
         process's descriptors: 40 ms a pass here, whatever the logs). Not walked when every log is
-        carried and the last walk found none of them held: a carried log lost no file since (its
-        key holds its directory's entries), so none of its files can have become held."""
-        if all(r.unchanged and r.name in self._unpinned for r in results):
+        carried (`all_carried`: `names`, None for all, are the carried logs) and the last walk found none of them held: a carried log lost no
+        file since (its key holds its directory's entries), so none of its files can have become held."""
+        if all_carried and self._unpinned.issuperset(names if names is not None else self.logs):
             return                   # a carried result's pinned is [] (unchanged.carried_result)
         pins = find_pinned([r.path for r in results])
         for i, r in enumerate(results):
@@ -188,8 +190,9 @@ class Cleaner:
             self._remember(results, reads, at, held=trusted is not None)
             for r in results:      # an execution opens a log again: none stays open between passes
                 self.logs[r.name].release_if_tight()
+            all_carried = not results
             results = self._in_order(results + carried, names)
-            self._attach_pins(results)
+            self._attach_pins(results, all_carried, names)
             result = PassResult(at, results, executed=True, duration=time.monotonic() - started,
                                 interrupted=interrupted)
             self.last_result = result
@@ -205,8 +208,10 @@ class Cleaner:
         watched = [self.logs[n] for n in (names if names is not None else self.logs)]
         todo, carried = self.memory.split(watched, self.config.policies_in_force, reads.disk_on, manual, at,
                                           trusted=trusted is not None, partners=self.config.budget_partners)
-        for r in carried:
-            self.logs[r.name].release_log()
+        left_open = self._opened - set(todo)      # the carried logs' opens among them: not a look at each
+        if left_open:
+            for name in left_open.intersection(names if names is not None else self.logs):
+                self.logs[name].release_log()
         return todo, carried
 
     def _remember(self, results: list[LogPassResult], reads: PassReads, at: datetime, *, held: bool) -> None:

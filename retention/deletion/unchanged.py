@@ -2,10 +2,8 @@
 planned again; its last result is carried, as if planned (docs: operations.md, "Change-driven passes",
 says each input and why).
 
-Its key, taken before the log is read: the directory's inode, mode and owner; its entries' (name,
-inode, size, mtime_ns, ctime_ns), listed again only when the directory's mtime or ctime moved (not
-SQLite's -wal and -shm); (inode, size, mtime_ns, ctime_ns but the -wal's) of `state.db`, a non-empty
-`-wal` and `marks`; the last segment's end mark (`commitlog.end_mark`: mmap writes do not reliably
+Its key, taken before the log is read (`log_keys`): the directory and the files written in place;
+the last segment's end mark (`commitlog.end_mark`: mmap writes do not reliably
 touch mtime); its policy's active triggers on its disk and the disk's read-only flag. Beside it, the
 next clock-derived deadline (`reserve`, `consumer_ttl`, `roll_after`, the archive proof's window).
 
@@ -16,8 +14,8 @@ the last plan. `coupled` plans logs decided together (a budget) together. With d
 (`.changes`, inotify), a claimed log marked clean is not keyed again: its remembered key is
 compared, and its end mark is read only if an append may change its plan (`appends_decide`) or
 `END_CHECK` passed since it was last read (an append through the mapping raises no event), in
-passes spread by the path (`changes.stagger`). One `PlanMemory` per cleaner, under its pass lock:
-not thread-safe.
+passes spread by the path (`changes.stagger`); a pass over the same logs as the last looks only at
+the logs `due` names. One `PlanMemory` per cleaner, under its pass lock: not thread-safe.
 """
 
 from __future__ import annotations
@@ -25,120 +23,24 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from commitlog.layout import (COMPACT_LOCK_FILE, LOCK_FILE, REMOVE_LOCK_FILE, RETENTION_LOCK_FILE, SPARK_LEDGER_FILE,
-                              SPARK_TURN_FILE, STATE_FILE, marks_path, state_path)
 from commitlog import end_mark
 from policies import DiskSnapshot, ManualTrigger, PolicyConfig
 from policies.triggers import DISK_CLEAN, DISK_FORCE, active_triggers
 
 from .changes import ChangeMarks, Reader, stagger
+from .due import Basis, DueLogs
+from .log_keys import RACY_NS, LogKeys
 from .results import LogPassResult
 from .watched import WatchedLog
 
-__all__ = ["END_CHECK", "RACY_NS", "Listing", "LogKeys", "PlanMemory", "appends_decide", "carried_result", "coupled",
-           "files_key", "key_paths", "tail_mark", "tail_unchanged"]
+__all__ = ["END_CHECK", "RACY_NS", "PlanMemory", "appends_decide", "carried_result", "coupled", "tail_mark",
+           "tail_unchanged"]
 
-RACY_NS = 2_000_000_000       # an mtime this close to the moment it was read is not trusted
 END_CHECK = 60.0              # seconds: a clean log's last segment's end is read at least this often
 _DISK_TRIGGERS = frozenset((DISK_CLEAN, DISK_FORCE))
-
-
-def key_paths(path: str) -> tuple[str, ...]:
-    """The log directory `path` and its files written in place (`start.offset` moves only with a
-    removal, which renames a segment)."""
-    state = state_path(path)
-    return path, state, state + "-wal", marks_path(path)
-
-
-# SQLite's companions come and go with its connections (the sidecar's own reads among them), an
-# empty -wal is no commit: neither is a change of what the log holds.
-_CONNECTION_FILES = frozenset(name + suffix for name in (STATE_FILE, SPARK_LEDGER_FILE)
-                              for suffix in ("-wal", "-shm", "-journal"))
-# flock files, their pid written again at each acquire (the sidecar's own claim among them): their
-# (name, inode) only.
-_LOCK_FILES = frozenset((LOCK_FILE, REMOVE_LOCK_FILE, COMPACT_LOCK_FILE, RETENTION_LOCK_FILE, SPARK_TURN_FILE))
-
-
-class Listing:
-    """A directory's entries (name, inode, size, mtime_ns, ctime_ns), less SQLite's companions,
-    listed again only when its (mtime_ns, ctime_ns) moved or they or an entry's were racily recent
-    when listed (a lock file's times are left out: a pid written at each acquire); kept as their hash (an int, not 25 tuples a log: 10,000 logs). An entry's ctime
-    tells a file unlinked and created again at its inode (ext4 reuses one at once) from the old."""
-
-    __slots__ = ("times", "entries")
-
-    def __init__(self) -> None:
-        self.times: tuple | None = None
-        self.entries: int | None = None
-
-    def read(self, path: str, st: os.stat_result, now_ns: int) -> int:
-        times = (st.st_mtime_ns, st.st_ctime_ns)
-        if times != self.times or self.entries is None:
-            with os.scandir(path) as listing:
-                entries = frozenset(_entry(e) for e in listing if e.name not in _CONNECTION_FILES)
-            self.entries = hash(entries)
-            newest = max((max(e[3], e[4]) for e in entries if e[3] is not None), default=0)
-            settled = now_ns - max(*times, newest) >= RACY_NS     # a change in the same tick would go unseen
-            self.times = times if settled else None
-        return self.entries
-
-
-def _entry(e: os.DirEntry) -> tuple:
-    if e.name in _LOCK_FILES:
-        return e.name, e.inode(), None, None, None
-    try:
-        st = e.stat(follow_symlinks=False)
-    except FileNotFoundError:       # gone since the scan: the directory moved, listed again next pass
-        return e.name, e.inode(), None, None, None
-    return e.name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-def files_key(paths: tuple[str, ...], listing: Listing, now_ns: int) -> tuple[int, tuple | None] | None:
-    """(the directory's device, the key of its entries and in-place files: see the module
-    docstring) of `key_paths`; None when the directory cannot be read, and no key when an in-place
-    file's mtime is within `RACY_NS` of `now_ns`."""
-    try:
-        st = os.stat(paths[0])
-        key: list = [st.st_ino, st.st_mode, st.st_uid, st.st_gid, listing.read(paths[0], st, now_ns)]
-    except OSError:
-        return None
-    for name in paths[1:]:
-        # ctime too, but not the -wal's: SQLite run as root chowns it on opening (the pass's own read).
-        wal = name.endswith("-wal")
-        try:
-            f = os.stat(name)
-        except FileNotFoundError:
-            key.append(None)
-            continue
-        except OSError:
-            return st.st_dev, None
-        ctime = 0 if wal else f.st_ctime_ns      # moved by a write whose mtime was put back (os.utime)
-        if now_ns - max(f.st_mtime_ns, ctime) < RACY_NS:
-            return st.st_dev, None
-        key.append((f.st_ino, f.st_size, f.st_mtime_ns, ctime) if f.st_size else None)   # an empty -wal: none
-    return st.st_dev, tuple(key)
-
-
-class LogKeys:
-    """Per log name, its `key_paths` (with `extra(path)`'s files) and its `Listing`, made again
-    when the log's path changes: `take` gives its `files_key` now. Not thread-safe (one per memory)."""
-
-    def __init__(self, extra: Callable[[str], tuple[str, ...]] = lambda path: ()) -> None:
-        self._extra = extra
-        self._paths: dict[str, tuple[tuple[str, ...], Listing]] = {}
-
-    def take(self, name: str, path: str, now_ns: int) -> tuple[int, tuple | None] | None:
-        paths = self._paths.get(name)
-        if paths is None or paths[0][0] != path:
-            paths = self._paths[name] = (key_paths(path) + self._extra(path), Listing())
-        return files_key(*paths, now_ns)
-
-    def keep_only(self, names: set[str]) -> None:
-        for name in [n for n in self._paths if n not in names]:
-            del self._paths[name]
 
 
 def coupled(names: set[str], partners: Callable[[list[str]], list[str]]) -> set[str]:
@@ -176,6 +78,10 @@ class PlanMemory:
         self.keyed = 0                               # keys taken by stats, counted (tests, benches)
         self.tails = 0                               # last segments' ends read, counted (tests, benches)
         self._ends: dict[str, float] = {}            # monotonic time each log's end was last read (or planned)
+        self._results: dict[str, LogPassResult] = {}  # each kept plan's carried result (as `_kept`, one look less)
+        self._group_args: dict[tuple, tuple] = {}     # (policy id, dev) -> (policy, dev, a path on it)
+        self._due = DueLogs()                         # which logs a pass looks at one by one
+        self.looked = 0                               # logs looked at one by one, counted (tests, benches)
         self.changes: ChangeMarks | None = None     # inotify's dirty marks (set by the scheduler), if any
 
     def split(self, logs: Iterable[WatchedLog], in_force: Mapping[str, PolicyConfig], disk_of: DiskOf,
@@ -186,39 +92,32 @@ class PlanMemory:
         guard holds a forward step (everything is planned); `partners`: the names with the logs
         decided together with them (`RetentionConfig.budget_partners`)."""
         self._taken.clear()
-        self._triggers.clear()
+        last_triggers, self._triggers = self._triggers, {}
         now, now_ns, mono = at.timestamp(), time.time_ns(), time.monotonic()
-        plan, carried = [], []
         manual = frozenset(policy for policy, trigger in manual.items() if trigger.active)   # the open ones
-        marks, kept_of, ends = self.changes, self._kept, self._ends
         # Every clean mark read at once; a log not clean in it is asked `fresh`, which marks it
         # clean before its key is taken, so an event while the key is read counts.
-        marked, clean = marks.clean(Reader.DELETION) if marks is not None else (0.0, {})
+        marked, clean = self.changes.clean(Reader.DELETION) if self.changes is not None else (0.0, {})
         stale = marked - Reader.DELETION.full_check
-        for w in logs:
-            kept = kept_of.get(w.name)
-            since = clean.get(w.path)
-            fresh = (since is not None and since > stale) or (marks is not None and marks.fresh(w.path))
-            if fresh and kept is not None and w.claimed:
-                read_end = kept.appends_decide or mono - ends.get(w.name, -END_CHECK) >= END_CHECK
-                if not trusted and self._stands(w, kept, in_force, disk_of, manual, at, now, read_end):
-                    if read_end:
-                        ends[w.name] = mono
-                    carried.append(kept.result)
-                else:
-                    plan.append(w.name)
-                    self._taken[w.name] = (kept.dev, kept.files)
-                continue
-            claimed, taken = self._take_key(w, now_ns)
-            if (not claimed or kept is None or trusted or taken is None or taken != (kept.dev, kept.files)
-                    or not self._stands(w, kept, in_force, disk_of, manual, at, now, True)):
-                plan.append(w.name)
-                if taken is not None:
-                    self._taken[w.name] = taken
-            else:          # its end read too: the next read falls where it fell (the spread kept)
-                last = ends.get(w.name, mono)
-                ends[w.name] = last + (mono - last) // END_CHECK * END_CHECK
-                carried.append(kept.result)
+        logs = logs if isinstance(logs, list) else list(logs)
+        looked = self._due_names(logs, in_force, disk_of, bool(manual) or trusted, last_triggers, at, clean, stale,
+                                 mono)
+        plan: list[str] = []
+        carried: list[LogPassResult] = []
+        if looked is None:
+            for w in logs:
+                self._look(w, clean, stale, in_force, disk_of, manual, at, now_ns, mono, trusted, plan, carried)
+            self._due.basis = _basis(logs, in_force, self.changes, now)
+        else:         # the others stand as they were (`due`): carried as the look would carry them
+            basis, results = self._due.basis, self._results
+            for name in basis.order:
+                if name in looked:
+                    self._look(basis.watched[name], clean, stale, in_force, disk_of, manual, at, now_ns, mono,
+                               trusted, plan, carried)
+            carried += [results[name] for name in basis.order if name not in looked]
+            self._due.basis = replace(basis, now=now)
+        self.looked += len(logs) if looked is None else len(looked)
+        self._due.tidy(self._kept, self._ends, END_CHECK)
         again = coupled(set(plan), partners) - set(plan)
         if again:          # a carried log's key is the one it remembers
             self._taken.update((r.name, (self._kept[r.name].dev, self._kept[r.name].files))
@@ -228,6 +127,60 @@ class PlanMemory:
         self.planned += len(plan)
         self.carried += len(carried)
         return plan, carried
+
+    def kept_names(self) -> frozenset[str]:
+        """The logs whose last plan is kept (no hung segment, no deletion, no error in it); a copy,
+        safe to take beside a pass."""
+        return frozenset(self._kept)
+
+    def _look(self, w: WatchedLog, clean: Mapping[str, float], stale: float, in_force: Mapping[str, PolicyConfig],
+              disk_of: DiskOf, manual: frozenset[str], at: datetime, now_ns: int, mono: float, trusted: bool,
+              plan: list[str], carried: list[LogPassResult]) -> None:
+        """Look at `w`: its name onto `plan`, or its kept result onto `carried` (`split`)."""
+        kept, marks, ends, now = self._kept.get(w.name), self.changes, self._ends, at.timestamp()
+        since = clean.get(w.path)
+        fresh = (since is not None and since > stale) or (marks is not None and marks.fresh(w.path))
+        if fresh and kept is not None and w.claimed:
+            read_end = kept.appends_decide or mono - ends.get(w.name, -END_CHECK) >= END_CHECK
+            if not trusted and self._stands(w, kept, in_force, disk_of, manual, at, now, read_end):
+                if read_end:
+                    self._end_read(w.name, mono)
+                carried.append(kept.result)
+            else:
+                plan.append(w.name)
+                self._taken[w.name] = (kept.dev, kept.files)
+            return
+        claimed, taken = self._take_key(w, now_ns)
+        if (not claimed or kept is None or trusted or taken is None or taken != (kept.dev, kept.files)
+                or not self._stands(w, kept, in_force, disk_of, manual, at, now, True)):
+            plan.append(w.name)
+            if taken is not None:
+                self._taken[w.name] = taken
+        else:          # its end read too: the next read falls where it fell (the spread kept)
+            last = ends.get(w.name, mono)
+            self._end_read(w.name, last + (mono - last) // END_CHECK * END_CHECK)
+            carried.append(kept.result)
+
+    def _due_names(self, logs: list[WatchedLog], in_force: Mapping[str, PolicyConfig], disk_of: DiskOf,
+                   everything: bool, last_triggers: dict, at: datetime, clean: Mapping[str, float], stale: float,
+                   mono: float) -> set[str] | None:
+        """The names of `logs` to look at one by one (`DueLogs.due`); None: every one, as after a
+        pass over other logs or when a trigger, the clock or `everything` (a manual trigger, a held
+        clock step) may have moved every log's plan."""
+        basis = self._due.basis
+        if (everything or basis is None or self.changes is None or basis.marks is not self.changes
+                or basis.in_force is not in_force or basis.end_check != END_CHECK or at.timestamp() < basis.now
+                or logs != basis.logs):
+            return None
+        for group, triggers in last_triggers.items():
+            if self._now_triggers(*self._group_args[group], disk_of, at) != triggers:
+                return None
+        return self._due.due(self._kept, self._ends, clean, stale, at.timestamp(), mono, END_CHECK)
+
+    def _end_read(self, name: str, at: float) -> None:
+        """`name`'s end counted as read at monotonic `at`: due again END_CHECK after."""
+        self._ends[name] = at
+        self._due.end_read(name, at + END_CHECK)
 
     def _stands(self, w: WatchedLog, kept: _Remembered, in_force: Mapping[str, PolicyConfig], disk_of: DiskOf,
                 manual: frozenset[str], at: datetime, now: float, read_end: bool) -> bool:
@@ -260,6 +213,7 @@ class PlanMemory:
             disk = disk_of(dev, path)
             found = (active_triggers(policy, disk.used_ratio, at, forcing=disk.forcing), _read_only(path))
             self._triggers[(id(policy), dev)] = found
+            self._group_args[(id(policy), dev)] = (policy, dev, path)
         return found
 
     def remember(self, w: WatchedLog, r: LogPassResult, policy: PolicyConfig, disk_of: DiskOf,
@@ -268,6 +222,7 @@ class PlanMemory:
         key. `held`: the pass judged at the clock guard's trusted now (a forward step held), so its
         plan is not the one the wall clock gives once the step is accepted: never kept."""
         self._kept.pop(w.name, None)
+        self._results.pop(w.name, None)
         taken = self._taken.pop(w.name, None)
         snap = r.snapshot
         if (held or taken is None or taken[1] is None or snap is None or r.plan is None or r.error or r.actions
@@ -280,11 +235,12 @@ class PlanMemory:
         tail, deadline = _tail(w), _deadline(w, r, policy, now)
         if tail is not None and deadline is not None:
             kept = carried_result(r)      # its snapshot read for the deadline, needed no more: ~0.8 KB a log less
-            self._kept[w.name] = _Remembered((w.config, policy), taken[0], taken[1], tail, triggers,
-                                             appends_decide(w, policy), now, deadline, kept)
+            remembered = _Remembered((w.config, policy), taken[0], taken[1], tail, triggers,
+                                     appends_decide(w, policy), now, deadline, kept)
+            self._keep(w.name, remembered)
             # Its tail as the plan read it, dated up to END_CHECK early by the path: logs planned
             # in one pass (all of them, at start) have their ends read again in different passes.
-            self._ends[w.name] = time.monotonic() - stagger(w.path, END_CHECK, share=1.0)
+            self._end_read(w.name, time.monotonic() - stagger(w.path, END_CHECK, share=1.0))
 
     def adopt(self, old: PlanMemory, logs: Mapping[str, object], in_force: Mapping[str, PolicyConfig]) -> None:
         """Keep what `old` (the memory a reload replaces) remembers of the logs whose settings and
@@ -295,9 +251,14 @@ class PlanMemory:
         ends = old._ends.copy()                           # one C call each: safe beside a pass of the old
         for name, kept in old._kept.copy().items():
             if name in logs and kept.settings == (logs[name], in_force[name]):
-                self._kept[name] = kept
+                self._keep(name, kept)
                 if name in ends:
-                    self._ends[name] = ends[name]
+                    self._end_read(name, ends[name])
+
+    def _keep(self, name: str, kept: _Remembered) -> None:
+        self._kept[name] = kept
+        self._results[name] = kept.result
+        self._due.kept(name, kept.deadline, kept.appends_decide)
 
 
 def _claimed(w: WatchedLog) -> bool:
@@ -375,3 +336,12 @@ def carried_result(r: LogPassResult, pinned: list | None = None) -> LogPassResul
     copied.__dict__.update(r.__dict__)
     copied.snapshot, copied.pinned, copied.unchanged = None, pinned if pinned is not None else [], True
     return copied
+
+
+def _basis(logs: list[WatchedLog], in_force: Mapping[str, PolicyConfig], marks: ChangeMarks | None,
+           now: float) -> Basis:
+    """What a pass that looked at every one of `logs` looked over (`due.Basis`)."""
+    path_of = {w.name: w.path for w in logs}
+    return Basis(list(logs), tuple(path_of), {w.name: w for w in logs}, frozenset(path_of), path_of,
+                 {path: name for name, path in path_of.items()}, frozenset(path_of.values()),
+                 frozenset(w.name for w in logs if not w.claimed), in_force, marks, END_CHECK, now)

@@ -52,8 +52,10 @@ class WatchedLog:
     """A configured log as the cleaner sees it: opened read-only on first use (the sidecar is never
     the writer), with its hung-segment registry. Not thread-safe: one pass uses it at a time."""
 
-    def __init__(self, name: str, config: LogConfig, *, archive=None, real_dir: bool = False) -> None:
+    def __init__(self, name: str, config: LogConfig, *, archive=None, real_dir: bool = False,
+                 opened: set[str] | None = None) -> None:
         self.name = name
+        self._opened = opened if opened is not None else set()   # shared: the names of its owner's open logs
         self.real_dir = real_dir    # found by `discover`: its path must stay a real directory, never a link
         self.config = config
         self.archive = archive if archive is not None and archive.enabled else None   # its ArchiveConfig
@@ -101,6 +103,7 @@ class WatchedLog:
             explicit = "segment_size" in self.config.model_fields_set
             self._log = CommitLog.open(self.path, self.config.segment_size if explicit else None,
                                        readonly=True)
+            self._opened.add(self.name)
         return self._log
 
     @property
@@ -238,11 +241,10 @@ class WatchedLog:
         if self._log is not None:
             self._log.close()
             self._log = None
+        self._opened.discard(self.name)
 
     def close(self) -> None:
         if self._claim is not None:
             owner.release(self._claim)
             self._claim = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self.release_log()

@@ -45,6 +45,7 @@ class HealthCheck:
         self.reload_error: str | None = None            # the last reload's failure, until a good one
         self.started_mono: float | None = None
         self._heartbeat: float | None = None            # monotonic time of the last disk check
+        self._check_every: tuple[object, float] = (None, 1.0)   # (the configuration, its disk check's interval)
 
     def started(self) -> None:
         self.started_mono = time.monotonic()
@@ -71,13 +72,21 @@ class HealthCheck:
         stopping = self._state.stopping.is_set()
         if self._jobs.state != STATE_RUNNING or stopping:
             return Problem(SCHEDULER_STOPPED, "", STOPPING_ON_REQUEST if stopping else "the scheduler is not running")
-        allowed = max(3 * disk_check_every(self._state.config), 5.0)
+        allowed = max(3 * self._disk_check_every(), 5.0)
         since = self._heartbeat if self._heartbeat is not None else self.started_mono
         late = time.monotonic() - since if since is not None else None
         if late is None or late > allowed:
             return Problem(DISK_CHECK_STALLED, "", f"the disk check last ran {late or 0:.0f}s ago "
                            f"(allowed {allowed:g}s)")
         return None
+
+    def _disk_check_every(self) -> float:
+        """`disk_check_every` of the running configuration, worked out once per configuration (a
+        look at every log: asked every second)."""
+        config = self._state.config
+        if self._check_every[0] is not config:
+            self._check_every = (config, disk_check_every(config))
+        return self._check_every[1]
 
     def restart_problem(self) -> Problem | None:
         """`/livez`: the liveness problem, unless the scheduler stops because it was asked to (the

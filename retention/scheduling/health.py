@@ -26,6 +26,10 @@ from .problems import (LOG_DAMAGED, LOG_MISSING, LOG_NO_DESCRIPTORS, LOG_OWNED_E
                        PASSES_FAILING, PASSES_LATE, Problem)
 from .statusview import carried_state, describe_log, iso, primary_trigger
 
+# The order of a log's problems (`PassLedger.problems`).
+_KIND_ORDER = {kind: i for i, kind in enumerate((PASSES_LATE, PASSES_FAILING, LOG_MISSING, LOG_OWNED_ELSEWHERE,
+                                                   LOG_DAMAGED, LOG_PERMISSION_DENIED, LOG_NO_DESCRIPTORS))}
+
 __all__ = ["PassLedger", "log_outcome", "merge_results", "pass_outcome"]
 
 _MESSAGE_MAX = 600                  # characters of a damage record's description in a problem
@@ -61,6 +65,7 @@ class PassLedger:
         now = time.monotonic()
         with self._lock:
             self._changes += 1
+            self._found = None               # a new log's lateness counts from now: walked again
             for name in list(self._since):
                 if name not in names:
                     self._since.pop(name)
@@ -94,38 +99,52 @@ class PassLedger:
         `failed_passes_unhealthy` passes failed (passes-failing); its directory, seen before, is
         gone (log-missing); its damage record holds entries (log-damaged); its user may not read
         or write it (log-permission-denied). Asked every disk check: the answer is kept until a pass
-        is recorded, the configuration changes or a log may turn late (no walk of every log)."""
-        problems = []
+        is recorded, the configuration changes or a log may turn late; the logs are walked only
+        when one may have turned late since the last walk (`_late`), the other problems come
+        from the logs that hold one. In the order of the configuration's logs."""
         now = time.monotonic()
-        failing = config.service.failed_passes_unhealthy
         with self._lock:
             found = self._found
-            if found is not None and found[0] == self._changes and found[1] is config and now <= found[2]:
-                return list(found[3])
-            late_at = float("inf")
-            for name in config.logs:
-                interval = config.policy_for(name).interval
-                last = self._last_pass.get(name, {}).get("_end_mono") or self._since.get(name, now)
-                late_at = min(late_at, last + 3 * interval)
-                if now - last > 3 * interval:
-                    problems.append(Problem(PASSES_LATE, name, f"no completed pass for {now - last:.0f}s "
-                                            f"(more than 3 intervals of {interval:g}s)"))
-                count, error = self._failures.get(name, (0, ""))
-                if count >= failing:
-                    problems.append(Problem(PASSES_FAILING, name, f"the last {count} passes failed: {error}"))
-                if name in self._missing:
-                    problems.append(Problem(LOG_MISSING, name, f"the log directory {config.logs[name].path} "
-                                            "existed and is gone"))
-                if name in self._owned_elsewhere:
-                    problems.append(Problem(LOG_OWNED_ELSEWHERE, name, self._owned_elsewhere[name]))
-                if name in self._damaged:
-                    problems.append(Problem(LOG_DAMAGED, name, self._damaged[name]))
-                if name in self._denied:
-                    problems.append(Problem(LOG_PERMISSION_DENIED, name, self._denied[name]))
-                if name in self._no_descriptors:
-                    problems.append(Problem(LOG_NO_DESCRIPTORS, name, self._no_descriptors[name]))
+            if found is not None and found[1] is config and now <= found[2]:
+                if found[0] == self._changes:
+                    return list(found[3])
+                late, late_at = [], found[2]      # none turns late before: a log's last pass only moves on
+            else:
+                late, late_at = self._late(config, now)
+            problems = late + self._held(config)
+            if late and len(problems) > len(late):
+                order = {name: i for i, name in enumerate(config.logs)}
+                problems.sort(key=lambda p: (order[p.subject], _KIND_ORDER[p.kind]))
             self._found = (self._changes, config, late_at, list(problems))
         return problems
+
+    def _late(self, config: RetentionConfig, now: float) -> tuple[list[Problem], float]:
+        """(the passes-late problems now, the earliest moment another log may turn late): a walk
+        of every log (under the lock)."""
+        problems, late_at = [], float("inf")
+        for name in config.logs:
+            interval = config.policy_for(name).interval
+            last = self._last_pass.get(name, {}).get("_end_mono") or self._since.get(name, now)
+            late_at = min(late_at, last + 3 * interval)
+            if now - last > 3 * interval:
+                problems.append(Problem(PASSES_LATE, name, f"no completed pass for {now - last:.0f}s "
+                                        f"(more than 3 intervals of {interval:g}s)"))
+        return problems, late_at
+
+    def _held(self, config: RetentionConfig) -> list[Problem]:
+        """The problems but passes-late, from the logs that hold one (under the lock)."""
+        failing = config.service.failed_passes_unhealthy
+        found = [Problem(PASSES_FAILING, name, f"the last {count} passes failed: {error}")
+                 for name, (count, error) in self._failures.items() if count >= failing]
+        found += [Problem(LOG_MISSING, name, f"the log directory {config.logs[name].path} existed and is gone")
+                  for name in self._missing if name in config.logs]
+        for kind, held in ((LOG_OWNED_ELSEWHERE, self._owned_elsewhere), (LOG_DAMAGED, self._damaged),
+                           (LOG_PERMISSION_DENIED, self._denied), (LOG_NO_DESCRIPTORS, self._no_descriptors)):
+            found += [Problem(kind, name, message) for name, message in held.items()]
+        order = {name: i for i, name in enumerate(config.logs)} if len(found) > 1 else {}
+        found = [p for p in found if p.subject in config.logs]
+        found.sort(key=lambda p: (order.get(p.subject, 0), _KIND_ORDER[p.kind]))
+        return found
 
     def _count_failure(self, name: str, error: str | None) -> None:
         count, _ = self._failures.get(name, (0, ""))

@@ -37,6 +37,7 @@ class DeletionPasses:
         self._ledger = ledger
         self._jobs = jobs
         self._on_pass = on_pass
+        self._names: dict[tuple[int, str | None], tuple[object, list[str]]] = {}   # (dev, policy) -> (fs, names)
 
     # ------------------------------------------------------------------ the jobs
     def interval(self, policy: str) -> None:
@@ -50,7 +51,10 @@ class DeletionPasses:
             fs = state.filesystems.get(dev)
             if fs is None:
                 continue
-            hung = {n for n in fs.logs if fs.config.logs[n].policy == policy
+            # A kept plan's log held no hung segment when planned, and a hung file made since (by
+            # another process) marks it changed: its next pass plans it and keeps no plan then.
+            kept = fs.cleaner.memory.kept_names()
+            hung = {n for n in self._names_of(fs, dev, policy) if n not in kept
                     and os.path.exists(os.path.join(str(fs.config.logs[n].path), HUNG_FILE))}
             if hung:
                 self.run(dev, kind=PassKind.HUNG_RETRY, policy=policy, only=hung)
@@ -73,8 +77,7 @@ class DeletionPasses:
             fs = state.filesystems.get(dev)
             if fs is None:
                 return None
-            names = [n for n in fs.logs if (policy is None or fs.config.logs[n].policy == policy)
-                     and (only is None or n in only)]
+            names = [n for n in self._names_of(fs, dev, policy) if only is None or n in only]
             if not names:
                 return None
             started = time.monotonic()
@@ -86,8 +89,9 @@ class DeletionPasses:
                 return None
             try:
                 self._ledger.record(fs.cleaner.logs, fs.config, result, kind, state.clock())
-                logger.debug("{} pass over {}: deleted {} ({} bytes) in {:.3f}s", kind, ", ".join(names),
-                             result.deleted, result.freed_bytes, result.duration)
+                logger.opt(lazy=True).debug("{} pass over {}: deleted {} ({} bytes) in {:.3f}s", lambda: kind,
+                                            lambda: ", ".join(names), lambda: result.deleted,
+                                            lambda: result.freed_bytes, lambda: result.duration)
             except Exception as exc:  # noqa: BLE001
                 logger.opt(exception=exc).error("recording the {} pass failed: {}", kind, exc)
         if result.interrupted and not state.stopping.is_set():
@@ -98,6 +102,16 @@ class DeletionPasses:
             except Exception as exc:  # noqa: BLE001
                 logger.opt(exception=exc).warning("on_pass callback raised: {}", exc)
         return result
+
+    def _names_of(self, fs, dev: int, policy: str | None) -> list[str]:
+        """The logs of filesystem group `fs` under `policy` (all: None), as long as the group stands."""
+        known = self._names.get((dev, policy))
+        if known is None or known[0] is not fs:      # a group rebuilt since (a reload): none kept alive
+            current = self._state.filesystems
+            self._names = {key: kept for key, kept in self._names.items() if current.get(key[0]) is kept[0]}
+            known = self._names[(dev, policy)] = (fs, [n for n in fs.logs
+                                                       if policy is None or fs.config.logs[n].policy == policy])
+        return known[1]
 
     def _resume(self, names: list[str], kind: str) -> None:
         """A pass cut short by a reload: its logs get a pass now, on the configuration that

@@ -1,6 +1,6 @@
 """The disk check's regroup attacked (retention/scheduling/disk_check.py): a log directory moved to
 another filesystem by no mount (a parent swapped for a link to another disk) stays in its old
-filesystem's group until the next periodic look (`REGROUP_EVERY`, a minute). That wait may delay
+filesystem's group until the next periodic look (`REGROUP_EVERY`, 5 minutes). That wait may delay
 what the new disk's own pressure deletes; it must not let the old disk's force delete from the
 moved log, whose disk does not force: a force deletes unexpired and unconsumed segments. Real
 tmpfs mounts (root), a real scheduler's pressure pass."""

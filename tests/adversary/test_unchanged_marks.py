@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from retention.deletion import changes, unchanged
+from retention.deletion import changes, log_keys
 from retention.scheduling.rollwatch import RollWatch
 
 from retention_helpers import make_log
@@ -134,7 +134,7 @@ def test_a_change_made_while_a_pass_reads_the_key_is_planned_at_the_next_pass(tm
     _logs(tmp_path, ["a"])
     scheduler, cleaner = sidecar(tmp_path, ["a"])
     _settle(scheduler, cleaner)
-    read = unchanged.files_key
+    read = log_keys.files_key
 
     def read_then_changed(paths, listing, now_ns):
         key = read(paths, listing, now_ns)
@@ -142,8 +142,8 @@ def test_a_change_made_while_a_pass_reads_the_key_is_planned_at_the_next_pass(tm
         time.sleep(0.2)                   # the watch's thread reads its event
         return key
 
-    monkeypatch.setattr(unchanged, "files_key", read_then_changed)
+    monkeypatch.setattr(log_keys, "files_key", read_then_changed)
     assert _full_check(scheduler, cleaner, monkeypatch) == set(), "the key read before the change: carried"
-    monkeypatch.setattr(unchanged, "files_key", read)
+    monkeypatch.setattr(log_keys, "files_key", read)
     time.sleep(RACY)
     assert _pass(scheduler, cleaner) == ({"a"}, 1), "the change made while the key was read was missed"

@@ -1,6 +1,6 @@
 """A mount or unmount under the logs is acted on at the next disk check: a log directory that is
 on another filesystem since is grouped with that filesystem's logs (its own pressure, its own
-passes) within a second or two, not at the next periodic look (`REGROUP_EVERY`, a minute: every
+passes) within a second or two, not at the next periodic look (`REGROUP_EVERY`, 5 minutes: every
 log's `stat`, the idle sidecar's largest cost at 10,000 logs). Real tmpfs mounts (root)."""
 
 from __future__ import annotations

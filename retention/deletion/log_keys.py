@@ -1,0 +1,113 @@
+"""A log's key: what of its directory and the files written in place a change-driven pass compares
+(`unchanged`, and compaction's `look_memory`): the directory's inode, mode and owner, its entries
+listed again only when its times moved (`Listing`), and the files written in place (`key_paths`),
+with git's racily clean rule (`RACY_NS`). Operations, "Change-driven passes", has the table of
+inputs. `LogKeys` is not thread-safe (one per memory); the functions are.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from commitlog.layout import (COMPACT_LOCK_FILE, LOCK_FILE, REMOVE_LOCK_FILE, RETENTION_LOCK_FILE, SPARK_LEDGER_FILE,
+                              SPARK_TURN_FILE, STATE_FILE, marks_path, state_path)
+
+__all__ = ["RACY_NS", "Listing", "LogKeys", "files_key", "key_paths"]
+
+RACY_NS = 2_000_000_000       # an mtime this close to the moment it was read is not trusted
+
+
+def key_paths(path: str) -> tuple[str, ...]:
+    """The log directory `path` and its files written in place (`start.offset` moves only with a
+    removal, which renames a segment)."""
+    state = state_path(path)
+    return path, state, state + "-wal", marks_path(path)
+
+
+# SQLite's companions come and go with its connections (the sidecar's own reads among them), an
+# empty -wal is no commit: neither is a change of what the log holds.
+_CONNECTION_FILES = frozenset(name + suffix for name in (STATE_FILE, SPARK_LEDGER_FILE)
+                              for suffix in ("-wal", "-shm", "-journal"))
+# flock files, their pid written again at each acquire (the sidecar's own claim among them): their
+# (name, inode) only.
+_LOCK_FILES = frozenset((LOCK_FILE, REMOVE_LOCK_FILE, COMPACT_LOCK_FILE, RETENTION_LOCK_FILE, SPARK_TURN_FILE))
+
+
+class Listing:
+    """A directory's entries (name, inode, size, mtime_ns, ctime_ns), less SQLite's companions,
+    listed again only when its (mtime_ns, ctime_ns) moved or they or an entry's were racily recent
+    when listed (a lock file's times are left out: a pid written at each acquire); kept as their hash (an int, not 25 tuples a log: 10,000 logs). An entry's ctime
+    tells a file unlinked and created again at its inode (ext4 reuses one at once) from the old."""
+
+    __slots__ = ("times", "entries")
+
+    def __init__(self) -> None:
+        self.times: tuple | None = None
+        self.entries: int | None = None
+
+    def read(self, path: str, st: os.stat_result, now_ns: int) -> int:
+        times = (st.st_mtime_ns, st.st_ctime_ns)
+        if times != self.times or self.entries is None:
+            with os.scandir(path) as listing:
+                entries = frozenset(_entry(e) for e in listing if e.name not in _CONNECTION_FILES)
+            self.entries = hash(entries)
+            newest = max((max(e[3], e[4]) for e in entries if e[3] is not None), default=0)
+            settled = now_ns - max(*times, newest) >= RACY_NS     # a change in the same tick would go unseen
+            self.times = times if settled else None
+        return self.entries
+
+
+def _entry(e: os.DirEntry) -> tuple:
+    if e.name in _LOCK_FILES:
+        return e.name, e.inode(), None, None, None
+    try:
+        st = e.stat(follow_symlinks=False)
+    except FileNotFoundError:       # gone since the scan: the directory moved, listed again next pass
+        return e.name, e.inode(), None, None, None
+    return e.name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def files_key(paths: tuple[str, ...], listing: Listing, now_ns: int) -> tuple[int, tuple | None] | None:
+    """(the directory's device, the key of its entries and in-place files: see the module
+    docstring) of `key_paths`; None when the directory cannot be read, and no key when an in-place
+    file's mtime is within `RACY_NS` of `now_ns`."""
+    try:
+        st = os.stat(paths[0])
+        key: list = [st.st_ino, st.st_mode, st.st_uid, st.st_gid, listing.read(paths[0], st, now_ns)]
+    except OSError:
+        return None
+    for name in paths[1:]:
+        # ctime too, but not the -wal's: SQLite run as root chowns it on opening (the pass's own read).
+        wal = name.endswith("-wal")
+        try:
+            f = os.stat(name)
+        except FileNotFoundError:
+            key.append(None)
+            continue
+        except OSError:
+            return st.st_dev, None
+        ctime = 0 if wal else f.st_ctime_ns      # moved by a write whose mtime was put back (os.utime)
+        if now_ns - max(f.st_mtime_ns, ctime) < RACY_NS:
+            return st.st_dev, None
+        key.append((f.st_ino, f.st_size, f.st_mtime_ns, ctime) if f.st_size else None)   # an empty -wal: none
+    return st.st_dev, tuple(key)
+
+
+class LogKeys:
+    """Per log name, its `key_paths` (with `extra(path)`'s files) and its `Listing`, made again
+    when the log's path changes: `take` gives its `files_key` now. Not thread-safe (one per memory)."""
+
+    def __init__(self, extra: Callable[[str], tuple[str, ...]] = lambda path: ()) -> None:
+        self._extra = extra
+        self._paths: dict[str, tuple[tuple[str, ...], Listing]] = {}
+
+    def take(self, name: str, path: str, now_ns: int) -> tuple[int, tuple | None] | None:
+        paths = self._paths.get(name)
+        if paths is None or paths[0][0] != path:
+            paths = self._paths[name] = (key_paths(path) + self._extra(path), Listing())
+        return files_key(*paths, now_ns)
+
+    def keep_only(self, names: set[str]) -> None:
+        for name in [n for n in self._paths if n not in names]:
+            del self._paths[name]

@@ -13,6 +13,7 @@ import pytest
 
 from retention import RetentionScheduler
 from retention.deletion.unchanged import RACY_NS
+from retention.scheduling import disk_check
 from retention.scheduling.disk_check import MOUNT_DIRTY_GAP, MOUNT_GAP, REGROUP_EVERY
 from retention.scheduling.filesystems import MountTable, dev_of
 
@@ -237,3 +238,42 @@ def test_mounts_changing_every_second_for_minutes_dirty_the_logs_once_a_gap_and_
     finally:
         check.close()
         scheduler.stop()
+
+
+def test_a_log_directory_moved_by_no_mount_is_regrouped_within_the_periodic_look_a_slice_at_each_check(
+        tmp_path, monkeypatch):
+    """No mount: a parent swapped for a link to another disk. Each log's directory is looked at once
+    a REGROUP_EVERY, a slice of the logs at each disk check rather than every log at once."""
+    monkeypatch.setattr(disk_check, "REGROUP_EVERY", 4.0)
+    a, b = tmp_path / "a", tmp_path / "b"
+    for disk in (a, b):
+        disk.mkdir()
+        _mount(disk)
+    try:
+        names = [f"l{i}" for i in range(12)]
+        for name in names:
+            make_log(a / name, 1)
+            make_log(b / name, 1)
+        (tmp_path / "p").symlink_to(a)
+        logs = {name: {"path": str(tmp_path / "p" / name), "segment_size": "4KiB"} for name in names}
+        scheduler = RetentionScheduler(write_config(tmp_path, config_text(tmp_path, logs=logs))[1],
+                                       watch_rolls=False)
+        stats = []
+        monkeypatch.setattr(disk_check, "dev_of", lambda path: stats.append(path) or dev_of(path))
+        try:
+            assert _groups(scheduler) == [tuple(names)] and scheduler._state.log_devs["l0"] == os.stat(a).st_dev
+            (tmp_path / "p.new").symlink_to(b)
+            os.replace(tmp_path / "p.new", tmp_path / "p")            # every log on disk b now: no mount
+            moved, by_check = time.monotonic(), []
+            while scheduler._state.log_devs["l0"] != os.stat(b).st_dev:
+                assert time.monotonic() - moved < disk_check.REGROUP_EVERY + 1.5, "not regrouped in the period"
+                before = len(stats)
+                scheduler.disk_check.run()
+                by_check.append(len(stats) - before)
+                time.sleep(0.25)
+            assert max(by_check) <= 2, f"a slice at each check, not every log: {by_check}"
+        finally:
+            scheduler.stop()
+    finally:
+        for disk in (a, b):
+            _umount(disk)

@@ -2,11 +2,15 @@
 
 Builds BENCH_LOGS (default 2,000) logs as bench_retention_10k_logs does (nothing due, nothing
 changes), starts a real `retention serve` over them whose jobs are wrapped to count their thread
-CPU (`--child`), waits until it is ready and 20 s more, then prints, over BENCH_SECONDS (default
-60): the process's CPU (from /proc/PID/stat) and each part's (the interval pass and within it the
+CPU (`--child`), waits until it is ready and BENCH_SETTLE s more (default 20), then prints, over
+BENCH_SECONDS (default 60): the process's CPU (from /proc/PID/stat) and each part's (the interval pass and within it the
 key split, the pinned-file scan and the pass record; the disk check and within it the pressure
 check; APScheduler's wakeups; the roll watch; the compaction job when one falls in the window).
 `.venv/bin/python bench/bench_idle_cpu_parts.py`; the load average is printed with it.
+
+BENCH_TREES (paths separated by ":") runs the sidecar from each of these source trees in turn over
+the same logs, BENCH_ROUNDS (default 1) rounds interleaved: an A/B of two commits (`git worktree
+add /tmp/base <commit>`), each figure beside the other's of the same round.
 """
 
 from __future__ import annotations
@@ -79,14 +83,16 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(config: Path, seconds: float) -> None:
+def measure(config: Path, seconds: float, tree: str | None = None) -> None:
+    """One sidecar over `config`, its modules from source tree `tree` (None: this one's)."""
     from bench_retention_10k_logs import _wait_ready as wait_ready
     out, err = config.parent / "parts.tsv", config.parent / "sidecar.log"
+    env = dict(os.environ, PYTHONPATH=tree) if tree else None
     proc = subprocess.Popen([sys.executable, __file__, "--child", str(config), str(out)], cwd=config.parent,
-                            stdout=subprocess.DEVNULL, stderr=open(err, "w"))
+                            stdout=subprocess.DEVNULL, stderr=open(err, "w"), env=env)
     try:
         ready = wait_ready(err, time.monotonic())
-        time.sleep(20)
+        time.sleep(float(os.environ.get("BENCH_SETTLE", "20")))
         proc.send_signal(signal.SIGUSR1)
         cpu, t = _cpu(proc.pid), time.monotonic()
         time.sleep(seconds)
@@ -109,9 +115,13 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-idle-parts-"))
     try:
         config = build(root, count)
-        print(f"{count:,} logs; load average before {os.getloadavg()[0]:.2f}")
-        measure(config, float(os.environ.get("BENCH_SECONDS", "60")))
-        print(f"load average after {os.getloadavg()[0]:.2f} (2 cores shared)")
+        trees = [t for t in os.environ.get("BENCH_TREES", "").split(":") if t] or [None]
+        for round_ in range(int(os.environ.get("BENCH_ROUNDS", "1"))):
+            for tree in trees:
+                print(f"round {round_ + 1}, {tree or 'this tree'}: {count:,} logs; "
+                      f"load average before {os.getloadavg()[0]:.2f}")
+                measure(config, float(os.environ.get("BENCH_SECONDS", "60")), tree)
+                print(f"load average after {os.getloadavg()[0]:.2f} (2 cores shared)")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -7,7 +7,9 @@ plan, or no claim; its directory's clean mark is gone or as old as the full chec
 after the last read: a heap by monotonic time) or is read at every pass (`appends_decide`). The
 look at each log stands in for these only while nothing else of its judgement moved: every log is
 looked at after a pass over other logs, a policy or disk whose triggers moved, an open manual
-trigger, a held clock step, a wall clock earlier than the last pass's, or an `END_CHECK` changed.
+trigger, a held clock step, a wall clock earlier than the last pass's, an `END_CHECK` changed, a
+last pass that raised before its plans were remembered, or a group's triggers no longer readable
+at the log they were read at (gone, or on another disk).
 Operations, "Change-driven passes", says what each costs. Not thread-safe: its `PlanMemory`'s.
 """
 
@@ -49,6 +51,7 @@ class DueLogs:
         self._deadlines: list[tuple[float, str]] = []    # (wall deadline, name)
         self._ends: list[tuple[float, str]] = []         # (monotonic moment its end is to be read, name)
         self.every_pass: set[str] = set()                # kept plans whose end is read at every pass
+        self._end_check: float | None = None             # the END_CHECK the ends' moments were worked out with
         self.basis: Basis | None = None
 
     def kept(self, name: str, deadline: float, appends_decide: bool) -> None:
@@ -90,12 +93,16 @@ class DueLogs:
         self.tidy(kept, ends, end_check)
         return looked & basis.names
 
-    def tidy(self, kept: Mapping, ends: Mapping[str, float], end_check: float) -> None:
-        """The heaps built again from the plans when replaced entries make up half of them."""
+    def tidy(self, kept: Mapping, ends: Mapping[str, float], end_check: float, *, anew: bool = False) -> None:
+        """The heaps built again from the plans when replaced entries make up half of them, or
+        `anew` (after a pass that raised before its plans were remembered: the entries it took off
+        are there again); the ends' also when `end_check` is not the one their moments were worked
+        out with (each entry replaced then, none due again at the new `END_CHECK`)."""
         limit = 2 * len(kept) + 64
-        if len(self._deadlines) > limit:
+        if anew or len(self._deadlines) > limit:
             self._deadlines = [(plan.deadline, name) for name, plan in kept.items() if plan.deadline != float("inf")]
             heapq.heapify(self._deadlines)
-        if len(self._ends) > limit:
+        if anew or end_check != self._end_check or len(self._ends) > limit:
             self._ends = [(ends[name] + end_check, name) for name in kept if name in ends]
             heapq.heapify(self._ends)
+            self._end_check = end_check

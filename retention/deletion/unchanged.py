@@ -82,6 +82,10 @@ class PlanMemory:
         self._group_args: dict[tuple, tuple] = {}     # (policy id, dev) -> (policy, dev, a path on it)
         self._due = DueLogs()                         # which logs a pass looks at one by one
         self.looked = 0                               # logs looked at one by one, counted (tests, benches)
+        # The logs the last split planned and no `remember` saw since; None while a split runs. Not
+        # empty at the next split: that pass raised before its plans were remembered (a plan, an
+        # end read or a group's triggers `due` relies on may be missing), and every log is looked at.
+        self._pending: set[str] | None = set()
         self.changes: ChangeMarks | None = None     # inotify's dirty marks (set by the scheduler), if any
 
     def split(self, logs: Iterable[WatchedLog], in_force: Mapping[str, PolicyConfig], disk_of: DiskOf,
@@ -92,6 +96,7 @@ class PlanMemory:
         guard holds a forward step (everything is planned); `partners`: the names with the logs
         decided together with them (`RetentionConfig.budget_partners`)."""
         self._taken.clear()
+        unsettled, self._pending = self._pending != set(), None
         last_triggers, self._triggers = self._triggers, {}
         now, now_ns, mono = at.timestamp(), time.time_ns(), time.monotonic()
         manual = frozenset(policy for policy, trigger in manual.items() if trigger.active)   # the open ones
@@ -100,8 +105,8 @@ class PlanMemory:
         marked, clean = self.changes.clean(Reader.DELETION) if self.changes is not None else (0.0, {})
         stale = marked - Reader.DELETION.full_check
         logs = logs if isinstance(logs, list) else list(logs)
-        looked = self._due_names(logs, in_force, disk_of, bool(manual) or trusted, last_triggers, at, clean, stale,
-                                 mono)
+        looked = self._due_names(logs, in_force, disk_of, bool(manual) or trusted or unsettled, last_triggers, at,
+                                 clean, stale, mono)
         plan: list[str] = []
         carried: list[LogPassResult] = []
         if looked is None:
@@ -117,7 +122,7 @@ class PlanMemory:
             carried += [results[name] for name in basis.order if name not in looked]
             self._due.basis = replace(basis, now=now)
         self.looked += len(logs) if looked is None else len(looked)
-        self._due.tidy(self._kept, self._ends, END_CHECK)
+        self._due.tidy(self._kept, self._ends, END_CHECK, anew=unsettled)
         again = coupled(set(plan), partners) - set(plan)
         if again:          # a carried log's key is the one it remembers
             self._taken.update((r.name, (self._kept[r.name].dev, self._kept[r.name].files))
@@ -126,6 +131,7 @@ class PlanMemory:
             carried = [r for r in carried if r.name not in again]
         self.planned += len(plan)
         self.carried += len(carried)
+        self._pending = set(plan)
         return plan, carried
 
     def kept_names(self) -> frozenset[str]:
@@ -166,14 +172,16 @@ class PlanMemory:
                    mono: float) -> set[str] | None:
         """The names of `logs` to look at one by one (`DueLogs.due`); None: every one, as after a
         pass over other logs or when a trigger, the clock or `everything` (a manual trigger, a held
-        clock step) may have moved every log's plan."""
+        clock step, a last pass that raised before its plans were remembered) may have moved every
+        log's plan, or a group's triggers cannot be read where they last were (`_on_disk`)."""
         basis = self._due.basis
         if (everything or basis is None or self.changes is None or basis.marks is not self.changes
                 or basis.in_force is not in_force or basis.end_check != END_CHECK or at.timestamp() < basis.now
                 or logs != basis.logs):
             return None
         for group, triggers in last_triggers.items():
-            if self._now_triggers(*self._group_args[group], disk_of, at) != triggers:
+            policy, dev, path = self._group_args[group]
+            if not _on_disk(path, dev) or self._now_triggers(policy, dev, path, disk_of, at) != triggers:
                 return None
         return self._due.due(self._kept, self._ends, clean, stale, at.timestamp(), mono, END_CHECK)
 
@@ -223,6 +231,8 @@ class PlanMemory:
         plan is not the one the wall clock gives once the step is accepted: never kept."""
         self._kept.pop(w.name, None)
         self._results.pop(w.name, None)
+        if self._pending is not None:
+            self._pending.discard(w.name)
         taken = self._taken.pop(w.name, None)
         snap = r.snapshot
         if (held or taken is None or taken[1] is None or snap is None or r.plan is None or r.error or r.actions
@@ -273,6 +283,17 @@ def _claimed(w: WatchedLog) -> bool:
     except Exception:  # noqa: BLE001 (owned elsewhere, no descriptors: planned, and the pass says so)
         return False
     return True
+
+
+def _on_disk(path: str, dev: int) -> bool:
+    """Whether `path`, the log a group's triggers were last read at, is still on disk `dev`: a log
+    directory gone or moved to another disk since reads no triggers of the group's (its disk's
+    usage cannot be read there, or is another disk's); the look at every log reads them at a log
+    that is there."""
+    try:
+        return os.stat(path).st_dev == dev
+    except OSError:
+        return False
 
 
 def _read_only(path: str) -> bool:

@@ -37,7 +37,8 @@ class DeletionPasses:
         self._ledger = ledger
         self._jobs = jobs
         self._on_pass = on_pass
-        self._names: dict[tuple[int, str | None], tuple[object, list[str]]] = {}   # (dev, policy) -> (fs, names)
+        # (dev, policy) -> (fs, names): replaced whole, never changed once installed (`_names_of`)
+        self._names: dict[tuple[int, str | None], tuple[object, list[str]]] = {}
 
     # ------------------------------------------------------------------ the jobs
     def interval(self, policy: str) -> None:
@@ -104,13 +105,17 @@ class DeletionPasses:
         return result
 
     def _names_of(self, fs, dev: int, policy: str | None) -> list[str]:
-        """The logs of filesystem group `fs` under `policy` (all: None), as long as the group stands."""
+        """The logs of filesystem group `fs` under `policy` (all: None), as long as the group stands.
+        Passes ask from several threads at once (the hung retry without the group's lock): the
+        mapping is never changed once installed, a new one replaces it (one taken by another
+        thread meanwhile is lost, and worked out again)."""
         known = self._names.get((dev, policy))
         if known is None or known[0] is not fs:      # a group rebuilt since (a reload): none kept alive
             current = self._state.filesystems
-            self._names = {key: kept for key, kept in self._names.items() if current.get(key[0]) is kept[0]}
-            known = self._names[(dev, policy)] = (fs, [n for n in fs.logs
-                                                       if policy is None or fs.config.logs[n].policy == policy])
+            names = {key: kept for key, kept in list(self._names.items()) if current.get(key[0]) is kept[0]}
+            known = names[(dev, policy)] = (fs, [n for n in fs.logs
+                                                 if policy is None or fs.config.logs[n].policy == policy])
+            self._names = names
         return known[1]
 
     def _resume(self, names: list[str], kind: str) -> None:

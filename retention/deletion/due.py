@@ -32,7 +32,6 @@ class Basis:
     order: tuple[str, ...]     # their names, in that order
     watched: Mapping[str, object]  # name -> its WatchedLog
     names: frozenset[str]
-    path_of: Mapping[str, str]  # name -> its directory
     name_of: Mapping[str, str]  # directory -> name
     paths: frozenset[str]
     unclaimed: frozenset[str]   # no claim when the pass began: looked at until a full look finds it

@@ -363,6 +363,6 @@ def _basis(logs: list[WatchedLog], in_force: Mapping[str, PolicyConfig], marks: 
            now: float) -> Basis:
     """What a pass that looked at every one of `logs` looked over (`due.Basis`)."""
     path_of = {w.name: w.path for w in logs}
-    return Basis(list(logs), tuple(path_of), {w.name: w for w in logs}, frozenset(path_of), path_of,
+    return Basis(list(logs), tuple(path_of), {w.name: w for w in logs}, frozenset(path_of),
                  {path: name for name, path in path_of.items()}, frozenset(path_of.values()),
                  frozenset(w.name for w in logs if not w.claimed), in_force, marks, END_CHECK, now)

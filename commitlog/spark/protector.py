@@ -6,6 +6,8 @@ point `commitlog_retention.protectors` named `spark`, declared in pyproject.toml
   (`ledger.marking.pending_ranges`); a compaction keeps every record in them.
 - `keyed_compaction_refusal(log_path)`: why a log must not be compacted as keyed, or None. A Spark
   staging log's keys are writer ids, not record keys.
+- `decided_in_log_directory`: True. Both answers come from `<log>/spark.db` (and its WAL), files in
+  the log directory: a compactor watching the directory sees every change to them.
 
 Imports neither pyspark nor pyarrow. Stateless: thread- and process-safe.
 """
@@ -24,6 +26,7 @@ class SparkProtector:
     """The Spark ledger's protections (see the module docstring)."""
 
     name = "spark"
+    decided_in_log_directory = True
 
     def pending_ranges(self, log_path: str | os.PathLike) -> list[tuple[int, int]]:
         return pending_ranges(log_path)

@@ -23,16 +23,16 @@ from datetime import datetime, timezone
 
 from loguru import logger
 
-from commitlog import (CommitLog, CommitLogError, InvalidArgumentError, SegmentInfo, StoreFullError, disk_usage,
-                       segment_name)
+from commitlog import CommitLog, CommitLogError, InvalidArgumentError, StoreFullError, disk_usage, segment_name
+from commitlog.layout import marks_path
 from policies.compaction import NO_ROOM
-from policies import (CompactionSegment, GroupSnapshot, KeyIndex, PlannedOutput, plural,
-                      LivenessRule, PendingRanges, PolicyConfig, RetentionConfig, count_dropped,
-                      plan_compaction, stale_groups, throttle_delay, too_live_to_compact, within_pass_budget)
+from policies import (CompactionSegment, PlannedOutput, plural, LivenessRule, PendingRanges, PolicyConfig,
+                      RetentionConfig, count_dropped, plan_compaction, throttle_delay, too_live_to_compact,
+                      within_pass_budget)
 
 from ..audit import AbortReason, AuditTrail, CompactionEntry, audit_time
 from .intents import COMPACT, CompactionAudit
-from .plan_input import compaction_segments, keyed_live, marked_runs
+from .plan_input import compaction_segments, pass_rule
 from .protection import installed_protectors, keyed_refusal, pending_of
 from .summary import CompactionResult, LogCompaction, OutputResult
 from .look_memory import CompactionMemory
@@ -66,8 +66,7 @@ class Compactor:
         self._pending = pending
         self._stop = stop or (lambda: False)
         self._memory = memory
-        self.logs = {name: WatchedLog(name, cfg, archive=config.policy_for(name).archive)
-                     for name, cfg in config.logs.items()}
+        self.logs = _WatchedLogs(config)
         self._progress_lock = threading.Lock()
         self._progress: dict | None = None
 
@@ -91,12 +90,16 @@ class Compactor:
         (used under disk pressure) skips a log for which it is False."""
         started = self._mono()
         at = datetime.fromtimestamp(self._clock(), timezone.utc)
-        wanted = [n for n in (names if names is not None else self.logs)
+        wanted = [n for n in (names if names is not None else self.config.logs)
                   if self.config.policy_for(n).compaction.enabled]
         if not dry_run:
             self.settle()
         result = CompactionResult(at, [], dry_run=dry_run)
+        carried = self._carried(wanted, at) if only_if is None else set()
         for name in wanted:
+            if name in carried:   # its last look found nothing, and nothing it was made from changed
+                result.logs.append(LogCompaction(name, str(self.config.logs[name].path)))
+                continue
             watched = self.logs[name]
             entry = LogCompaction(name, watched.path)
             result.logs.append(entry)
@@ -131,13 +134,27 @@ class Compactor:
             self.metrics.compaction_pass(result.duration)
         return result
 
+    def _carried(self, names: list[str], at: datetime) -> set[str]:
+        """The logs whose last empty look stands without a look at each (`CompactionMemory.carried`):
+        none unless every protector's pending ranges are decided in the log directory alone."""
+        if self._memory is None or self._pending is not None:
+            return set()
+        try:
+            if not all(getattr(p, "decided_in_log_directory", False) for p in installed_protectors()):
+                return set()
+        except Exception:  # noqa: BLE001 (a protector that cannot load: each log's look says so)
+            return set()
+        return self._memory.carried(self.config, names, at.timestamp())
+
     def _unchanged(self, watched: WatchedLog, at: datetime) -> bool:
         if self._memory is None:
             return False
-        try:
-            pending = self._hook()(watched.path)
-        except Exception:  # noqa: BLE001 (the look says why)
-            pending = None
+
+        def pending():
+            try:
+                return self._hook()(watched.path)
+            except Exception:  # noqa: BLE001 (the look says why)
+                return None
         return self._memory.unchanged(watched, self.config.policy_for(watched.name), pending, at.timestamp())
 
     def _hook(self) -> Pending:
@@ -148,6 +165,13 @@ class Compactor:
         """Plan and run one log's outputs; True when the budget or a stop ended the pass."""
         policy = self.config.policy_for(watched.name)
         cfg = policy.compaction
+        if not cfg.keys and not _lexists(marks_path(watched.path)):
+            # An unkeyed log drops only records marked dead: with no marks file, nothing to plan,
+            # known without opening the log (whose consumer state's open and close, SQLite's WAL
+            # files made and removed, would mark its directory dirty for every pass).
+            if self._memory is not None and not (dry_run or only_if):
+                self._memory.remember(watched, policy, at.timestamp(), [], None)
+            return False
         log = watched.log
         # The order matters: the segments (and their end) first, then the marks, then the pending
         # ranges, then the key index up to that end. A Spark writer registering after `pending`
@@ -163,7 +187,7 @@ class Compactor:
         pending = self._protected(watched, entry, cfg.keys)
         if pending is None:
             return False
-        rule, live, runs, fresh, moments = self._rule(log, policy, at, marks, pending, infos, end)
+        rule, live, runs, fresh, moments = pass_rule(log, policy, at, marks, pending, infos, end)
         segments = compaction_segments(infos, live, runs, watched.archived() if watched.archive is not None else None)
         if only_if is not None and not only_if(segments, policy):
             return False
@@ -227,35 +251,6 @@ class Compactor:
             if on_output is not None:
                 on_output(watched.name, done)
         return False
-
-    # ------------------------------------------------------------------ the rule
-    def _rule(self, log: CommitLog, policy: PolicyConfig, at: datetime, marks, pending: PendingRanges,
-              infos: Sequence[SegmentInfo], end: int):
-        """(rule, bytes each segment's output holds (keyed logs, counted record by record), what the
-        runs of marked offsets cost per segment (unkeyed logs), tombstones seen for the first
-        time, the moments (epoch s) a tombstone's retention ends or a group's silence outlasts
-        consumer_ttl: what the rule drops may change then)."""
-        cfg = policy.compaction
-        if not cfg.keys:
-            return LivenessRule(cfg, at, pending=pending), None, marked_runs(marks.starts, marks.ends, infos), {}, []
-        index = KeyIndex(pending)
-        tombstones: list[tuple[int, bytes]] = []
-        for offset, key, tombstone, marked in log.record_facts(marks, None, end):
-            index.note(offset, key, marked)
-            if tombstone and key is not None and not marked:
-                tombstones.append((offset, key))
-        first_seen = log.tombstones_first_seen()
-        committed, times = log.committed(), log.commit_times()
-        groups = [GroupSnapshot(g, o, times.get(g, 0.0)) for g, o in committed.items()]
-        stale = stale_groups(groups, at.timestamp(), policy.consumer_ttl)
-        newest = index.newest
-        rule = LivenessRule(cfg, at, newest=newest, tombstones_first_seen=first_seen, committed=committed,
-                            stale_groups=stale, pending=pending)
-        fresh = {o: rule.first_seen(o) for o, k in tombstones
-                 if newest.get(k) == o and o not in first_seen and rule.cause(o, k, True, False) is None}
-        moments = [t + cfg.tombstone_retention for t in first_seen.values()]
-        moments += [t + policy.consumer_ttl for t in times.values()]
-        return rule, keyed_live(log, rule, infos), None, fresh, moments
 
     # ------------------------------------------------------------------ outputs
     def _measure(self, log: CommitLog, marks, rule: LivenessRule, out: PlannedOutput) -> OutputResult:
@@ -328,8 +323,9 @@ class Compactor:
         After a kill, the store also finishes what the dead process left (inputs superseded by an
         output, `.cleaned` files): else they hold their disk space until a later compaction has
         work on that log, or its writer reopens it."""
-        settled = self._trail.settle({os.path.abspath(w.path): w for w in self.logs.values()})
-        for w in self.logs.values() if settled else ():
+        settled = self._trail.settle(lambda: {os.path.abspath(str(cfg.path)): self.logs[name]
+                                              for name, cfg in self.config.logs.items()})
+        for w in list(self.logs.values()) if settled else ():
             try:
                 if w.exists():
                     w.log.compact([], _keep)   # no run: only the interrupted swaps are finished
@@ -343,6 +339,20 @@ class Compactor:
 
 
 _SPLIT = object()                         # _output's answer: try the output's two halves instead
+
+
+class _WatchedLogs(dict):
+    """Name -> `WatchedLog` of a configuration's logs, each made when first asked for: a job that
+    carries 10,000 logs makes none."""
+
+    def __init__(self, config: RetentionConfig) -> None:
+        super().__init__()
+        self._config = config
+
+    def __missing__(self, name: str) -> WatchedLog:
+        watched = self[name] = WatchedLog(name, self._config.logs[name],
+                                          archive=self._config.policy_for(name).archive)
+        return watched
 
 
 def _throttle(rate: int, monotonic: Callable[[], float], sleep: Callable[[float], object],
@@ -363,6 +373,14 @@ def _throttle(rate: int, monotonic: Callable[[], float], sleep: Callable[[float]
 
 def _keep(*_) -> None:
     return None
+
+
+def _lexists(path: str) -> bool:
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _inodes(path: str, bases: Iterable[int]) -> list[int]:

@@ -93,9 +93,10 @@ class CompactionAudit:
             logger.info("{}: compacting {} not done ({}): {}", planned.log, planned.segment, reason, exc)
         return None
 
-    def settle(self, logs: Mapping[str, object]) -> int:
-        """Settle the compaction intents of dead processes for `logs` (absolute log directory ->
-        `WatchedLog`); returns how many were settled (see the module docstring)."""
+    def settle(self, logs: Callable[[], Mapping[str, object]]) -> int:
+        """Settle the compaction intents of dead processes for the logs `logs()` maps (absolute log
+        directory -> `WatchedLog`, asked only when an intent is open); returns how many were
+        settled (see the module docstring)."""
         try:
             if self.trail.backlog:
                 self.trail.flush_backlog()
@@ -104,8 +105,9 @@ class CompactionAudit:
             logger.warning("audit {} cannot be read to settle interrupted compactions: {}", self.trail.path, exc)
             return 0
         settled = SettledIntents("compaction")
+        by_path = logs() if open_intents else {}
         for intent in open_intents:
-            watched = logs.get(os.path.dirname(str(intent.get("path"))))
+            watched = by_path.get(os.path.dirname(str(intent.get("path"))))
             inodes = intent.get("input_inodes")
             if intent.get("action") != IntentAction.COMPACT or watched is None or not isinstance(inodes, list) or not inodes:
                 continue

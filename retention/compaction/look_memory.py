@@ -2,28 +2,30 @@
 inputs to compaction can have changed since, is not looked at again (not listed, opened or read);
 its part of the pass is the empty one that look gave (docs: operations.md, "Change-driven passes").
 
-Its key, taken before the look: the deletion pass's (`retention.deletion.log_keys.files_key`)
-with compaction's own two files (`tombstones`, `compacted`); a keyed log's last segment's end mark;
-the protectors' pending ranges now (asked each pass); the log's settings and policy. Beside it, the
-next clock-derived moment (a segment turns `min_age` old, a tombstone passes `tombstone_retention`,
-a group goes stale). With the roll watch's dirty marks (`.changes`, clean marks of compaction's own)
-a log no event marked dirty since its key was taken (under the same clean mark: not one another
-log's key at its path made) is compared by its remembered key, no `stat`s, every
-`COMPACTION_FULL_CHECK` keyed anyway. Not kept: a look that planned an output, failed, recorded
-tombstones seen first, or lacked room; an archiving log; a file within `RACY_NS` of its reading;
-a dry run; a clock guard's held step (no memory then). Looked at whatever the key: a clock before
-the last look, or past its deadline. One memory per filesystem, used by its one compaction at a
-time: not thread-safe.
+Its key, taken before the look: the deletion pass's (`retention.deletion.log_keys.files_key`) with
+compaction's `tombstones` and `compacted`; a keyed log's last segment's end mark; the pending
+ranges (asked after the clean mark); the log's settings and policy. Beside it, the next
+clock-derived moment (`min_age`, `tombstone_retention`, a group going stale). With the roll watch's
+dirty marks (`.changes`) a log no event marked dirty since its key was taken (under the same clean
+mark) is compared by its remembered key, no `stat`s, every `COMPACTION_FULL_CHECK` keyed anyway.
+`carried`, from one read of the clean marks, names the logs not looked at one by one at all (no
+`WatchedLog`, no pending ranges asked): kept, unkeyed (a keyed log's tail is written through its
+mapping, which raises no event), clean under their mark, the same settings objects, before their
+deadline, and only when every protector's answers are decided in the log directory. Not kept: a
+look that planned an output, failed, recorded tombstones seen first, or lacked room; an archiving
+log; a file within `RACY_NS` of its reading; a dry run; a clock guard's held step. Looked at
+whatever the key: a clock before the last look, or past its deadline. One memory per filesystem,
+used by its one compaction at a time: not thread-safe.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from commitlog.layout import compacted_path, tombstones_path
-from policies import PolicyConfig
+from policies import PolicyConfig, RetentionConfig
 
 from ..deletion.changes import ChangeMarks, Reader
 from ..deletion.log_keys import LogKeys
@@ -35,6 +37,7 @@ __all__ = ["CompactionMemory"]
 
 @dataclass(frozen=True)
 class _Looked:
+    path: str                # the log's directory
     settings: tuple          # (the log's settings, its policy)
     key: tuple               # (device, files key)
     pending: tuple
@@ -51,15 +54,40 @@ class CompactionMemory:
         self._kept: dict[str, _Looked] = {}
         self._taken: dict[str, tuple] = {}          # name -> (key, pending, clean mark) before its look
         self._keys = LogKeys(lambda path: (tombstones_path(path), compacted_path(path)))
-        self.looked = 0                             # logs looked at and skipped, counted (tests, benches)
+        self.looked = 0                             # logs looked at, skipped, carried unlooked: counted (tests, benches)
         self.skipped = 0
+        self.carried_logs = 0
         self.keyed = 0                              # keys taken by stats, counted (tests, benches)
         self.changes: ChangeMarks | None = None     # inotify's dirty marks (set by the scheduler), if any
 
-    def unchanged(self, w: WatchedLog, policy: PolicyConfig, pending: Iterable[tuple[int, int]] | None,
-                  now: float) -> bool:
+    def carried(self, config: RetentionConfig, names: Iterable[str], now: float) -> set[str]:
+        """The names among `names` whose last empty look stands at `now` (epoch s) unlooked (see the
+        module docstring); the caller has made sure that only files in a log's directory decide
+        its pending ranges. Empty without dirty marks."""
+        if self.changes is None:
+            return set()
+        mono, clean = self.changes.clean(Reader.COMPACTION)
+        stale = mono - Reader.COMPACTION.full_check
+        kept_of, logs, policy_for = self._kept, config.logs, config.policy_for
+        carried = set()
+        for name in names:
+            kept = kept_of.get(name)
+            if kept is None or kept.tail is not None or not kept.looked_at <= now < kept.deadline:
+                continue
+            since = clean.get(kept.path)
+            if since is None or since != kept.clean or since <= stale:
+                continue
+            log_config, policy = kept.settings
+            if logs.get(name) is log_config and policy_for(name) is policy:
+                carried.add(name)
+        self.carried_logs += len(carried)
+        return carried
+
+    def unchanged(self, w: WatchedLog, policy: PolicyConfig,
+                  pending: Callable[[], Iterable[tuple[int, int]] | None], now: float) -> bool:
         """True when `w`'s last look may stand at `now` (epoch s); False, with its key taken, when
-        it is to be looked at. `pending`: its pending ranges now (None: they could not be had)."""
+        it is to be looked at. `pending()`: its pending ranges now (None: they could not be had),
+        asked after its directory is marked clean, so that a change to them after marks it dirty."""
         self._taken.pop(w.name, None)
         kept = self._kept.pop(w.name, None)
         fresh = self._fresh(w.path)
@@ -68,11 +96,14 @@ class CompactionMemory:
         since = self.changes.since(w.path, Reader.COMPACTION) if self.changes is not None else None
         clean = fresh and kept is not None and since is not None and kept.clean == since
         taken = kept.key if clean else self._take(w)
-        ranges = None if pending is None else tuple(tuple(r) for r in pending)
+        found = pending()
+        ranges = None if found is None else tuple(tuple(r) for r in found)
+        settings = (w.config, policy)
         if (kept is not None and taken == kept.key and ranges == kept.pending
-                and kept.settings == (w.config, policy) and kept.looked_at <= now < kept.deadline
+                and kept.settings == settings and kept.looked_at <= now < kept.deadline
                 and (kept.tail is None or tail_unchanged(kept.tail))):
-            self._kept[w.name] = kept if clean else replace(kept, clean=since)
+            # Its settings' objects now, equal to those kept: after a reload it may be carried again.
+            self._kept[w.name] = replace(kept, settings=settings, clean=since)
             self.skipped += 1
             return True
         if taken is not None and taken[1] is not None and ranges is not None and w.archive is None:
@@ -104,7 +135,7 @@ class CompactionMemory:
         if last is not None and tail is None:
             return
         deadline = min((m for m in moments if m > now), default=float("inf"))
-        self._kept[w.name] = _Looked((w.config, policy), taken[0], taken[1], tail, now, deadline, taken[2])
+        self._kept[w.name] = _Looked(w.path, (w.config, policy), taken[0], taken[1], tail, now, deadline, taken[2])
 
     def keep_only(self, names: Iterable[str]) -> None:
         """Forget the logs not among `names` (gone from the configuration)."""

@@ -14,13 +14,15 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
+from datetime import datetime
 
 from commitlog import CommitLog, SegmentInfo
 from commitlog.archive import Manifest
 from commitlog.record import DELTA_SIZE, encoded_size, removed_run_bytes
-from policies import SUPERSEDED, TOMBSTONE, CompactionSegment, LivenessRule
+from policies import (SUPERSEDED, TOMBSTONE, CompactionSegment, GroupSnapshot, KeyIndex, LivenessRule, PendingRanges,
+                      PolicyConfig, stale_groups)
 
-__all__ = ["compaction_segments", "keyed_live", "marked_runs"]
+__all__ = ["compaction_segments", "keyed_live", "marked_runs", "pass_rule"]
 
 
 def _with_runs(live: int, used: int, spanned: int) -> int:
@@ -119,3 +121,32 @@ def keyed_live(log: CommitLog, rule: LivenessRule, infos: Sequence[SegmentInfo])
     if base >= 0:
         close_segment()
     return live
+
+
+def pass_rule(log: CommitLog, policy: PolicyConfig, at: datetime, marks, pending: PendingRanges,
+              infos: Sequence[SegmentInfo], end: int):
+    """(rule, bytes each segment's output holds (keyed logs, counted record by record), what the
+    runs of marked offsets cost per segment (unkeyed logs), tombstones seen for the first
+    time, the moments (epoch s) a tombstone's retention ends or a group's silence outlasts
+    consumer_ttl: what the rule drops may change then)."""
+    cfg = policy.compaction
+    if not cfg.keys:
+        return LivenessRule(cfg, at, pending=pending), None, marked_runs(marks.starts, marks.ends, infos), {}, []
+    index = KeyIndex(pending)
+    tombstones: list[tuple[int, bytes]] = []
+    for offset, key, tombstone, marked in log.record_facts(marks, None, end):
+        index.note(offset, key, marked)
+        if tombstone and key is not None and not marked:
+            tombstones.append((offset, key))
+    first_seen = log.tombstones_first_seen()
+    committed, times = log.committed(), log.commit_times()
+    groups = [GroupSnapshot(g, o, times.get(g, 0.0)) for g, o in committed.items()]
+    stale = stale_groups(groups, at.timestamp(), policy.consumer_ttl)
+    newest = index.newest
+    rule = LivenessRule(cfg, at, newest=newest, tombstones_first_seen=first_seen, committed=committed,
+                        stale_groups=stale, pending=pending)
+    fresh = {o: rule.first_seen(o) for o, k in tombstones
+             if newest.get(k) == o and o not in first_seen and rule.cause(o, k, True, False) is None}
+    moments = [t + cfg.tombstone_retention for t in first_seen.values()]
+    moments += [t + policy.consumer_ttl for t in times.values()]
+    return rule, keyed_live(log, rule, infos), None, fresh, moments

@@ -4,7 +4,10 @@ none of them: a *protector* is any object with
 - `name`: a short name for messages;
 - `pending_ranges(log_path) -> Iterable[(start, end)]`: offset ranges a compaction must keep
   whole, whatever else holds (records an unfinished job may still make visible);
-- `keyed_compaction_refusal(log_path) -> str | None`: why the log must not be compacted as keyed.
+- `keyed_compaction_refusal(log_path) -> str | None`: why the log must not be compacted as keyed;
+- `decided_in_log_directory` (optional, False when absent): True when both answers are decided
+  by files in the log directory alone, so that a log whose directory no event touched since its
+  last look has the same answers (a compaction job then need not ask them: `look_memory`).
 
 Protectors are found through the entry points of the group `commitlog_retention.protectors` (the
 Spark integration declares `spark = commitlog.spark.protector:PROTECTOR`), loaded once per
@@ -33,6 +36,8 @@ class Protector(Protocol):
     def pending_ranges(self, log_path: str) -> Iterable[tuple[int, int]]: ...
 
     def keyed_compaction_refusal(self, log_path: str) -> str | None: ...
+
+    # decided_in_log_directory: bool (optional; see the module docstring)
 
 
 def installed_protectors() -> list[Protector]:

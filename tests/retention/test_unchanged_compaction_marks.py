@@ -65,8 +65,8 @@ class _Job:
         """A deletion pass and a job, until the job looks at no log and takes no key (a first pass
         or look claims and opens each log, its companions settle, its directory is marked clean)."""
         for _ in range(6):
-            time.sleep(RACY)
             self.scheduler.passes.interval("default")
+            time.sleep(RACY)      # the pass's own events (a first look opens a log) reach the marks
             if self() == (set(), 0):
                 return
         raise AssertionError("logs are looked at or keyed every compaction job")

@@ -3,7 +3,8 @@
 the runs of dropped offsets cost, and for a keyed log what the liveness rule drops beyond the
 store's marks). A run costs the offset delta of the record kept after it, or a gap record when
 it ends the segment (commitlog.record.removed_run_bytes). The
-runs are known from the marks' ranges (an unkeyed log) or a keyed log's scan, estimated
+runs are known from the marks' ranges less the pending ones (an unkeyed log: a segment whose
+marked records a pending range keeps whole is not rewritten) or a keyed log's scan, estimated
 otherwise. Exact for a segment no compaction rewrote yet; one rewritten may be counted a few
 bytes over (a dropped record's own delta). Pure functions
 but `keyed_dead`, which reads the log; thread-safe as the log is.
@@ -22,7 +23,7 @@ from commitlog.record import DELTA_SIZE, encoded_size, removed_run_bytes
 from policies import (SUPERSEDED, TOMBSTONE, CompactionSegment, GroupSnapshot, KeyIndex, LivenessRule, PendingRanges,
                       PolicyConfig, stale_groups)
 
-__all__ = ["compaction_segments", "keyed_live", "marked_runs", "pass_rule"]
+__all__ = ["compaction_segments", "droppable", "keyed_live", "marked_runs", "pass_rule"]
 
 
 def _with_runs(live: int, used: int, spanned: int) -> int:
@@ -44,8 +45,8 @@ def compaction_segments(infos: Sequence[SegmentInfo], live: dict[int, int] | Non
     """`CommitLog.segments()` as the planner sees them, oldest first, the active one last;
     `live`: base offset -> the bytes an output of the segment holds, where counted (`keyed_live`);
     `runs`: base offset -> bytes the runs of dropped offsets in the segment cost, where known
-    (`marked_runs`); `archived`: the log's archive manifest, whose segments are left alone.
-    `live_bytes` is what an output of the segment would hold: live records and what its runs cost
+    (`marked_runs`: a sealed segment it leaves out has nothing to drop); `archived`: the log's
+    archive manifest, whose segments are left alone. `live_bytes` is what an output of the segment would hold: live records and what its runs cost
     (estimated for a segment whose runs are not known)."""
     out = []
     for s in infos:
@@ -55,7 +56,9 @@ def compaction_segments(infos: Sequence[SegmentInfo], live: dict[int, int] | Non
         else:
             size = s.used_bytes if s.live_bytes is None else max(0, s.live_bytes)
             known = None if runs is None else runs.get(s.base_offset)
-            if known is not None and 0 < size < s.used_bytes:
+            if runs is not None and known is None and not s.active:
+                size = s.used_bytes     # nothing it may drop (unmarked, or its marks all pending)
+            elif known is not None and 0 < size < s.used_bytes:
                 size = min(s.used_bytes, size + known)
             else:
                 size = _with_runs(size, s.used_bytes, s.record_count)
@@ -65,10 +68,32 @@ def compaction_segments(infos: Sequence[SegmentInfo], live: dict[int, int] | Non
     return out
 
 
+def droppable(starts: Sequence[int], ends: Sequence[int], pending: PendingRanges) -> tuple[list[int], list[int]]:
+    """The marked ranges `[starts[i], ends[i])` (sorted, disjoint) less the `pending` ones: what
+    an unkeyed log's compaction may drop, as (starts, ends)."""
+    spans, out_starts, out_ends, j = list(pending), [], [], 0
+    for start, end in zip(starts, ends):
+        while j < len(spans) and spans[j][1] <= start:
+            j += 1
+        at, k = start, j
+        while at < end:
+            if k < len(spans) and spans[k][0] < end:
+                if spans[k][0] > at:
+                    out_starts.append(at)
+                    out_ends.append(spans[k][0])
+                at = max(at, spans[k][1])
+                k += 1
+            else:
+                out_starts.append(at)
+                out_ends.append(end)
+                at = end
+    return out_starts, out_ends
+
+
 def marked_runs(starts: Sequence[int], ends: Sequence[int], infos: Sequence[SegmentInfo]) -> dict[int, int]:
-    """Per sealed segment, the bytes its runs of marked offsets (the marks' ranges `[starts[i],
-    ends[i])`, sorted; touching ones are one run) cost in its output: what an unkeyed log's
-    compaction drops."""
+    """Per sealed segment with a run of marked offsets (the ranges `[starts[i], ends[i])`, sorted;
+    touching ones are one run: `droppable`'s), the bytes its runs cost in its output: what an
+    unkeyed log's compaction drops. A sealed segment without one is left out (nothing to drop)."""
     costs: dict[int, int] = {}
     for s in infos:
         if s.active:
@@ -82,8 +107,7 @@ def marked_runs(starts: Sequence[int], ends: Sequence[int], infos: Sequence[Segm
                 run_to = max(ends[i], run_to or 0)
             i += 1
         if run_to is not None:
-            cost += removed_run_bytes(ends_input=run_to >= s.end_offset)
-        costs[s.base_offset] = cost
+            costs[s.base_offset] = cost + removed_run_bytes(ends_input=run_to >= s.end_offset)
     return costs
 
 
@@ -131,7 +155,8 @@ def pass_rule(log: CommitLog, policy: PolicyConfig, at: datetime, marks, pending
     consumer_ttl: what the rule drops may change then)."""
     cfg = policy.compaction
     if not cfg.keys:
-        return LivenessRule(cfg, at, pending=pending), None, marked_runs(marks.starts, marks.ends, infos), {}, []
+        runs = marked_runs(*droppable(marks.starts, marks.ends, pending), infos)   # a pending range keeps its records
+        return LivenessRule(cfg, at, pending=pending), None, runs, {}, []
     index = KeyIndex(pending)
     tombstones: list[tuple[int, bytes]] = []
     for offset, key, tombstone, marked in log.record_facts(marks, None, end):

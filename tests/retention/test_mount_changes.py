@@ -121,9 +121,12 @@ def test_a_log_path_that_cannot_be_read_holds_no_other_log_in_its_old_group(tmp_
         scheduler.stop()
 
 
-def test_a_look_a_mount_made_has_the_next_pass_key_every_watched_log_again(tmp_path):
+def test_a_look_a_mount_made_has_the_next_pass_key_every_watched_log_again(tmp_path, monkeypatch):
     """A mount over a log directory raises no event on it: after a mount change the logs are
-    keyed again at the next pass, not at the next full check a minute later."""
+    keyed again at the next pass, not at the next full check a minute later. The gaps are
+    shortened (what they bound is the test below's): the look and its dirtying come within seconds."""
+    monkeypatch.setattr(disk_check, "MOUNT_GAP", 1.0)
+    monkeypatch.setattr(disk_check, "MOUNT_DIRTY_GAP", 3.0)
     for name in "ab":
         make_log(tmp_path / name, 1)
     (tmp_path / "mnt").mkdir()
@@ -149,7 +152,7 @@ def test_a_look_a_mount_made_has_the_next_pass_key_every_watched_log_again(tmp_p
         dirtied = scheduler.disk_check._mount_dirtied
         _mount(tmp_path / "mnt")                    # beside the logs, over neither
         try:
-            deadline = time.monotonic() + MOUNT_DIRTY_GAP + 10
+            deadline = time.monotonic() + disk_check.MOUNT_DIRTY_GAP + 10
             while scheduler.disk_check._mount_dirtied == dirtied:
                 assert time.monotonic() < deadline, "the mount's look did not mark the logs dirty"
                 time.sleep(0.1)

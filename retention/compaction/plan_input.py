@@ -23,7 +23,7 @@ from commitlog.record import DELTA_SIZE, encoded_size, removed_run_bytes
 from policies import (SUPERSEDED, TOMBSTONE, CompactionSegment, GroupSnapshot, KeyIndex, LivenessRule, PendingRanges,
                       PolicyConfig, stale_groups)
 
-__all__ = ["compaction_segments", "droppable", "keyed_live", "marked_runs", "pass_rule"]
+__all__ = ["compaction_segments", "droppable", "held", "keyed_live", "marked_runs", "pass_rule"]
 
 
 def _with_runs(live: int, used: int, spanned: int) -> int:
@@ -87,6 +87,22 @@ def droppable(starts: Sequence[int], ends: Sequence[int], pending: PendingRanges
                 out_starts.append(at)
                 out_ends.append(end)
                 at = end
+    return out_starts, out_ends
+
+
+def held(starts: Sequence[int], ends: Sequence[int], pending: PendingRanges) -> tuple[list[int], list[int]]:
+    """The parts of the marked ranges `[starts[i], ends[i])` (sorted, disjoint) inside the `pending`
+    ones: marked records a compaction keeps, as (starts, ends), sorted."""
+    spans, out_starts, out_ends, i, j = list(pending), [], [], 0, 0
+    while i < len(starts) and j < len(spans):
+        lo, hi = max(starts[i], spans[j][0]), min(ends[i], spans[j][1])
+        if lo < hi:
+            out_starts.append(lo)
+            out_ends.append(hi)
+        if ends[i] < spans[j][1]:
+            i += 1
+        else:
+            j += 1
     return out_starts, out_ends
 
 
@@ -156,6 +172,11 @@ def pass_rule(log: CommitLog, policy: PolicyConfig, at: datetime, marks, pending
     cfg = policy.compaction
     if not cfg.keys:
         runs = marked_runs(*droppable(marks.starts, marks.ends, pending), infos)   # a pending range keeps its records
+        # Nor a segment holding a marked record a pending range keeps: its output would apply that
+        # mark (`marks_seq`), after which the segment counts the record live and is passed over for
+        # good (the record stays until retention); rewritten whole once the range ends.
+        for base in marked_runs(*held(marks.starts, marks.ends, pending), infos):
+            runs.pop(base, None)
         return LivenessRule(cfg, at, pending=pending), None, runs, {}, []
     index = KeyIndex(pending)
     tombstones: list[tuple[int, bytes]] = []

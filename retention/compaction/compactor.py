@@ -376,6 +376,8 @@ def _keep(*_) -> None:
 
 
 def _lexists(path: str) -> bool:
+    """Whether `path` exists, a link included; any error but its absence raises (unlike
+    `os.path.lexists`): a log whose marks file cannot be looked at is that log's error."""
     try:
         os.lstat(path)
     except FileNotFoundError:

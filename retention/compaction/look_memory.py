@@ -54,9 +54,9 @@ class CompactionMemory:
         self._kept: dict[str, _Looked] = {}
         self._taken: dict[str, tuple] = {}          # name -> (key, pending, clean mark) before its look
         self._keys = LogKeys(lambda path: (tombstones_path(path), compacted_path(path)))
-        self.looked = 0                             # logs looked at, skipped, carried unlooked: counted (tests, benches)
-        self.skipped = 0
-        self.carried_logs = 0
+        self.looked = 0                             # logs looked at (tests, benches)
+        self.skipped = 0                            # logs whose kept look stood, asked one by one
+        self.carried_logs = 0                       # logs carried by `carried`, not asked one by one
         self.keyed = 0                              # keys taken by stats, counted (tests, benches)
         self.changes: ChangeMarks | None = None     # inotify's dirty marks (set by the scheduler), if any
 

@@ -3,8 +3,8 @@
 the runs of dropped offsets cost, and for a keyed log what the liveness rule drops beyond the
 store's marks). A run costs the offset delta of the record kept after it, or a gap record when
 it ends the segment (commitlog.record.removed_run_bytes). The
-runs are known from the marks' ranges less the pending ones (an unkeyed log: a segment whose
-marked records a pending range keeps whole is not rewritten) or a keyed log's scan, estimated
+runs are known from the marks' ranges (an unkeyed log: a segment holding a marked record a
+pending range keeps is not rewritten) or a keyed log's scan, estimated
 otherwise. Exact for a segment no compaction rewrote yet; one rewritten may be counted a few
 bytes over (a dropped record's own delta). Pure functions
 but `keyed_dead`, which reads the log; thread-safe as the log is.
@@ -23,7 +23,7 @@ from commitlog.record import DELTA_SIZE, encoded_size, removed_run_bytes
 from policies import (SUPERSEDED, TOMBSTONE, CompactionSegment, GroupSnapshot, KeyIndex, LivenessRule, PendingRanges,
                       PolicyConfig, stale_groups)
 
-__all__ = ["compaction_segments", "droppable", "held", "keyed_live", "marked_runs", "pass_rule"]
+__all__ = ["compaction_segments", "held", "keyed_live", "marked_runs", "pass_rule"]
 
 
 def _with_runs(live: int, used: int, spanned: int) -> int:
@@ -46,8 +46,8 @@ def compaction_segments(infos: Sequence[SegmentInfo], live: dict[int, int] | Non
     `live`: base offset -> the bytes an output of the segment holds, where counted (`keyed_live`);
     `runs`: base offset -> bytes the runs of dropped offsets in the segment cost, where known
     (`marked_runs`: a sealed segment it leaves out has nothing to drop); `archived`: the log's
-    archive manifest, whose segments are left alone. `live_bytes` is what an output of the segment would hold: live records and what its runs cost
-    (estimated for a segment whose runs are not known)."""
+    archive manifest, whose segments are left alone. `live_bytes` is what an output of the
+    segment would hold: live records and what its runs cost (estimated where its runs are not known)."""
     out = []
     for s in infos:
         counted = None if live is None or s.active else live.get(s.base_offset, 0)
@@ -57,7 +57,7 @@ def compaction_segments(infos: Sequence[SegmentInfo], live: dict[int, int] | Non
             size = s.used_bytes if s.live_bytes is None else max(0, s.live_bytes)
             known = None if runs is None else runs.get(s.base_offset)
             if runs is not None and known is None and not s.active:
-                size = s.used_bytes     # nothing it may drop (unmarked, or its marks all pending)
+                size = s.used_bytes     # nothing it may drop (unmarked, or a marked record pending)
             elif known is not None and 0 < size < s.used_bytes:
                 size = min(s.used_bytes, size + known)
             else:
@@ -66,28 +66,6 @@ def compaction_segments(infos: Sequence[SegmentInfo], live: dict[int, int] | Non
                                      s.first_timestamp_ms, s.last_timestamp_ms, s.active,
                                      archived is not None and archived.find(s.base_offset) is not None))
     return out
-
-
-def droppable(starts: Sequence[int], ends: Sequence[int], pending: PendingRanges) -> tuple[list[int], list[int]]:
-    """The marked ranges `[starts[i], ends[i])` (sorted, disjoint) less the `pending` ones: what
-    an unkeyed log's compaction may drop, as (starts, ends)."""
-    spans, out_starts, out_ends, j = list(pending), [], [], 0
-    for start, end in zip(starts, ends):
-        while j < len(spans) and spans[j][1] <= start:
-            j += 1
-        at, k = start, j
-        while at < end:
-            if k < len(spans) and spans[k][0] < end:
-                if spans[k][0] > at:
-                    out_starts.append(at)
-                    out_ends.append(spans[k][0])
-                at = max(at, spans[k][1])
-                k += 1
-            else:
-                out_starts.append(at)
-                out_ends.append(end)
-                at = end
-    return out_starts, out_ends
 
 
 def held(starts: Sequence[int], ends: Sequence[int], pending: PendingRanges) -> tuple[list[int], list[int]]:
@@ -108,7 +86,7 @@ def held(starts: Sequence[int], ends: Sequence[int], pending: PendingRanges) -> 
 
 def marked_runs(starts: Sequence[int], ends: Sequence[int], infos: Sequence[SegmentInfo]) -> dict[int, int]:
     """Per sealed segment with a run of marked offsets (the ranges `[starts[i], ends[i])`, sorted;
-    touching ones are one run: `droppable`'s), the bytes its runs cost in its output: what an
+    touching ones are one run), the bytes its runs cost in its output: what an
     unkeyed log's compaction drops. A sealed segment without one is left out (nothing to drop)."""
     costs: dict[int, int] = {}
     for s in infos:
@@ -171,10 +149,11 @@ def pass_rule(log: CommitLog, policy: PolicyConfig, at: datetime, marks, pending
     consumer_ttl: what the rule drops may change then)."""
     cfg = policy.compaction
     if not cfg.keys:
-        runs = marked_runs(*droppable(marks.starts, marks.ends, pending), infos)   # a pending range keeps its records
-        # Nor a segment holding a marked record a pending range keeps: its output would apply that
+        runs = marked_runs(marks.starts, marks.ends, infos)
+        # Not a segment holding a marked record a pending range keeps: its output would apply that
         # mark (`marks_seq`), after which the segment counts the record live and is passed over for
-        # good (the record stays until retention); rewritten whole once the range ends.
+        # good (the record stays until retention); rewritten whole once the range ends. The
+        # segments left hold no marked record inside a pending range: their runs are all droppable.
         for base in marked_runs(*held(marks.starts, marks.ends, pending), infos):
             runs.pop(base, None)
         return LivenessRule(cfg, at, pending=pending), None, runs, {}, []

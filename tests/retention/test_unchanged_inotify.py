@@ -227,19 +227,26 @@ def _spread_logs(tmp_path, sidecar, monkeypatch):
 
 def _assert_ends_spread(scheduler, cleaner, *, none_keyed: bool) -> None:
     """Passes every 0.5 s for two END_CHECKs, none planning a log (nor, `none_keyed`, taking a
-    key): every end read within END_CHECK, and no pass reading most of them."""
-    read_by_pass = []
-    started = time.monotonic()
+    key): every end read within END_CHECK, and no pass reading most of them. A pass that came
+    more than a quarter of END_CHECK after the one before (the suite's load stalled the test)
+    has a quarter of the ends or more rightly due, so the bound is judged on the other passes,
+    which must be most of them."""
+    reads = []                                         # (seconds since the pass before, ends read)
+    started = last = time.monotonic()
     while time.monotonic() - started < 2 * unchanged.END_CHECK:
-        tails = cleaner.memory.tails
+        tails, now = cleaner.memory.tails, time.monotonic()
         planned, keyed = _pass(scheduler, cleaner)
         assert planned == set()
         if none_keyed:
             assert keyed == 0
-        read_by_pass.append(cleaner.memory.tails - tails)
+        reads.append((now - last, cleaner.memory.tails - tails))
+        last = now
         time.sleep(0.5)
-    assert sum(read_by_pass) >= len(SPREAD_LOGS), f"every end read within END_CHECK: {read_by_pass}"
-    assert max(read_by_pass) <= len(SPREAD_LOGS) // 2, f"one pass read most ends: {read_by_pass}"
+    read_by_pass = [read for _, read in reads]
+    assert sum(read_by_pass) >= len(SPREAD_LOGS), f"every end read within END_CHECK: {reads}"
+    timely = [read for gap, read in reads if gap <= unchanged.END_CHECK / 4]
+    assert len(timely) >= 2 * len(reads) // 3, f"the test's passes were stalled: {reads}"
+    assert max(timely) <= len(SPREAD_LOGS) // 2, f"one pass read most ends: {reads}"
 
 
 def test_the_ends_of_logs_planned_in_one_pass_are_read_again_in_different_passes(tmp_path, sidecar, monkeypatch):

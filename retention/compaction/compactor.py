@@ -24,7 +24,6 @@ from datetime import datetime, timezone
 from loguru import logger
 
 from commitlog import CommitLog, CommitLogError, InvalidArgumentError, StoreFullError, disk_usage, segment_name
-from commitlog.layout import marks_path
 from policies.compaction import NO_ROOM
 from policies import (CompactionSegment, PlannedOutput, plural, LivenessRule, PendingRanges, PolicyConfig,
                       RetentionConfig, count_dropped, plan_compaction, throttle_delay, too_live_to_compact,
@@ -35,7 +34,7 @@ from .intents import COMPACT, CompactionAudit
 from .plan_input import compaction_segments, pass_rule
 from .protection import installed_protectors, keyed_refusal, pending_of
 from .summary import CompactionResult, LogCompaction, OutputResult
-from .look_memory import CompactionMemory
+from .look_memory import CompactionMemory, has_marks_file
 from ..deletion.owner import OwnedElsewhere
 from ..deletion.watched import WatchedLog
 
@@ -107,12 +106,7 @@ class Compactor:
                 continue  # nothing it is planned from changed since a look that found nothing to do
             if not watched.exists():
                 continue  # not a commit log yet: nothing to compact, nothing wrong
-            with self._progress_lock:
-                self._progress = {"log": name, "outputs_done": 0, "outputs_planned": 0, "bytes_moved": 0,
-                                  "started_at": audit_time(self._clock())}
             try:
-                if not dry_run:
-                    watched.claim()
                 stopped = self._log_pass(watched, entry, at, started, dry_run, on_output, only_if)
             except OwnedElsewhere as exc:
                 entry.error = str(exc)
@@ -165,13 +159,18 @@ class Compactor:
         """Plan and run one log's outputs; True when the budget or a stop ended the pass."""
         policy = self.config.policy_for(watched.name)
         cfg = policy.compaction
-        if not cfg.keys and not _lexists(marks_path(watched.path)):
+        if not cfg.keys and not has_marks_file(watched.path):
             # An unkeyed log drops only records marked dead: with no marks file, nothing to plan,
-            # known without opening the log (whose consumer state's open and close, SQLite's WAL
-            # files made and removed, would mark its directory dirty for every pass).
+            # known without claiming or opening the log (whose consumer state's open and close,
+            # SQLite's WAL files made and removed, would mark its directory dirty for every pass).
             if self._memory is not None and not (dry_run or only_if):
                 self._memory.remember(watched, policy, at.timestamp(), [], None)
             return False
+        if not dry_run:
+            watched.claim()
+        with self._progress_lock:
+            self._progress = {"log": watched.name, "outputs_done": 0, "outputs_planned": 0, "bytes_moved": 0,
+                              "started_at": audit_time(self._clock())}
         log = watched.log
         # The order matters: the segments (and their end) first, then the marks, then the pending
         # ranges, then the key index up to that end. A Spark writer registering after `pending`
@@ -373,16 +372,6 @@ def _throttle(rate: int, monotonic: Callable[[], float], sleep: Callable[[float]
 
 def _keep(*_) -> None:
     return None
-
-
-def _lexists(path: str) -> bool:
-    """Whether `path` exists, a link included; any error but its absence raises (unlike
-    `os.path.lexists`): a log whose marks file cannot be looked at is that log's error."""
-    try:
-        os.lstat(path)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def _inodes(path: str, bases: Iterable[int]) -> list[int]:

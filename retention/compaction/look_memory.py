@@ -3,7 +3,8 @@ inputs to compaction can have changed since, is not looked at again (not listed,
 its part of the pass is the empty one that look gave (docs: operations.md, "Change-driven passes").
 
 Its key, taken before the look: the deletion pass's (`retention.deletion.log_keys.files_key`) with
-compaction's `tombstones` and `compacted`; a keyed log's last segment's end mark; the pending
+compaction's `tombstones` and `compacted` (an unkeyed log without a marks file, which has nothing
+to drop: its directory's identity and that absence); a keyed log's last segment's end mark; the pending
 ranges (asked after the clean mark); the log's settings and policy. Beside it, the next
 clock-derived moment (`min_age`, `tombstone_retention`, a group going stale). With the roll watch's
 dirty marks (`.changes`) a log no event marked dirty since its key was taken (under the same clean
@@ -20,11 +21,12 @@ used by its one compaction at a time: not thread-safe.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from commitlog.layout import compacted_path, tombstones_path
+from commitlog.layout import compacted_path, marks_path, tombstones_path
 from policies import PolicyConfig, RetentionConfig
 
 from ..deletion.changes import ChangeMarks, Reader
@@ -32,7 +34,9 @@ from ..deletion.log_keys import LogKeys
 from ..deletion.unchanged import tail_mark, tail_unchanged
 from ..deletion.watched import WatchedLog
 
-__all__ = ["CompactionMemory"]
+__all__ = ["CompactionMemory", "has_marks_file"]
+
+_MARKLESS = "no marks file"     # in the key of an unkeyed log without one: nothing in it can be dropped
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,10 @@ class CompactionMemory:
         # unread only under its own (the path's mark cleaned by another log's key does not count).
         since = self.changes.since(w.path, Reader.COMPACTION) if self.changes is not None else None
         clean = fresh and kept is not None and since is not None and kept.clean == since
-        taken = kept.key if clean else self._take(w)
-        found = pending()
+        taken = kept.key if clean else self._take(w, not policy.compaction.keys)
+        # Pending ranges keep records from being dropped: a log without marks has none to drop,
+        # and is not asked (a Spark log's ledger opened makes and removes its WAL: a dirty mark).
+        found = () if _markless(taken) else pending()
         ranges = None if found is None else tuple(tuple(r) for r in found)
         settings = (w.config, policy)
         if (kept is not None and taken == kept.key and ranges == kept.pending
@@ -116,9 +122,9 @@ class CompactionMemory:
         before its key is read, when not)."""
         return self.changes is not None and self.changes.fresh(path, Reader.COMPACTION)
 
-    def _take(self, w: WatchedLog) -> tuple | None:
+    def _take(self, w: WatchedLog, unkeyed: bool) -> tuple | None:
         self.keyed += 1
-        taken = self._keys.take(w.name, w.path, time.time_ns())
+        taken = (_markless_key(w.path) if unkeyed else None) or self._keys.take(w.name, w.path, time.time_ns())
         if self.changes is not None and taken is not None and taken[1] is not None:
             self.changes.seen(w.path, taken[0], taken[1][0])     # the directory its watch is on?
         return taken
@@ -143,3 +149,31 @@ class CompactionMemory:
         for name in [n for n in self._kept if n not in names]:
             del self._kept[name]
         self._keys.keep_only(names)
+
+
+def has_marks_file(path: str) -> bool:
+    """Whether log directory `path` has a marks file, a link included; any error but its absence
+    raises (unlike `os.path.lexists`): a log whose marks file cannot be looked at is that log's error."""
+    try:
+        os.lstat(marks_path(path))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _markless(key: tuple | None) -> bool:
+    return key is not None and key[1] is not None and key[1][-1] == _MARKLESS
+
+
+def _markless_key(path: str) -> tuple | None:
+    """An unkeyed log's key while it has no marks file, which is all its look depends on (the look
+    plans nothing without one): its directory's identity and ownership (the roll watch's `seen`
+    compares the identity) and that absence, two `stat`s where the full key lists and `stat`s every
+    entry. None when it has one or either cannot be read: the full key is taken (and says so)."""
+    try:
+        st = os.stat(path)
+        if has_marks_file(path):
+            return None
+    except OSError:
+        return None
+    return st.st_dev, (st.st_ino, st.st_mode, st.st_uid, st.st_gid, _MARKLESS)

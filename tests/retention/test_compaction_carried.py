@@ -1,8 +1,9 @@
 """Compaction jobs that carry idle logs without a look at each (retention/compaction/look_memory.py
 `carried`, retention/compaction/compactor.py): a job over logs nothing touched makes no
 `WatchedLog` and asks no protector; an unkeyed log without a marks file is judged without opening
-it, so a cold job leaves every directory clean for the deletion passes; each change gets its log
-looked at; a protector that does not say its answers live in the log directory is asked every job;
+it, so a cold job leaves every directory clean for the deletion passes, and is looked at again only
+when a marks file comes or its directory's identity, mode or owner changes; each change to a log
+with marks gets it looked at; a protector that does not say its answers live in the log directory is asked every job;
 and through random changes, every log a job should compact is compacted, with the pending ranges
 of that moment. Real logs, real SQLite,
 real inotify through a scheduler's roll watch; the racy-mtime rule is waited out."""
@@ -142,10 +143,18 @@ def test_a_cold_job_over_unkeyed_logs_without_marks_leaves_them_clean_for_the_de
     assert memory.keyed == keyed, "the compaction job's look marked no directory dirty"
 
 
+def _mark_last_record(path: Path) -> None:
+    """A marks file whose one mark is in the active segment: nothing a compaction may drop."""
+    with CommitLog.open(path, flush="none") as log:
+        log.mark_dead([log.end_offset - 1])
+
+
 def test_each_change_to_a_carried_log_gets_it_looked_at(tmp_path, scheduler_of, protector, monkeypatch):
     names = ["untouched", "marks", "pending", "created", "chmod"]
     for n in names:
         make_log(tmp_path / n, 2)
+    for n in ("untouched", "pending", "created", "chmod"):
+        _mark_last_record(tmp_path / n)       # with marks, its look depends on every file it has
     scheduler = scheduler_of(tmp_path, names)
     jobs = _Jobs(scheduler, monkeypatch)
     jobs.settle()
@@ -177,6 +186,28 @@ def test_each_change_to_a_carried_log_gets_it_looked_at(tmp_path, scheduler_of, 
     assert jobs.made == set(), "then carried again"
 
 
+def test_an_unkeyed_log_without_marks_is_looked_at_only_when_one_comes_or_its_directory_changes(
+        tmp_path, scheduler_of, protector, monkeypatch):
+    """Its look plans nothing whatever else it holds: its key is its directory's identity, mode and
+    owner and the absence of a marks file, and its pending ranges are not asked."""
+    names = ["created", "pending", "chmod", "marks"]
+    for n in names:
+        make_log(tmp_path / n, 2)
+    jobs = _Jobs(scheduler_of(tmp_path, names), monkeypatch)
+    jobs.settle()
+    (tmp_path / "created" / "notes.txt").write_text("a file created in the log directory")
+    (tmp_path / "pending" / "pending.json").write_text(json.dumps([[0, 2**62]]))
+    os.chmod(tmp_path / "chmod", 0o750)
+    with CommitLog.open(tmp_path / "marks", flush="none") as log:
+        _kill_first_segment(log)
+    time.sleep(RACY)
+    protector.asked.clear()
+    assert jobs() == ({"chmod", "marks"}, {"marks"})
+    assert set(protector.asked) == {"marks"}, "only a log with marks has its pending ranges asked"
+    jobs.settle()
+    assert jobs() == (set(), set()) and jobs.made == set(), "every one carried again"
+
+
 def test_a_carried_log_is_looked_at_when_its_young_dead_segment_comes_of_age(tmp_path, protector, monkeypatch):
     make_log(tmp_path / "a", 2)
     ahead = [0.0]                                  # seconds the scheduler's wall clock runs ahead
@@ -189,7 +220,14 @@ def test_a_carried_log_is_looked_at_when_its_young_dead_segment_comes_of_age(tmp
             _kill_first_segment(log)               # dead, but younger than min_age
         time.sleep(RACY)
         assert jobs() == ({"a"}, set()), "looked at: too young to compact"
-        assert jobs() == (set(), set()) and jobs.made == set(), "carried until it comes of age"
+        for _ in range(4):     # the writer's last events, late under load, may get it looked at again
+            looked, compacted = jobs()
+            assert compacted == set(), "too young to compact"
+            if looked == set() and jobs.made == set():
+                break
+            time.sleep(RACY)
+        else:
+            raise AssertionError("not carried until it comes of age")
         ahead[0] = 90.0
         assert jobs() == ({"a"}, {"a"}), "its deadline passed: looked at and compacted"
     finally:
@@ -220,6 +258,7 @@ def test_a_protector_that_does_not_say_where_its_answers_live_is_asked_every_job
     names = ["a", "b"]
     for n in names:
         make_log(tmp_path / n, 2)
+        _mark_last_record(tmp_path / n)           # a log without marks is never asked
     jobs = _Jobs(scheduler_of(tmp_path, names), monkeypatch)
     for _ in range(3):
         time.sleep(RACY)

@@ -37,6 +37,7 @@ RETENTION_LOCK_FILE = ".retention.lock"
 HUNG_FILE = ".retention-hung.json"
 SPARK_LEDGER_FILE = "spark.db"
 SPARK_TURN_FILE = ".spark-append.lock"
+DATABASE_FILES = (STATE_FILE, SPARK_LEDGER_FILE)   # SQLite's, each with a -wal and -shm beside it (WAL mode)
 MARKS_FILE = "marks"
 TOMBSTONES_FILE = "tombstones"
 COMPACTED_FILE = "compacted"

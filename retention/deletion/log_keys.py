@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from commitlog.layout import (COMPACT_LOCK_FILE, LOCK_FILE, REMOVE_LOCK_FILE, RETENTION_LOCK_FILE, SPARK_LEDGER_FILE,
-                              SPARK_TURN_FILE, STATE_FILE, marks_path, state_path)
+from commitlog.layout import (COMPACT_LOCK_FILE, DATABASE_FILES, LOCK_FILE, REMOVE_LOCK_FILE, RETENTION_LOCK_FILE,
+                              SPARK_TURN_FILE, marks_path, state_path)
 
 __all__ = ["RACY_NS", "Listing", "LogKeys", "files_key", "key_paths"]
 
@@ -27,7 +27,7 @@ def key_paths(path: str) -> tuple[str, ...]:
 
 # SQLite's companions come and go with its connections (the sidecar's own reads among them), an
 # empty -wal is no commit: neither is a change of what the log holds.
-_CONNECTION_FILES = frozenset(name + suffix for name in (STATE_FILE, SPARK_LEDGER_FILE)
+_CONNECTION_FILES = frozenset(name + suffix for name in DATABASE_FILES
                               for suffix in ("-wal", "-shm", "-journal"))
 # flock files, their pid written again at each acquire (the sidecar's own claim among them): their
 # (name, inode) only.

@@ -9,12 +9,12 @@ them in every directory). inotify is reached through ctypes (libc), no new depen
 unavailable (not Linux, the per-user watch limit reached) one WARNING line says so and the periodic
 disk check alone acts on pressure.
 
-The same watch marks log directories dirty for change-driven passes (`retention.deletion.changes`):
-any event in a directory, `QUIET` names included (a consumer's commit); a lost queue marks every
-directory dirty; a watch gone (directory removed, moved, unmounted) or `stale` (a pass found another
-directory at its path) leaves its directory unwatched until `retry()` watches the path again; a path
-naming a directory watched for another path (a link to it) is not watched (one watch an inode).
-docs: operations.md, "Change-driven passes".
+It also marks log directories dirty for change-driven passes (`retention.deletion.changes`): any
+event in one, `QUIET` names included, but a SQLite connection's own (`_changes_contents`); a lost
+queue marks every directory dirty; a watch gone (directory removed, moved, unmounted) or `stale` (a
+pass found another directory at its path) leaves its directory unwatched until `retry()` watches
+the path again; a path naming a directory watched for another path (a link) is not watched (one
+watch an inode). docs: operations.md, "Change-driven passes".
 
 Thread-safe: `sync()` and `close()` may be called from any thread; the callback runs on the watch's
 own thread, at most once per filesystem per `DEBOUNCE` seconds.
@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 from loguru import logger
 
-from commitlog.layout import RETENTION_LOCK_FILE, START_OFFSET_FILE, STATE_FILE
+from commitlog.layout import DATABASE_FILES, RETENTION_LOCK_FILE, START_OFFSET_FILE, STATE_FILE
 from policies import plural
 
 from ..deletion.changes import TRUSTED_FILESYSTEMS, ChangeMarks
@@ -66,6 +66,33 @@ HOT_POLL = 0.02      # seconds between two checks while a filesystem is hot
 HOT_WINDOW = 0.25    # seconds a filesystem stays hot after an event (fallocate follows the create)
 QUIET = frozenset(os.fsencode(name) for name in (STATE_FILE, STATE_FILE + "-wal", STATE_FILE + "-shm",
                                                  START_OFFSET_FILE, RETENTION_LOCK_FILE))
+
+
+# SQLite's companions, and the events on them that change nothing the database holds: a
+# connection's open makes, chowns and closes a -wal (empty) and a -shm, its last close removes
+# them, and the -shm is an index of the -wal, written at every open. A -wal written, renamed or
+# removed (its frames lost unless a checkpoint wrote them to the database: a write of the
+# database itself) is a change, and so is one that comes into being holding frames (a link).
+_SHM = frozenset(os.fsencode(name + "-shm") for name in DATABASE_FILES)
+_WAL = frozenset(os.fsencode(name + "-wal") for name in DATABASE_FILES)
+_WAL_CHANGES = IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE
+
+
+def _changes_contents(path: str, name: bytes, mask: int) -> bool:
+    """Whether event `mask` on `name` in directory `path` may change what the log holds (every
+    event does, but those on a database's connection files listed above)."""
+    if name in _SHM:
+        return False
+    if name not in _WAL or mask & _WAL_CHANGES:
+        return True
+    if not mask & IN_CREATE:
+        return False
+    try:
+        return os.lstat(os.path.join(os.fsencode(path), name)).st_size != 0
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 def _libc():
@@ -222,7 +249,8 @@ class RollWatch:
                 path = self._dirs.get(wd)
                 if path is None:
                     continue
-                dirty.add(path)
+                if _changes_contents(path, name, mask):
+                    dirty.add(path)
                 if mask & _GONE:
                     gone.add(path)
                 elif mask & _ROLL and name not in QUIET:

@@ -66,16 +66,21 @@ class LedgerView:
     a process, and safe between processes through SQLite's locking (every change is one
     IMMEDIATE transaction)."""
 
-    def __init__(self, log_path: str) -> None:
+    def __init__(self, log_path: str, *, readonly: bool = False) -> None:
+        """`readonly`: a connection that writes nothing but SQLite's `-shm` index, and leaves the
+        `-wal` and `-shm` it finds or makes in place (a retention process's reads: its own reads
+        of a watched log directory's ledger are then no change inotify reports); the ledger is
+        neither made nor brought up to date, and only the read methods may be used."""
         self.log_path = log_path
         self.path = os.path.join(log_path, LEDGER_FILE)
         self._lock = threading.Lock()
         try:
-            self._db = connect_sqlite(self.path, timeout=60.0, isolation_level=None,
+            self._db = connect_sqlite(self.path, "mode=ro" if readonly else "", timeout=60.0, isolation_level=None,
                                       check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            ledger_tables.create(self._db)
+            if not readonly:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
+                ledger_tables.create(self._db)
         except sqlite3.DatabaseError as exc:
             raise CorruptLogError(self.path, None, f"staging ledger is unreadable ({exc})") from exc
 

@@ -74,11 +74,13 @@ def pending_ranges(log_path: str | os.PathLike) -> list[tuple[int, int]]:
     after choosing the segments to compact: a writer that registers later appends at or above
     the log's end of this call. Reads only: a job whose driver died stays pending until a Spark
     stream on the log declares it abandoned (`resolve_abandoned`) or an operator aborts it
-    (`commitlog.spark.abort_job`). CorruptLogError when spark.db is unreadable."""
+    (`commitlog.spark.abort_job`). Read through a read-only connection: no file of the log
+    directory made, changed or removed but SQLite's `-wal` and `-shm`, which it leaves in place.
+    CorruptLogError when spark.db is unreadable."""
     path = os.fspath(log_path)
     if not LedgerView.exists(path):
         return []
-    with LedgerView(path) as ledger:
+    with LedgerView(path, readonly=True) as ledger:
         spans = sorted(ledger.pending_spans())
     merged: list[tuple[int, int]] = []
     for start, end in spans:

@@ -92,12 +92,14 @@ def dir_bytes(path: Path) -> int:
 
 def digest_tree(root: Path) -> dict[str, str]:
     """Every file under `root` -> sha256 of its bytes (and its size); the retention owner's lock
-    file, which a pass creates to own the log, is not the log's data."""
+    file, which a pass creates to own the log, is not the log's data, nor are a SQLite
+    database's `-shm` (an index of its `-wal`) and an empty `-wal`, which a read-only read of
+    the database leaves in place."""
     out = {}
     for dirpath, _, files in os.walk(root):
         for name in files:
-            if name == RETENTION_LOCK_FILE:
-                continue
             p = Path(dirpath) / name
+            if name == RETENTION_LOCK_FILE or name.endswith("-shm") or (name.endswith("-wal") and not p.stat().st_size):
+                continue
             out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out

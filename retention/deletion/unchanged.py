@@ -150,7 +150,7 @@ class PlanMemory:
             read_end = kept.appends_decide or mono - ends.get(w.name, -END_CHECK) >= END_CHECK
             if not trusted and self._stands(w, kept, in_force, disk_of, manual, at, now, read_end):
                 if read_end:
-                    self._end_read(w.name, mono)
+                    self._end_read(w.name, _on_phase(ends.get(w.name), mono))
                 carried.append(kept.result)
             else:
                 plan.append(w.name)
@@ -163,8 +163,7 @@ class PlanMemory:
             if taken is not None:
                 self._taken[w.name] = taken
         else:          # its end read too: the next read falls where it fell (the spread kept)
-            last = ends.get(w.name, mono)
-            self._end_read(w.name, last + (mono - last) // END_CHECK * END_CHECK)
+            self._end_read(w.name, _on_phase(ends.get(w.name), mono))
             carried.append(kept.result)
 
     def _due_names(self, logs: list[WatchedLog], in_force: Mapping[str, PolicyConfig], disk_of: DiskOf,
@@ -269,6 +268,16 @@ class PlanMemory:
         self._kept[name] = kept
         self._results[name] = kept.result
         self._due.kept(name, kept.deadline, kept.appends_decide)
+
+
+def _on_phase(last: float | None, mono: float) -> float:
+    """The date of an end read at monotonic `mono`: the latest moment of `last`'s END_CHECK grid
+    not after `mono` (`mono` itself with no `last`). The next read falls due within END_CHECK of
+    this one, in the log's place of the spread however late the pass came: dated `mono`, the
+    ends read by a pass after a stall would all fall due again in one pass, every END_CHECK."""
+    if last is None or last > mono or END_CHECK <= 0:
+        return mono
+    return last + (mono - last) // END_CHECK * END_CHECK
 
 
 def _claimed(w: WatchedLog) -> bool:

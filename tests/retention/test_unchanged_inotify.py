@@ -269,6 +269,18 @@ def test_a_reload_keeps_the_spread_of_the_end_checks(tmp_path, sidecar, monkeypa
     _assert_ends_spread(scheduler, cleaner, none_keyed=False)
 
 
+def test_a_pass_after_a_stall_reads_every_end_and_the_spread_stands(tmp_path, sidecar, monkeypatch):
+    """A pass that comes two END_CHECKs late (a stalled disk, a stopped process) reads every end,
+    each overdue. Each is dated in its log's place of the spread, not at that pass: no pass after
+    it reads most of the 30 ends at once (each did, every END_CHECK, when dated at the pass)."""
+    scheduler, cleaner = _spread_logs(tmp_path, sidecar, monkeypatch)
+    time.sleep(2 * unchanged.END_CHECK)
+    tails = cleaner.memory.tails
+    assert _pass(scheduler, cleaner) == (set(), 0)
+    assert cleaner.memory.tails - tails == len(SPREAD_LOGS), "every end overdue, each read"
+    _assert_ends_spread(scheduler, cleaner, none_keyed=True)
+
+
 def test_a_link_planted_at_a_clean_log_s_last_segment_fails_that_log_s_pass_only(tmp_path, sidecar, monkeypatch):
     """The end read of a log no event marked dirty (an event missed, or come after the pass read
     the marks) finds a symbolic link at its last segment: that log is planned and its pass says

@@ -1,6 +1,7 @@
 """Fixtures shared by every test package: a scratch log directory, a real small filesystem, a
 directory another user may traverse, and a real S3 API server on loopback (moto's, one per test
-module) with the credentials its clients use. Also the work units of a parallel run (`make test`,
+module) with the credentials its clients use. Also the Java flags of the run's Spark JVMs
+(jvm_helpers) and the work units of a parallel run (`make test`,
 pytest-xdist `--dist loadgroup`): see pytest_collection_modifyitems."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from archive_helpers import CREDENTIALS, S3Server
+from jvm_helpers import use_test_spark_conf
 
 
 # The xdist group of every test on the Spark cluster rig: one rig at a time on the machine (its
@@ -47,6 +49,19 @@ def pytest_collection_modifyitems(config, items):
             if group is not None:
                 item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: xdist_group_of(item) != CLUSTER_GROUP)
+
+
+def pytest_configure(config):
+    """Every Spark JVM of the run gets the test flags (jvm_helpers), from a directory of this
+    process's own, removed at the end."""
+    config._spark_conf_dir = Path(tempfile.mkdtemp(prefix="spark-conf-"))
+    use_test_spark_conf(config._spark_conf_dir)
+
+
+def pytest_unconfigure(config):
+    conf_dir = getattr(config, "_spark_conf_dir", None)
+    if conf_dir is not None:
+        shutil.rmtree(conf_dir, ignore_errors=True)
 
 
 # SIGINT is not guarded: a Spark session (a module's fixture) installs PySpark's handler for it.

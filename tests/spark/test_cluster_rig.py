@@ -9,6 +9,8 @@ import socket
 
 import pytest
 
+from jvm_helpers import TEST_JVM_OPTIONS
+
 pytestmark = pytest.mark.spark
 
 PARTITIONS = 8
@@ -29,6 +31,30 @@ def _hostname(_index: int) -> str:
 def test_tasks_run_on_both_hosts(spark_cluster):
     assert set(_run_tasks(spark_cluster, _hostname)) == {"host-a", "host-b"}
     assert socket.gethostname() not in {"host-a", "host-b"}      # the driver is on the main host
+
+
+def _executor_jvm_argv(_index: int) -> list[str]:
+    """The command line of the JVM above this task's Python worker (its executor)."""
+    pid = os.getpid()
+    while pid > 1:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().decode().split("\0")
+        if os.path.basename(argv[0]) == "java":
+            return argv
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    return []
+
+
+def test_the_driver_and_every_executor_run_with_the_test_jvm_flags(spark_cluster):
+    """jvm_helpers: Spark's default Java options from the run's SPARK_CONF_DIR, beside a
+    session's own extraJavaOptions."""
+    jvm = spark_cluster.session.sparkContext._jvm
+    driver = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    executors = _run_tasks(spark_cluster, _executor_jvm_argv)
+    for argv in (driver, *executors):
+        assert set(TEST_JVM_OPTIONS.split()) <= set(argv), argv
+    assert "-Dlog4j2.level=ERROR" in driver, "the session's own extraJavaOptions are kept"
 
 
 def test_each_host_has_its_own_local_disk_and_all_share_one_directory(spark_cluster):

@@ -29,7 +29,8 @@ from typing import NamedTuple
 
 from loguru import logger
 
-from commitlog import ArchiveError, CommitLog, CommitLogError, CorruptLogError, SegmentInfo, is_log_directory
+from commitlog import (ArchiveError, ArchiveMissingError, CommitLog, CommitLogError, CorruptLogError, SegmentInfo,
+                       is_log_directory)
 from commitlog.archive import ArchivedSegment, LogArchive, Manifest, Throttle, Tier
 from commitlog.archive.upload import ManifestWriter, due, upload_due
 from commitlog.layout import segment_name
@@ -169,7 +170,11 @@ class LogUploader:
         """Ask the tier for the objects of a bounded number of listed segments (`checked_segments`:
         the still-local ones eviction would take next, then a rotating share of the rest); the
         ones found missing or of another size are remembered (eviction passes them over, the
-        health problem archive-missing names them) and returned."""
+        health problem archive-missing names them) and returned. A tier found without any of them
+        proves itself again (`LogArchive.confirm`): the proof at the run's start holds for the
+        segments whose objects were found, not for a tier that went while it was checked (an S3
+        server restarted empty). ArchiveMissingError, remembered, when it cannot: if it cannot
+        be asked either, it is remembered as missing all the same (eviction stops)."""
         local_start = self._log.start_offset if self._log is not None else 0
         chosen = checked_segments(manifest.segments, local_start, self._cursor)
         self._cursor += CHECKED_PER_RUN
@@ -185,7 +190,20 @@ class LogUploader:
         if bad:
             logger.error("{}: the archive {} lacks objects it lists: {}", self.name, self.archive.tier.url,
                          "; ".join(p for ps in bad.values() for p in ps))
+            self._prove_again()
         return tuple(keep)
+
+    def _prove_again(self) -> None:
+        """`confirm` once more after listed objects were found missing; a tier that cannot be
+        asked now is remembered as missing (the proof at the run's start trusts it no more)."""
+        try:
+            self.archive.confirm()
+        except ArchiveMissingError:
+            raise
+        except (ArchiveError, OSError) as exc:
+            reason = exc.reason if isinstance(exc, ArchiveError) else str(exc)
+            self.archive.note(missing=f"it lacks objects it lists and could not be asked again: {reason}")
+            raise
 
     def look(self) -> None:
         """Read the manifest on the tier and measure the lag, uploading nothing (`archive status`)."""

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from retention import Cleaner
+from retention_helpers import manual_pass
 
 from symlinks_helpers import cleaner_config, expire, make_log, plant_victim, untouched
 
@@ -23,21 +23,12 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def _pass(config):
-    cleaner = Cleaner(config)
-    try:
-        cleaner.trigger_manual()
-        return cleaner.run_pass()
-    finally:
-        cleaner.close()
-
-
 def test_a_link_at_the_retention_lock_fails_the_pass_by_name(tmp_path):
     log_dir = tmp_path / "staging"
     bases = make_log(log_dir, 5)
     expire(log_dir, bases[:-1])
     victim = plant_victim(tmp_path, log_dir / ".retention.lock")
-    result = _pass(cleaner_config(tmp_path, log_dir))
+    result = manual_pass(cleaner_config(tmp_path, log_dir))
     assert result.failed and result.deleted == 0
     assert str(log_dir / ".retention.lock") in result.logs[0].error
     assert untouched(victim) and (log_dir / ".retention.lock").is_symlink()
@@ -53,7 +44,7 @@ def test_a_link_at_the_hung_registry_temporary_is_never_written_through(tmp_path
                               text=True)
     try:
         assert holder.stdout.readline().strip() == "holding"
-        result = _pass(cleaner_config(tmp_path, log_dir, ", hung: {force_after: 1h}"))
+        result = manual_pass(cleaner_config(tmp_path, log_dir, ", hung: {force_after: 1h}"))
     finally:
         holder.kill()
         holder.wait()

@@ -48,6 +48,17 @@ def wait_for(predicate, what: str = "condition", *, timeout: float = 30.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def manual_pass(config):
+    """The result of one manual pass of a new Cleaner over `config` (closed after)."""
+    from retention import Cleaner
+    cleaner = Cleaner(config)
+    try:
+        cleaner.trigger_manual()
+        return cleaner.run_pass()
+    finally:
+        cleaner.close()
+
+
 def write_config(tmp: Path, body: str, name: str = "retention.yaml"):
     path = tmp / name
     path.write_text(textwrap.dedent(body))

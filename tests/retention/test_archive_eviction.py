@@ -9,12 +9,12 @@ import time
 from dataclasses import replace
 
 from archive_helpers import BUCKET, TcpProxy
-from retention_helpers import config_text, make_log, segment_bases, set_age, wait_for, write_config
+from retention_helpers import config_text, make_log, manual_pass, segment_bases, set_age, wait_for, write_config
 
 from commitlog import CommitLog
 from commitlog.archive import LogArchive, Manifest, open_tier, upload_sealed
 from commitlog.layout import archive_manifest_path
-from retention import Cleaner, RetentionScheduler
+from retention import RetentionScheduler
 from retention.audit import read_events
 
 
@@ -29,12 +29,7 @@ def _archive(tmp_path, url: str, count: int) -> None:
 def _manual_pass(tmp_path, url: str):
     """One manual pass over log `staging` with an archive at `url`; its result."""
     _, config = write_config(tmp_path, config_text(tmp_path, policy={"archive": {"url": url}}))
-    cleaner = Cleaner(config)
-    try:
-        cleaner.trigger_manual()
-        return cleaner.run_pass()
-    finally:
-        cleaner.close()
+    return manual_pass(config)
 
 
 def test_a_pass_evicts_archived_segments_and_keeps_the_unarchived_ones(tmp_path):

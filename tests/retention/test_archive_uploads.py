@@ -7,11 +7,12 @@ real TCP proxy the tests fail, and a directory tier."""
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 
 import pytest
-from archive_helpers import BUCKET, TcpProxy
-from retention_helpers import config_text, make_log, set_age, wait_for, write_config
+from archive_helpers import BUCKET, S3Server, TcpProxy
+from retention_helpers import config_text, make_log, manual_pass, segment_bases, set_age, wait_for, write_config
 
 from commitlog.archive import LogArchive, open_tier, upload_sealed
 from commitlog.archive.identity import read_state
@@ -311,3 +312,47 @@ def test_an_object_deleted_on_the_tier_is_not_evicted_and_sent_again_while_the_d
     assert archiver.upload("staging") == 0                 # found again: nothing missing
     assert archiver.missing() == [] and read_state(str(tmp_path / "staging")).unconfirmed == ()
     archiver.close()
+
+
+@pytest.mark.parametrize("then", ["asked-again", "unreachable"])
+def test_a_server_restarted_empty_in_the_middle_of_a_runs_object_check_evicts_nothing(tmp_path, s3_credentials, then):
+    """The run proved the tier, found the objects of the oldest listed segments, then the server
+    died and came back empty (no bucket): the rest of its check found their objects missing. A
+    tier that lost what it listed evicts nothing, not only the segments its check got to: the
+    run asks it to prove itself again, and remembers it missing when it cannot (no bucket), or
+    when it cannot be asked at all (the server gone again)."""
+    server = S3Server().start()
+    server.make_bucket()
+    proxy = TcpProxy(server.port)
+    log_dir = tmp_path / "staging"
+    bases = make_log(log_dir, 6)
+    archive = {"url": f"s3://{BUCKET}/tier", "endpoint": proxy.endpoint, "region": "us-east-1"}
+    _, config = write_config(tmp_path, config_text(tmp_path, policy={"archive": archive}))
+    archiver = Archiver(ArchiveMetrics(CollectorRegistry()))
+    archiver.sync(config, AuditTrail(str(tmp_path / "audit.jsonl")))
+    try:
+        assert archiver.upload("staging") == 6
+        # The next run asks for the objects of the four oldest, then the tier hangs ...
+        proxy.hold_after(f"{bases[3]:020d}.index".encode())
+        run = threading.Thread(target=archiver.upload, args=("staging",))
+        run.start()
+        assert proxy.held.wait(60)
+        server.kill()
+        server.start()                         # ... and comes back empty: no bucket, no object
+        proxy.up()
+        if then == "unreachable":              # gone again once the check asked for the last one
+            proxy.hold_after(f"{bases[5]:020d}.index".encode())
+            assert proxy.held.wait(60)
+            proxy.down()
+        run.join(120)
+        assert not run.is_alive()
+        assert [log for log, _ in archiver.missing()] == ["staging"]    # /healthz: archive-missing
+        set_age(log_dir, bases[:6], 2 * 3600)
+        result = manual_pass(config)
+        assert result.deleted == 0 and segment_bases(log_dir) == bases
+        missing = read_state(str(log_dir)).missing
+        assert missing is not None and (("could not be asked again" in missing) == (then == "unreachable")), missing
+    finally:
+        archiver.close()
+        proxy.close()
+        server.kill()

@@ -1,8 +1,9 @@
 """Jobs: the scheduler's APScheduler wiring (3.x `BackgroundScheduler`, UTC inside).
 
-Every job is `max_instances=1`, `coalesce=True`, with a `misfire_grace_time` of at least its own
-interval. `sync_jobs` makes the running scheduler hold exactly the desired jobs: on a reload, jobs
-are rescheduled (new intervals), added or removed (policies); one-off pressure jobs are left alone.
+Every interval job is `max_instances=1`, `coalesce=True`, with a `misfire_grace_time` of at least its
+own interval (a one-off job, `add_once`, has no instance cap). `sync_jobs` makes the running
+scheduler hold exactly the desired jobs: on a reload, jobs are rescheduled (new intervals), added
+or removed (policies); one-off pressure jobs are left alone.
 Wall clock steps: `StepSafeInterval` skips a forward step's missed runs at once, and
 `StepSafeScheduler` wakes at least every second and brings back to now an interval job a clock set
 back left scheduled far ahead.
@@ -187,10 +188,18 @@ def run_now(scheduler: BackgroundScheduler, job_id: str) -> None:
         pass
 
 
+ONCE_INSTANCES = 1 << 20   # no cap on a one-off job's instances (see `add_once`)
+
+
 def add_once(scheduler: BackgroundScheduler, func: Callable, args: tuple, job_id: str) -> None:
-    """Run `func(*args)` once, now, on the pass pool (replacing a finished job of the same id)."""
-    scheduler.add_job(func, args=args, id=job_id, name=job_id, replace_existing=True, max_instances=1,
-                      misfire_grace_time=None)
+    """Run `func(*args)` once, now, on the pass pool (replacing a finished job of the same id).
+
+    Its caller keeps it one at a time (the pressure watch's `running`; passes serialise on their
+    filesystem's lock), not APScheduler: an instance counts as ended only once its thread is back
+    from the function, so with `max_instances=1` a job added again in that gap (a disk check's
+    request just after a pressure job let go of `running`) was skipped and dropped for good."""
+    scheduler.add_job(func, args=args, id=job_id, name=job_id, replace_existing=True,
+                      max_instances=ONCE_INSTANCES, misfire_grace_time=None)
 
 
 def list_jobs(scheduler: BackgroundScheduler) -> list[dict]:

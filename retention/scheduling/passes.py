@@ -14,6 +14,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from loguru import logger
 
 from commitlog.layout import HUNG_FILE
+from policies import DISK_FORCE
 
 from ..deletion.results import PassResult
 from .health import PassLedger
@@ -27,12 +28,15 @@ __all__ = ["DeletionPasses"]
 class DeletionPasses:
     """Runs deletion passes for the scheduler. `on_pass(kind, result)` is called after each one,
     from the thread that ran it; `jobs` is the APScheduler a resumed pass is queued on;
-    `rediscover()` is called before each interval pass."""
+    `rediscover()` is called before each interval pass; `forced(dev)` after a pass not started
+    forcing that found its filesystem above force_ratio at its own reading."""
 
     def __init__(self, state: SchedulerState, ledger: PassLedger, jobs: BackgroundScheduler, *,
                  on_pass: Callable[[str, PassResult], object] | None = None,
-                 rediscover: Callable[[], object] = lambda: None) -> None:
+                 rediscover: Callable[[], object] = lambda: None,
+                 forced: Callable[[int], object] = lambda dev: None) -> None:
         self._state = state
+        self._forced = forced
         self._rediscover = rediscover
         self._ledger = ledger
         self._jobs = jobs
@@ -82,8 +86,9 @@ class DeletionPasses:
             if not names:
                 return None
             started = time.monotonic()
+            forcing = fs.forcing
             try:
-                result = fs.cleaner.run_pass(names=names, forcing=fs.forcing, dev=dev)
+                result = fs.cleaner.run_pass(names=names, forcing=forcing, dev=dev)
             except Exception as exc:  # noqa: BLE001 (a pass that raises never stops the service)
                 logger.opt(exception=exc).error("{} pass over {} raised: {}", kind, ", ".join(names), exc)
                 self._ledger.error(names, kind, exc, time.monotonic() - started, state.clock())
@@ -97,6 +102,11 @@ class DeletionPasses:
                 logger.opt(exception=exc).error("recording the {} pass failed: {}", kind, exc)
         if result.interrupted and not state.stopping.is_set():
             self._resume(names, kind)
+        if not forcing and _forced(result, names) and not state.stopping.is_set():
+            # Not started forcing, yet it forced: its own reading was above force_ratio before any
+            # disk check saw it (the start-up pass, a crossing just before a pass). Left below
+            # force_ratio by files_per_pass, the disk would stay above force_target for good.
+            self._forced(dev)
         if self._on_pass is not None:
             try:
                 self._on_pass(kind, result)
@@ -133,3 +143,10 @@ class DeletionPasses:
 
     def _resumed(self, dev: int, only: frozenset[str]) -> None:
         self.run(dev, kind=PassKind.RESUMED, only=set(only))
+
+
+def _forced(result: PassResult, names: list[str]) -> bool:
+    """Whether the pass planned one of `names` (its filesystem's logs, not a budget partner
+    elsewhere) under `disk-force`: for a pass not started forcing, a reading above force_ratio."""
+    wanted = set(names)
+    return any(r.plan is not None and DISK_FORCE in r.plan.triggers for r in result.logs if r.name in wanted)

@@ -8,7 +8,8 @@ below `force_target`; for a second after that the filesystem is checked every 50
 resumes and pushes it straight back above gets the next pass at once.
 
 Readings come from the periodic disk check and from the roll watch (`retention.scheduling.rollwatch`), which
-checks a filesystem the moment a writer prepares or rolls a segment there.
+checks a filesystem the moment a writer prepares or rolls a segment there. A pass that forced at its
+own reading, above force_ratio before any of them saw it, starts the force too (`check(forced=True)`).
 
 Thread-safe: `check()` may be called from any thread; a reading is taken under one lock and at most
 one pressure job runs per filesystem.
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from loguru import logger
 
 from commitlog import disk_usage
-from policies import LEVEL_CLEAN, Pressure, pressure
+from policies import LEVEL_CLEAN, LEVEL_FORCE, Pressure, pressure
 
 from .filesystems import Filesystem
 from .history import StatusHistory
@@ -64,14 +65,17 @@ class PressureWatch:
         self._lock = threading.Lock()
         self.running: set[int] = set()   # filesystems with a pressure job scheduled or running
 
-    def check(self, dev: int) -> None:
-        """Read filesystem `dev` now; start a pressure pass when it forces or crossed upwards."""
+    def check(self, dev: int, *, forced: bool = False) -> None:
+        """Read filesystem `dev` now; start a pressure pass when it forces or crossed upwards.
+        `forced`: a pass found it above force_ratio at its own reading (and may have left it below,
+        limited by files_per_pass): it forces from there down to force_target, as after a reading
+        here above force_ratio."""
         fs = self._state.filesystems.get(dev)
         if fs is None:
             return
         before, was_forcing = fs.level, fs.forcing
         try:
-            now = self.measure(fs)
+            now = self.measure(fs, forced=forced)
         except OSError as exc:
             logger.warning("disk check of {}: {}", fs.mountpoint, exc)
             return
@@ -80,21 +84,24 @@ class PressureWatch:
         if now.forcing or (now.level > before and now.level >= LEVEL_CLEAN):
             self.request(dev)
 
-    def measure(self, fs: Filesystem) -> Pressure:
-        """One statvfs of `fs`: update its reading, the metrics and the pressure level."""
+    def measure(self, fs: Filesystem, *, forced: bool = False) -> Pressure:
+        """One statvfs of `fs`: update its reading, the metrics and the pressure level (`forced`:
+        a pass's reading was above force_ratio, see `check`)."""
         usage = disk_usage(fs.probe())
         ratio = usage.used_ratio
         disks = fs.disks()
         mono = time.monotonic()
         with self._lock:
             previous = fs.level
-            level = pressure(ratio, disks, forcing_before=fs.forcing)
+            level = pressure(ratio, disks, forcing_before=fs.forcing or forced)
             fs.used_ratio, fs.total_bytes, fs.free_bytes = ratio, usage.total_bytes, usage.free_bytes
             fs.level, fs.checked_at = level.level, time.time()
             if level.forcing and fs.force_since is None:
                 fs.force_since = mono
-                logger.warning("disk {} is {:.1%} used, above force_ratio: passes run back to back "
-                               "until it is at or below force_target", fs.mountpoint, ratio)
+                logger.warning("disk {} is {:.1%} used, {}: passes run back to back until it is at or "
+                               "below force_target", fs.mountpoint, ratio,
+                               "above force_ratio at a pass's reading" if forced and level.level < LEVEL_FORCE
+                               else "above force_ratio")
             elif not level.forcing and fs.force_since is not None:
                 logger.info("disk {} is back at or below force_target ({:.1%} used) after {:.2f}s",
                             fs.mountpoint, ratio, mono - fs.force_since)

@@ -99,7 +99,8 @@ class RetentionScheduler:
         self.checkup = HealthCheck(state, self._scheduler, self.ledger, self.metrics, self.archiver, self.cluster)
         self.problems = self.checkup.problems
         self.passes = DeletionPasses(state, self.ledger, self._scheduler, on_pass=on_pass,
-                                     rediscover=self._rediscover)
+                                     rediscover=self._rediscover,
+                                     forced=lambda dev: self.pressure.check(dev, forced=True))
         self.compactions = CompactionPasses(state, metrics=self.metrics, pending=pending,
                                             marks=lambda: self.disk_check.marks)
         self.pressure = PressureWatch(state, metrics=self.metrics, history=self.history,

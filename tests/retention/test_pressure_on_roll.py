@@ -122,6 +122,43 @@ def test_back_to_back_pressure_passes_go_on_down_to_force_target(small_fs, tmp_p
     assert len([d for d in deleted_per_pass if d]) >= 6  # many passes, back to back
 
 
+@pytest.mark.parametrize("small_fs", [("tmpfs", 32 << 20)], indirect=True)
+def test_a_start_up_pass_that_forces_before_the_first_disk_check_starts_the_force(small_fs, tmp_path, monkeypatch):
+    """Under load the start-up interval pass can read the disk (0.88, over force_ratio), force its
+    files_per_pass and leave it below force_ratio before the first disk check reads it: the force
+    still goes on down to force_target (once seen in CI: stuck at 0.818 for good). The first disk
+    check is held here until that pass has ended."""
+    from retention.scheduling.disk_check import DiskCheck
+
+    log_dir = f"{small_fs}/staging"
+    target = 0.40
+    _, config = write_config(tmp_path, _config(tmp_path, log_dir, files=2, check="200ms", target=target))
+    first_pass = threading.Event()
+    check = DiskCheck.run
+
+    def held_check(self):
+        first_pass.wait(10)
+        check(self)
+
+    monkeypatch.setattr(DiskCheck, "run", held_check)
+    with CommitLog.open(log_dir, segment_size=1 << 20, flush="none") as log:
+        _fill_until_above(log, small_fs, 0.88)
+        passes = []
+        done = threading.Event()
+
+        def on_pass(kind, result):
+            passes.append((kind, result.deleted))
+            first_pass.set()
+            if kind == "pressure" and disk_usage(small_fs).used_ratio <= target:
+                done.set()
+
+        with RetentionScheduler(config, on_pass=on_pass, watch_rolls=False):
+            assert done.wait(30), (f"the disk stayed at {disk_usage(small_fs).used_ratio:.3f}, above "
+                                   f"force_target {target}, after passes {passes}")
+    assert passes[0] == ("interval", 2)      # the start-up pass forced first
+    assert max(d for _, d in passes) <= 2
+
+
 def test_the_roll_watch_says_when_a_directory_cannot_be_watched_and_retries_it(tmp_path):
     seen = []
     watch = RollWatch(seen.append)

@@ -368,3 +368,33 @@ def test_embedding_as_a_context_manager_needs_no_http_or_signals(tmp_path):
     assert not s.running
     with pytest.raises(RuntimeError):
         s.start()
+
+
+def test_a_one_off_job_added_again_as_the_last_one_returns_still_runs():
+    """A pressure job discards its filesystem from `running` in its last lines; APScheduler counts
+    the instance ended only after that, when the thread has returned. A request in between (a disk
+    check) added the job again and, with max_instances 1, it was skipped and dropped: the
+    filesystem stayed in `running` and got no pressure pass again."""
+    from retention.scheduling.jobs import add_once, new_scheduler
+    from retention.scheduling.metrics import RetentionMetrics
+
+    scheduler = new_scheduler(4, RetentionMetrics())
+    scheduler.start()
+    ran = []
+    second = threading.Event()
+
+    def job(n):
+        ran.append(n)
+        if n == 1:
+            add_once(scheduler, job, (2,), "pressure:/x")   # the request, before this one has ended
+            time.sleep(0.3)
+        else:
+            second.set()
+    try:
+        add_once(scheduler, job, (1,), "pressure:/x")
+        assert second.wait(5), f"the job added again never ran: {ran}"
+        deadline = time.monotonic() + 5
+        while scheduler.get_jobs() and time.monotonic() < deadline:   # removed once run: then shut down
+            time.sleep(0.01)
+    finally:
+        scheduler.shutdown(wait=True)

@@ -35,15 +35,8 @@ def test_tasks_run_on_both_hosts(spark_cluster):
 
 def _executor_jvm_argv(_index: int) -> list[str]:
     """The command line of the JVM above this task's Python worker (its executor)."""
-    pid = os.getpid()
-    while pid > 1:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().decode().split("\0")
-        if os.path.basename(argv[0]) == "java":
-            return argv
-        with open(f"/proc/{pid}/stat") as f:
-            pid = int(f.read().rsplit(")", 1)[1].split()[1])
-    return []
+    import psutil
+    return next((p.cmdline() for p in psutil.Process().parents() if p.name() == "java"), [])
 
 
 def test_the_driver_and_every_executor_run_with_the_test_jvm_flags(spark_cluster):

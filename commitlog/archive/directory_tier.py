@@ -13,7 +13,9 @@ import hashlib
 import io
 import os
 import queue
+import threading
 import uuid
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
@@ -24,10 +26,10 @@ from .tiers import CHUNK, HASHING, ObjectInfo, copy_hashing
 
 __all__ = ["DirectoryTier"]
 
-_BACK = 4 << 20                      # bytes read back (and of the source) at a time
-_SPARE: queue.SimpleQueue = queue.SimpleQueue()   # buffers of read-backs done (16 MiB a set) ...
+_BACK = 1 << 20                      # bytes copied, read back and hashed at a time (cache-sized)
+_SPARE: queue.SimpleQueue = queue.SimpleQueue()   # buffers of read-backs done (4 MiB a set) ...
 _SPARES_KEPT = 4                                   # ... as many sets kept at most
-_SYNCING = ThreadPoolExecutor(2, thread_name_prefix="archive-fsync")   # the fsync beside the read-back
+_SYNCING = ThreadPoolExecutor(2, thread_name_prefix="archive-copy")    # the copy and fsync beside the read-back
 
 
 class DirectoryTier:
@@ -86,13 +88,7 @@ class DirectoryTier:
                 out.flush()
                 os.fsync(out.fileno())
             else:
-                start = source.tell()
-                _kernel_copy(source_fd, start, out.fileno(), size)
-                syncing = _SYNCING.submit(os.fsync, out.fileno())
-                try:
-                    return self._compared(key, out.fileno(), source_fd, start, size)
-                finally:
-                    syncing.result()
+                return self._copied(key, source_fd, source.tell(), out.fileno(), size)
         back = hashlib.sha256()
         with open(tmp, "rb") as written:
             copy_hashing(written, size, lambda _: None, back)
@@ -101,30 +97,63 @@ class DirectoryTier:
                                       f"{back.hexdigest()}, written {sent.hexdigest()}")
         return sent.hexdigest()
 
-    def _compared(self, key: str, stored_fd: int, source_fd: int, start: int, size: int) -> str:
-        """The SHA-256 of the `size` bytes of `stored_fd`, read back and compared with the source's
-        from byte `start` of `source_fd` (ArchiveCorruptError at the first that differs). Hashed in
-        another thread while the next part is read (two pairs of buffers, taken in turn)."""
+    def _copied(self, key: str, source_fd: int, start: int, out_fd: int, size: int) -> str:
+        """Copy `size` bytes of `source_fd` from byte `start` to `out_fd`, synced; the SHA-256 of
+        what was stored. Three things run at once: the kernel's copy, part by part, then the fsync
+        (one thread); the hash of each part of the source as read (another); and here, the
+        read-back of each part once copied, compared byte for byte with the very bytes hashed
+        (ArchiveCorruptError at the first that differs), so the digest is of bytes proven stored."""
+        parts = [(at, min(_BACK, size - at)) for at in range(0, size, _BACK)]
+        copied = [threading.Event() for _ in parts]
+
+        def copy_then_sync() -> None:
+            try:
+                for (at, n), done in zip(parts, copied):
+                    if (got := _kernel_copy(source_fd, start + at, out_fd, n)) < n:
+                        raise EOFError(f"the source ended {size - at - got} bytes early")
+                    done.set()
+            finally:
+                for done in copied:    # a failed copy wakes the read-back, which then meets its error
+                    done.set()
+            os.fsync(out_fd)
+
+        job = _SYNCING.submit(copy_then_sync)
+        try:
+            digest = self._compared(key, out_fd, source_fd, start, parts, copied)
+        except ArchiveCorruptError as mismatch:
+            if (failure := job.exception()) is not None:    # a read-back cut short by a failed copy
+                raise failure from mismatch
+            raise
+        finally:
+            futures.wait([job])            # never leave the copy at work on a descriptor to be closed
+        job.result()
+        return digest
+
+    def _compared(self, key: str, stored_fd: int, source_fd: int, start: int,
+                  parts: list[tuple[int, int]], copied: list[threading.Event]) -> str:
+        """The SHA-256 of the source's `parts` (from byte `start` of `source_fd`), each hashed in
+        another thread as soon as read and compared with the stored copy's once `copied` says it
+        is there (two pairs of buffers, taken in turn)."""
         digest = hashlib.sha256()
         try:
             pairs = _SPARE.get_nowait()        # buffers used before: fresh memory is slow to touch
         except queue.Empty:
             pairs = [(bytearray(_BACK), bytearray(_BACK)) for _ in range(2)]
-        pending, done, turn = None, 0, 0
+        pending = None
         try:
-            while done < size:
-                n = min(_BACK, size - done)
-                stored, sent = pairs[turn]
-                if os.preadv(stored_fd, [memoryview(stored)[:n]], done) != n \
-                        or os.preadv(source_fd, [memoryview(sent)[:n]], start + done) != n:
-                    raise ArchiveCorruptError(self.url, key, f"read back short at byte {done} of {size}")
-                if (stored != sent) if n == _BACK else (stored[:n] != sent[:n]):
-                    raise ArchiveCorruptError(self.url, key, f"read back other bytes than the source's "
-                                              f"in [{done}, {done + n})")
+            for k, (at, n) in enumerate(parts):
+                stored, sent = pairs[k % 2]    # `sent` was last hashed two parts ago: waited for
+                if os.preadv(source_fd, [memoryview(sent)[:n]], start + at) != n:
+                    raise ArchiveCorruptError(self.url, key, f"the source ended before byte {at + n}")
                 if pending is not None:
                     pending.result()
-                pending = HASHING.submit(digest.update, memoryview(stored)[:n])
-                done, turn = done + n, 1 - turn
+                pending = HASHING.submit(digest.update, memoryview(sent)[:n])
+                copied[k].wait()
+                if os.preadv(stored_fd, [memoryview(stored)[:n]], at) != n:
+                    raise ArchiveCorruptError(self.url, key, f"read back short at byte {at} of {at + n}")
+                if (stored != sent) if n == _BACK else (stored[:n] != sent[:n]):
+                    raise ArchiveCorruptError(self.url, key, f"read back other bytes than the source's "
+                                              f"in [{at}, {at + n})")
         finally:
             if pending is not None:
                 pending.result()
@@ -187,9 +216,9 @@ class DirectoryTier:
                     yield name if rel == "." else f"{rel.replace(os.sep, '/')}/{name}"
 
 
-def _kernel_copy(source_fd: int, start: int, out_fd: int, size: int) -> None:
-    """`size` bytes of `source_fd` from byte `start` to `out_fd` by the kernel (copy_file_range,
-    else sendfile); EOFError when the source ends first."""
+def _kernel_copy(source_fd: int, start: int, out_fd: int, size: int) -> int:
+    """Copy `size` bytes of `source_fd` from byte `start` to `out_fd` by the kernel
+    (copy_file_range, else sendfile); the bytes copied, fewer when the source ends first."""
     done = 0
     while done < size:
         try:
@@ -199,8 +228,9 @@ def _kernel_copy(source_fd: int, start: int, out_fd: int, size: int) -> None:
                 raise
             n = os.sendfile(out_fd, source_fd, start + done, size - done)
         if n == 0:
-            raise EOFError(f"the source ended {size - done} bytes early")
+            break
         done += n
+    return done
 
 
 def _replace(tmp: str, path: str) -> bool:

@@ -139,7 +139,7 @@ def test_a_file_source_is_stored_from_where_it_stands_and_one_shorter_than_said_
     # A directory tier copies a file by the kernel and compares the copy with it: the bytes from
     # the file's position on are stored, never the bytes before it, and an end before `size` fails.
     source = tmp_path / "segment"
-    data = os.urandom(9 << 20)                       # more than one part of the read-back
+    data = os.urandom((9 << 20) + 5)                 # many parts of the read-back, the last short
     source.write_bytes(b"before" + data)
     with open(source, "rb") as f:
         f.seek(6)
@@ -149,3 +149,17 @@ def test_a_file_source_is_stored_from_where_it_stands_and_one_shorter_than_said_
         f.seek(16)
         tier.put("log/short.log", f, len(data))
     assert tier.head("log/short.log") is None and sorted(tier.keys("log/")) == ["log/file.log"]
+
+
+def test_a_directory_tier_that_fills_up_mid_copy_fails_naming_the_key_and_leaves_nothing(small_fs, tmp_path):
+    # The copy runs in a thread beside the read-back: its ENOSPC must reach the caller, not a hang
+    # nor a read-back error, and neither the object nor its temporary name may be left.
+    tier = open_tier(f"file://{small_fs}/archive")
+    source = tmp_path / "segment"
+    source.write_bytes(os.urandom(12 << 20))        # more than the 8 MiB filesystem
+    with open(source, "rb") as f, pytest.raises(ArchiveError, match=r"object log/big.log: No space left"):
+        tier.put("log/big.log", f, 12 << 20)
+    assert list(tier.keys("log/")) == [] and os.listdir(f"{small_fs}/archive/log") == []
+    with open(source, "rb") as f:                   # the tier is whole: a smaller object goes in
+        info = tier.put("log/small.log", f, 1 << 20)
+    assert info.sha256 == hashlib.sha256(source.read_bytes()[:1 << 20]).hexdigest()

@@ -174,17 +174,28 @@ class LogUploader:
         proves itself again (`LogArchive.confirm`): the proof at the run's start holds for the
         segments whose objects were found, not for a tier that went while it was checked (an S3
         server restarted empty). ArchiveMissingError, remembered, when it cannot: if it cannot
-        be asked either, it is remembered as missing all the same (eviction stops)."""
+        be asked either, it is remembered as missing all the same (eviction stops). A check cut
+        short by the tier's failure remembers what it found before failing."""
         local_start = self._log.start_offset if self._log is not None else 0
         chosen = checked_segments(manifest.segments, local_start, self._cursor)
         self._cursor += CHECKED_PER_RUN
         bad: dict[int, list[str]] = {}
-        for segment in chosen:
-            problems = self.archive.absent(segment)
-            if problems:
-                bad[segment.base_offset] = problems
+        checked: set[int] = set()
+        try:
+            for segment in chosen:
+                if problems := self.archive.absent(segment):
+                    bad[segment.base_offset] = problems
+                checked.add(segment.base_offset)
+        except (ArchiveError, OSError):
+            if bad:         # found missing before the tier failed: remembered all the same
+                self._found_missing(manifest, checked, bad)
+            raise
+        return self._found_missing(manifest, checked, bad)
+
+    def _found_missing(self, manifest: Manifest, checked: set[int], bad: dict[int, list[str]]) -> tuple[int, ...]:
+        """Remember the segments of `bad` (objects missing) and forget those `checked` and found
+        whole; when any is missing, the tier proves itself again (`_prove_again`)."""
         known = self.archive.state().unconfirmed
-        checked = {s.base_offset for s in chosen}
         keep = sorted({b for b in known if b not in checked and manifest.find(b) is not None} | set(bad))
         self.archive.note(unconfirmed=tuple(keep))
         if bad:

@@ -314,7 +314,7 @@ def test_an_object_deleted_on_the_tier_is_not_evicted_and_sent_again_while_the_d
     archiver.close()
 
 
-@pytest.mark.parametrize("then", ["asked-again", "unreachable"])
+@pytest.mark.parametrize("then", ["asked-again", "unreachable", "gone-mid-check"])
 def test_a_server_restarted_empty_in_the_middle_of_a_runs_object_check_evicts_nothing(tmp_path, s3_credentials, then):
     """The run proved the tier, found the objects of the oldest listed segments, then the server
     died and came back empty (no bucket): the rest of its check found their objects missing. A
@@ -344,6 +344,10 @@ def test_a_server_restarted_empty_in_the_middle_of_a_runs_object_check_evicts_no
             proxy.hold_after(f"{bases[5]:020d}.index".encode())
             assert proxy.held.wait(60)
             proxy.down()
+        if then == "gone-mid-check":           # gone again before the check asked for the last one
+            proxy.hold_after(f"{bases[4]:020d}.index".encode())
+            assert proxy.held.wait(60)
+            proxy.down()
         run.join(120)
         assert not run.is_alive()
         assert [log for log, _ in archiver.missing()] == ["staging"]    # /healthz: archive-missing
@@ -351,8 +355,34 @@ def test_a_server_restarted_empty_in_the_middle_of_a_runs_object_check_evicts_no
         result = manual_pass(config)
         assert result.deleted == 0 and segment_bases(log_dir) == bases
         missing = read_state(str(log_dir)).missing
-        assert missing is not None and (("could not be asked again" in missing) == (then == "unreachable")), missing
+        assert missing is not None and (("could not be asked again" in missing) == (then != "asked-again")), missing
     finally:
         archiver.close()
         proxy.close()
         server.kill()
+
+
+def test_a_check_that_fails_after_finding_listed_objects_missing_still_keeps_them_from_eviction(tmp_path):
+    """A run's object check found the objects of the oldest listed segment gone from the tier,
+    then the tier failed on the next one (here a real ELOOP from the directory tier; an S3
+    server that restarted empty and then refused a connection alike). What the check found
+    must not be forgotten with the run: the segment whose objects are gone is never evicted."""
+    log_dir = tmp_path / "staging"
+    bases = make_log(log_dir, 6)
+    url = f"file://{tmp_path}/archive"
+    archiver = _archiver(tmp_path, time.time, {"url": url})
+    try:
+        assert archiver.upload("staging") == 6
+        tier_dir = tmp_path / "archive" / "staging"
+        for suffix in (".log", ".index"):
+            (tier_dir / f"{bases[0]:020d}{suffix}").unlink()          # gone from the tier
+        broken = tier_dir / f"{bases[1]:020d}.log"
+        broken.unlink()
+        broken.symlink_to(broken.name)                                  # asking for it fails: ELOOP
+        archiver.upload("staging")                                     # fails at bases[1]
+    finally:
+        archiver.close()
+    _, config = write_config(tmp_path, config_text(tmp_path, policy={"archive": {"url": url}}))
+    set_age(log_dir, bases[:6], 2 * 3600)
+    manual_pass(config)
+    assert bases[0] in segment_bases(log_dir), read_state(str(log_dir))

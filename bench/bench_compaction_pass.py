@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from bench_retention_pass import build_log, idle_config
+from commitlog import CommitLog
 from loguru import logger
 from policies import load_config
 from retention import Cleaner, Compactor
@@ -39,16 +40,19 @@ def main(rounds: int = 7) -> int:
         cleaner.run_pass()                                 # warm: both open the log once
         compactor.run()
         ratios = [report("nothing marked", *interleaved(cleaner, compactor, rounds))]
-        log = compactor.logs["big"].log
-        sealed = log.segments()[:-1]
-        log.mark_dead([s.base_offset for s in sealed[::10]])   # 1 record of 33: above max_live_ratio
+        # The bench's own handle: the compactor closes the logs it carries between its passes.
+        with CommitLog.open(log_dir, flush="none") as log:
+            sealed = log.segments()[:-1]
+            log.mark_dead([s.base_offset for s in sealed[::10]])   # 1 record of 33: above max_live_ratio
         ratios.append(report("a little dead", *interleaved(cleaner, compactor, rounds)))
-        log.mark_dead([o for s in sealed[::10] for o in range(s.base_offset + 1, s.end_offset - 3)])
+        with CommitLog.open(log_dir, flush="none") as log:
+            log.mark_dead([o for s in sealed[::10] for o in range(s.base_offset + 1, s.end_offset - 3)])
         logger.disable("retention")                        # an INFO line per output
         while compactor.run().outputs:                     # compacts them (at most 60 s a pass)
             pass
         logger.enable("retention")
-        assert all(s.live_bytes == s.used_bytes for s in log.segments())
+        with CommitLog.open(log_dir, readonly=True) as log:
+            assert all(s.live_bytes == s.used_bytes for s in log.segments())
         ratios.append(report("marks all applied", *interleaved(cleaner, compactor, rounds)))
         cleaner.close()
         compactor.close()

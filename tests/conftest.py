@@ -19,6 +19,19 @@ import pytest
 
 from archive_helpers import CREDENTIALS, S3Server
 from jvm_helpers import use_test_spark_conf
+from racy_window import PRODUCT_RACY_NS, TEST_RACY_NS
+
+
+@pytest.fixture(autouse=True)
+def _test_racy_window(monkeypatch):
+    """Every in-process test trusts an mtime after TEST_RACY_NS, not 2 s (tests/racy_window.py)."""
+    monkeypatch.setattr("retention.deletion.log_keys.RACY_NS", TEST_RACY_NS)
+
+
+@pytest.fixture
+def product_racy_window(monkeypatch):
+    """The product's own racy window (2 s), for a test whose changes must stay within it."""
+    monkeypatch.setattr("retention.deletion.log_keys.RACY_NS", PRODUCT_RACY_NS)
 
 
 # The xdist group of every test on the Spark cluster rig: one rig at a time on the machine (its

@@ -17,12 +17,11 @@ from commitlog import CommitLog
 from commitlog.layout import marks_path, state_path
 from policies import parse_config
 from retention.deletion.cleaner import Cleaner
-from retention.deletion.unchanged import RACY_NS
 
 from retention_helpers import make_log, segment_bases, set_age
 from test_unchanged_keys import _carried, _checkpoint
+from racy_window import RACY
 
-RACY = RACY_NS / 1e9 + 0.2
 EXT4 = pytest.mark.parametrize("small_fs", [("ext4", 16 << 20)], indirect=True)
 
 

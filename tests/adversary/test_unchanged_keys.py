@@ -12,11 +12,9 @@ from commitlog import CommitLog
 from commitlog.layout import marks_path, state_path
 from policies import parse_config
 from retention.deletion.cleaner import Cleaner
-from retention.deletion.unchanged import RACY_NS
 
 from retention_helpers import make_log, segment_bases, set_age
-
-RACY = RACY_NS / 1e9 + 0.2
+from racy_window import RACY
 
 
 def _cleaner(tmp, name: str) -> Cleaner:

@@ -12,12 +12,12 @@ import time
 import pytest
 
 from retention import RetentionScheduler
-from retention.deletion.unchanged import RACY_NS
 from retention.scheduling import disk_check
 from retention.scheduling.disk_check import MOUNT_DIRTY_GAP, MOUNT_GAP, REGROUP_EVERY
 from retention.scheduling.filesystems import MountTable, dev_of
 
 from retention_helpers import config_text, make_log, write_config
+from racy_window import RACY
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs root")
 
@@ -146,7 +146,7 @@ def test_a_look_a_mount_made_has_the_next_pass_key_every_watched_log_again(tmp_p
         deadline = time.monotonic() + 20
         while keyed_by_a_pass() != 0:              # watched, then clean: a pass keys neither
             assert time.monotonic() < deadline, "the logs are keyed at every pass"
-            time.sleep(RACY_NS / 1e9)
+            time.sleep(RACY)
         # Another process's mount (a parallel test's) in the last MOUNT_DIRTY_GAP makes this one's
         # dirtying owed until the gap has passed: awaited, then the next pass keys both.
         dirtied = scheduler.disk_check._mount_dirtied

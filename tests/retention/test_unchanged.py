@@ -17,11 +17,9 @@ from commitlog import CommitLog
 from policies import parse_config
 from retention import RetentionScheduler
 from retention.deletion.cleaner import Cleaner
-from retention.deletion.unchanged import RACY_NS
 
 from retention_helpers import make_log
-
-RACY = RACY_NS / 1e9 + 0.2
+from racy_window import RACY
 
 
 def _config(tmp: Path, names, **policy):
@@ -115,7 +113,7 @@ def test_a_delete_hour_opening_and_a_manual_trigger_plan_a_log_again(tmp_path):
         cleaner.close()
 
 
-def test_a_file_written_in_place_within_the_racy_window_is_not_trusted(tmp_path):
+def test_a_file_written_in_place_within_the_racy_window_is_not_trusted(tmp_path, product_racy_window):
     make_log(tmp_path / "a", 2)
     with CommitLog.open(tmp_path / "a", flush="none") as writer:
         writer.commit("etl", 1)

@@ -15,13 +15,11 @@ from policies import parse_config
 from retention import RetentionScheduler
 from retention.compaction.compactor import Compactor
 from retention.compaction.look_memory import CompactionMemory
-from retention.deletion.unchanged import RACY_NS
 from retention.deletion.watched import WatchedLog
 
 from compaction_helpers import dead_log
 from retention_helpers import make_log
-
-RACY = RACY_NS / 1e9 + 0.2
+from racy_window import RACY
 
 
 def _config(tmp: Path, names, **compaction):

@@ -106,18 +106,31 @@ class DirectoryTier:
         parts = [(at, min(_BACK, size - at)) for at in range(0, size, _BACK)]
         copied = [threading.Event() for _ in parts]
 
+        # The job's own descriptors: whatever the caller closes (a second Ctrl-C in its wait),
+        # the job never reads or writes another file that took a closed descriptor's number.
+        job_source, job_out = os.dup(source_fd), os.dup(out_fd)
+
         def copy_then_sync() -> None:
             try:
-                for (at, n), done in zip(parts, copied):
-                    if (got := _kernel_copy(source_fd, start + at, out_fd, n)) < n:
-                        raise EOFError(f"the source ended {size - at - got} bytes early")
-                    done.set()
+                try:
+                    for (at, n), done in zip(parts, copied):
+                        if (got := _kernel_copy(job_source, start + at, job_out, n)) < n:
+                            raise EOFError(f"the source ended {size - at - got} bytes early")
+                        done.set()
+                finally:
+                    for done in copied:    # a failed copy wakes the read-back, which meets its error
+                        done.set()
+                os.fsync(job_out)
             finally:
-                for done in copied:    # a failed copy wakes the read-back, which then meets its error
-                    done.set()
-            os.fsync(out_fd)
+                os.close(job_source)
+                os.close(job_out)
 
-        job = _SYNCING.submit(copy_then_sync)
+        try:
+            job = _SYNCING.submit(copy_then_sync)
+        except BaseException:
+            os.close(job_source)
+            os.close(job_out)
+            raise
         try:
             digest = self._compared(key, out_fd, source_fd, start, parts, copied)
         except ArchiveCorruptError as mismatch:
@@ -125,7 +138,7 @@ class DirectoryTier:
                 raise failure from mismatch
             raise
         finally:
-            futures.wait([job])            # never leave the copy at work on a descriptor to be closed
+            futures.wait([job])            # the temporary file is not removed under the copy
         job.result()
         return digest
 

@@ -34,7 +34,7 @@ ENTRY = struct.Struct("<QQII")
 ENTRY_SIZE = ENTRY.size
 MARKS_STEP = 64 * 1024                # bytes reserved at a time (2,730 entries)
 _READ = 64 * ENTRY_SIZE * 16
-_ZERO = bytes(ENTRY_SIZE)
+_ZERO_ENTRY = (0, 0, 0, 0)             # a slot not written yet, unpacked
 # Entries that are not ranges (start all ones, end below it): a rewritten file's first entry
 # (end: the sequence number it starts at), and the last entry of a file a rewrite replaced.
 _SPECIAL = (1 << 64) - 1
@@ -93,15 +93,15 @@ class MarkSet:
     def _refresh_locked(self) -> None:
         if self._fd < 0 and not self._open(create=False):
             return
+        crc32 = zlib.crc32
         while True:
+            entries = self._entries             # anew after a move: _follow_move resets the cache
             data = os.pread(self._fd, _READ, self._slot * ENTRY_SIZE)
-            for n in range(len(data) // ENTRY_SIZE):
-                chunk = data[n * ENTRY_SIZE:(n + 1) * ENTRY_SIZE]
-                if chunk == _ZERO:
-                    return
-                start, end, nbytes, crc = ENTRY.unpack(chunk)
-                if zlib.crc32(chunk[:-4]) != crc:
-                    return  # being written, or torn by a crash: re-read next time
+            view = memoryview(data)[:len(data) - len(data) % ENTRY_SIZE]
+            for n, (start, end, nbytes, crc) in enumerate(ENTRY.iter_unpack(view)):
+                at = n * ENTRY_SIZE
+                if crc32(view[at:at + ENTRY_SIZE - 4]) != crc or (start, end, nbytes, crc) == _ZERO_ENTRY:
+                    return  # not written yet, being written, or torn by a crash: re-read next time
                 if start == _SPECIAL and end < start:
                     if nbytes == _FIRST and self._slot == 0:
                         self.count = end
@@ -114,7 +114,10 @@ class MarkSet:
                 if end <= start:
                     return
                 self._add(start, end)
-                bisect.insort(self._entries, (start, self.count, nbytes, end))
+                if entries and start < entries[-1][0]:
+                    bisect.insort(entries, (start, self.count, nbytes, end))
+                else:                   # in order (most are): the sequence number breaks a tie
+                    entries.append((start, self.count, nbytes, end))
                 self.count += 1
                 self._slot += 1
             else:
@@ -137,6 +140,10 @@ class MarkSet:
 
     def _add(self, start: int, end: int) -> None:
         starts, ends = self.starts, self.ends
+        if not ends or start > ends[-1]:             # past every range, not touching the last
+            starts.append(start)
+            ends.append(end)
+            return
         i = bisect.bisect_left(ends, start)          # first range ending at or after start
         j = bisect.bisect_right(starts, end)         # ranges starting at or before end
         if i < j:

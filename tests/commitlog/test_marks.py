@@ -4,6 +4,7 @@ and shared by processes, live bytes follow them, bad input changes nothing."""
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ from cl_helpers import child_env, value_for
 from commitlog import CommitLog, InvalidArgumentError, OffsetRemovedError, StoreFullError
 from commitlog import record as rec
 from commitlog.layout import marks_path
-from commitlog.marks import ENTRY_SIZE, MARKS_STEP
+from commitlog.marks import ENTRY_SIZE, MARKS_STEP, MarkSet
 
 SEG = 16 * 1024
 
@@ -224,3 +225,50 @@ def test_segments_with_dead_that_a_policy_selects_leave_out_the_mostly_live_ones
         for bad in (0.5, "x", True):
             with pytest.raises(InvalidArgumentError, match="select must be a function"):
                 log.segments_with_dead(select=bad)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_marks_in_any_order_read_back_as_the_same_merged_ranges_and_entries(tmp_path, seed):
+    # Marks mostly in order (the reader's fast path appends them), some before earlier ones,
+    # overlapping or touching them (bisected in): the marker's own cache and a reader's first
+    # read of the whole file hold the same disjoint, merged ranges, and the entries by start.
+    rng = random.Random(seed)
+    path = str(tmp_path / "marks")
+    open(path, "wb").close()
+    marker, marked, pieces = MarkSet(path), set(), []
+
+    def measure(runs):
+        return [(lo, hi, hi - lo, hi - lo) for lo, hi in runs]
+
+    at = 0
+    for _ in range(400):
+        if rng.random() < 0.8:
+            lo = at + rng.choice([0, 0, 1, 3])           # touching the last run, or just past it
+        else:
+            lo = rng.randrange(0, at + 1)                # somewhere before: overlapping or not
+        hi = lo + rng.randint(1, 6)
+        fresh = [o for o in range(lo, hi) if o not in marked]
+        assert marker.mark([(lo, hi)], measure) == len(fresh)
+        pieces += _runs_of(fresh)
+        marked.update(range(lo, hi))
+        at = max(at, hi)
+    reader = MarkSet(path)
+    reader.refresh()
+    for cache in (marker, reader):
+        assert all(e < s for e, s in zip(cache.ends, cache.starts[1:])), "disjoint, merged, sorted"
+        assert [o for o in range(at + 2) if cache.is_marked(o)] == sorted(marked)
+        assert [e[0] for e in cache._entries] == sorted(e[0] for e in cache._entries)
+        assert sorted((e[0], e[3]) for e in cache._entries) == sorted(pieces)
+        assert cache.dead_bytes(0, at + 1) == len(marked)
+    assert (reader.starts, reader.ends, reader._entries) == (marker.starts, marker.ends, marker._entries)
+
+
+def _runs_of(offsets):
+    """Sorted offsets as [start, end) runs: the pieces a mark writes as entries."""
+    runs = []
+    for o in offsets:
+        if runs and runs[-1][1] == o:
+            runs[-1][1] = o + 1
+        else:
+            runs.append([o, o + 1])
+    return [tuple(r) for r in runs]

@@ -35,27 +35,62 @@ _LOCK_FILES = frozenset((LOCK_FILE, REMOVE_LOCK_FILE, COMPACT_LOCK_FILE, RETENTI
 
 
 class Listing:
-    """A directory's entries (name, inode, size, mtime_ns, ctime_ns), less SQLite's companions,
-    listed again only when its (mtime_ns, ctime_ns) moved or they or an entry's were racily recent
-    when listed (a lock file's times are left out: a pid written at each acquire); kept as their hash (an int, not 25 tuples a log: 10,000 logs). An entry's ctime
-    tells a file unlinked and created again at its inode (ext4 reuses one at once) from the old."""
+    """A directory's entries (name, inode, size, mtime_ns, ctime_ns), less SQLite's companions, kept
+    as a hash (an int, not 25 tuples a log: 10,000 logs); a lock file's times are left out (a pid
+    written at each acquire). Listed whole again when the directory's (mtime_ns, ctime_ns) moved or
+    were racily recent when listed; while they stand, only the entries that were racily recent at
+    the listing (a busy log's active segment) are looked at again, each by a stat, until they
+    settle: the others are trusted as they are once everything is settled (100,000 stats a pass
+    for a busy log of 100,000 segments, before). An entry's ctime tells a file unlinked and
+    created again at its inode (ext4 reuses one at once) from the old."""
 
-    __slots__ = ("times", "entries")
+    __slots__ = ("times", "entries", "_settled", "_racy")
 
     def __init__(self) -> None:
-        self.times: tuple | None = None
+        self.times: tuple | None = None     # the directory's, when listed and not racily recent
         self.entries: int | None = None
+        self._settled: int | None = None    # the hash of the entries settled when listed
+        self._racy: tuple[str, ...] = ()    # the names of the others
 
     def read(self, path: str, st: os.stat_result, now_ns: int) -> int:
         times = (st.st_mtime_ns, st.st_ctime_ns)
         if times != self.times or self.entries is None:
-            with os.scandir(path) as listing:
-                entries = frozenset(_entry(e) for e in listing if e.name not in _CONNECTION_FILES)
-            self.entries = hash(entries)
-            newest = max((max(e[3], e[4]) for e in entries if e[3] is not None), default=0)
-            settled = now_ns - max(*times, newest) >= RACY_NS     # a change in the same tick would go unseen
-            self.times = times if settled else None
+            self._list(path, times, now_ns)
+        elif self._racy:
+            fresh = [_entry_at(path, name) for name in self._racy]
+            self.entries = _summed(fresh, self._settled)
+            if not any(_racy(e, now_ns) for e in fresh):
+                self._settled, self._racy = self.entries, ()
         return self.entries
+
+    def _list(self, path: str, times: tuple, now_ns: int) -> None:
+        with os.scandir(path) as listing:
+            entries = [_entry(e) for e in listing if e.name not in _CONNECTION_FILES]
+        racy = [e for e in entries if _racy(e, now_ns)]
+        self._settled = _summed([e for e in entries if not _racy(e, now_ns)]) if racy else _summed(entries)
+        self._racy = tuple(e[0] for e in racy)
+        self.entries = _summed(racy, self._settled)
+        # a change in the same tick would go unseen: the names are listed again until it settles
+        self.times = times if now_ns - max(times) >= RACY_NS else None
+
+
+def _summed(entries: list[tuple], start: int = 0) -> int:
+    """`start` plus the entries' hashes, modulo 2**64: the same for the same entries however they
+    were split between a listing and the stats after it (a frozenset's hash is not)."""
+    return (start + sum(map(hash, entries))) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def _racy(entry: tuple, now_ns: int) -> bool:
+    return entry[3] is not None and now_ns - max(entry[3], entry[4]) < RACY_NS
+
+
+def _entry_at(path: str, name: str) -> tuple:
+    """`_entry` of the entry `name` of directory `path`, by a stat of its own."""
+    try:
+        st = os.stat(os.path.join(path, name), follow_symlinks=False)
+    except FileNotFoundError:       # gone since the listing: the directory moved, listed again next pass
+        return name, None, None, None, None
+    return name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _entry(e: os.DirEntry) -> tuple:

@@ -11,6 +11,7 @@ and process-safe (no state).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -380,6 +381,14 @@ def list_segments(path: str | os.PathLike, *, stat_head: int | None = None,
         del found[i]
     return SegmentListing(directory, tuple(found), tuple(statted), tuple(foreign), tuple(deleted),
                           tuple(temporaries), tuple(below))
+
+
+def touch_directory(directory: str) -> None:
+    """Move the directory's mtime to now, for a file changed in place there that readers key by
+    the directory's times (a sealed segment cut short: retention's change-driven passes look at
+    the log again). Best effort: a directory this process may not touch stays as it is."""
+    with contextlib.suppress(OSError):
+        os.utime(directory, follow_symlinks=False)
 
 
 def fsync_directory(directory: str) -> None:

@@ -24,7 +24,7 @@ from operator import add as _add
 from .. import record as rec
 from ..errors import StoreFullError
 from .index import INDEX_INTERVAL, IndexWriter, SegmentSummary
-from ..layout import fsync_directory, index_path, segment_name
+from ..layout import fsync_directory, index_path, segment_name, touch_directory
 from ..locks import try_exclusive
 from .prealloc import PreparedSegment
 from .reserve import allocate_file
@@ -326,10 +326,10 @@ class ActiveSegment:
 
 def cut_short(path: str, summary: SegmentSummary) -> bool:
     """Cut the sealed segment at `path` that `summary` (its sealed index, compacted) describes to
-    its records and end marker, its mtime its last write's; True when it is cut (or gone, or no
-    longer the file the summary names). False, leaving it whole, while anyone holds it: a reader
-    maps a segment at the size it found, and a page past a new end of file kills it (SIGBUS) when
-    touched. The exclusive flock taken here keeps new holds from mapping the file until it is
+    its records and end marker, its mtime its last write's, the directory's moved to now
+    (`touch_directory`); True when it is cut (or gone, or no longer the file the summary names).
+    False, leaving it whole, while anyone holds it: a reader maps a segment at the size it found,
+    and a page past a new end of file kills it (SIGBUS) when touched. The exclusive flock taken here keeps new holds from mapping the file until it is
     cut; a file whose end marker is not where its index says is left whole (logged)."""
     end = summary.used_bytes + rec.LENGTH_SIZE
     try:
@@ -352,6 +352,7 @@ def cut_short(path: str, summary: SegmentSummary) -> bool:
         os.utime(fd, ns=(summary.last_write_ns, summary.last_write_ns))  # removed meanwhile: ours
     finally:
         os.close(fd)  # and with it the exclusive flock
+    touch_directory(os.path.dirname(path))   # a file changed in place: readers keyed by the directory look again
     return True
     def close(self) -> None:
         if not self.mm.closed:

@@ -58,9 +58,11 @@ class Listing:
             self._list(path, times, now_ns)
         elif self._racy:
             fresh = [_entry_at(path, name) for name in self._racy]
-            self.entries = _summed(fresh, self._settled)
-            if not any(_racy(e, now_ns) for e in fresh):
-                self._settled, self._racy = self.entries, ()
+            racy = [e for e in fresh if _racy(e, now_ns)]
+            if len(racy) < len(fresh):      # those settled now are trusted from here on, each alone
+                self._settled = _summed([e for e in fresh if not _racy(e, now_ns)], self._settled)
+                self._racy = tuple(e[0] for e in racy)
+            self.entries = _summed(racy, self._settled)
         return self.entries
 
     def _list(self, path: str, times: tuple, now_ns: int) -> None:

@@ -5,11 +5,13 @@ moment of each read is given (`now_ns`), the files' times are real."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 
 import pytest
 
+from commitlog import CommitLog
 from retention.deletion import log_keys
 from retention.deletion.log_keys import Listing
 
@@ -121,3 +123,51 @@ def test_a_racy_entry_rewritten_in_place_with_its_mtime_put_back_moves_the_key(t
     os.utime(active, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert os.stat(active).st_size == st.st_size and os.stat(active).st_mtime_ns == st.st_mtime_ns
     assert _read(listing, log, now + 1) != first
+
+
+def test_a_segment_the_store_cuts_short_later_moves_the_key_of_a_busy_log(tmp_path):
+    # A segment sealed short while a reader held it is cut later, in place (ftruncate, its mtime
+    # put back), by a writer busy with the next segment: the directory's names stand, and the cut
+    # segment was settled at the listing. The cut moves the directory's times, so it is listed
+    # again (before, the key missed the cut until the directory next changed; found by helper-62).
+    path = tmp_path / "log"
+    writer = CommitLog.open(path, 64 * 1024, roll_after=1)
+    try:
+        writer.append_batch([b"v" * 100] * 5)
+        with open(path / f"{0:020d}.log", "rb") as held:
+            fcntl.flock(held, fcntl.LOCK_SH)                    # a reader holds segment 0 ...
+            time.sleep(1.1)
+            writer.append(b"next")                              # ... so the roll leaves it whole
+            assert os.path.getsize(path / f"{0:020d}.log") == 64 * 1024
+        time.sleep(1.5 * WINDOW / 1e9)                          # the directory's times settle
+        writer.append(b"busy")                                  # the active segment racy
+        listing = Listing()
+        first = _read(listing, path, time.time_ns())
+        writer._writer.finish_cuts()                            # no reader now: cut in place
+        assert os.path.getsize(path / f"{0:020d}.log") < 64 * 1024
+        assert _read(listing, path, time.time_ns()) != first
+    finally:
+        writer.close()
+def test_entries_racy_at_the_listing_that_settle_are_not_stat_ed_again_while_the_active_segment_stays_busy(
+        tmp_path, monkeypatch):
+    # Every entry's times moved in place (a `touch`, a hard-link backup moving each ctime; the
+    # directory's times stand), then only the active segment keeps being written: once the
+    # others settle, a pass stats the active segment alone, not every name racy at the listing
+    # (until the directory moves, which a busy log's roll may take hours to).
+    log = _log(tmp_path, segments=50)
+    time.sleep(1.5 * WINDOW / 1e9)                      # the directory's times settle
+    for name in os.listdir(log):
+        os.utime(log / name)                            # in place: the directory untouched
+    listing = Listing()
+    _read(listing, log, time.time_ns())                 # all 50 racy at the listing
+    active = log / f"{49:020d}.log"
+    time.sleep(1.5 * WINDOW / 1e9)                      # the others settle
+    with open(active, "ab") as f:
+        f.write(b"y")
+    _read(listing, log, time.time_ns())                 # looked at once more, as settled
+    looked = _spy(monkeypatch)
+    for _ in range(3):
+        with open(active, "ab") as f:
+            f.write(b"z")                               # the active segment, written again
+        _read(listing, log, time.time_ns())
+    assert looked == [active.name] * 3

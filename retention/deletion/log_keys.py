@@ -39,9 +39,9 @@ class Listing:
     as a hash (an int, not 25 tuples a log: 10,000 logs); a lock file's times are left out (a pid
     written at each acquire). Listed whole again when the directory's (mtime_ns, ctime_ns) moved or
     were racily recent when listed; while they stand, only the entries that were racily recent at
-    the listing (a busy log's active segment) are looked at again, each by a stat, until they
-    settle: the others are trusted as they are once everything is settled (100,000 stats a pass
-    for a busy log of 100,000 segments, before). An entry's ctime tells a file unlinked and
+    the listing (a busy log's active segment) are looked at again, each by a stat, and each is
+    trusted as the others are once it settles (100,000 stats a pass for a busy log of 100,000
+    segments, before). An entry's ctime tells a file unlinked and
     created again at its inode (ext4 reuses one at once) from the old."""
 
     __slots__ = ("times", "entries", "_settled", "_racy")
@@ -49,7 +49,7 @@ class Listing:
     def __init__(self) -> None:
         self.times: tuple | None = None     # the directory's, when listed and not racily recent
         self.entries: int | None = None
-        self._settled: int | None = None    # the hash of the entries settled when listed
+        self._settled: int | None = None    # `_summed` of the entries settled
         self._racy: tuple[str, ...] = ()    # the names of the others
 
     def read(self, path: str, st: os.stat_result, now_ns: int) -> int:
@@ -68,8 +68,11 @@ class Listing:
     def _list(self, path: str, times: tuple, now_ns: int) -> None:
         with os.scandir(path) as listing:
             entries = [_entry(e) for e in listing if e.name not in _CONNECTION_FILES]
-        racy = [e for e in entries if _racy(e, now_ns)]
-        self._settled = _summed([e for e in entries if not _racy(e, now_ns)]) if racy else _summed(entries)
+        settled: list[tuple] = []
+        racy: list[tuple] = []
+        for e in entries:
+            (racy if _racy(e, now_ns) else settled).append(e)
+        self._settled = _summed(settled)
         self._racy = tuple(e[0] for e in racy)
         self.entries = _summed(racy, self._settled)
         # a change in the same tick would go unseen: the names are listed again until it settles

@@ -35,6 +35,12 @@ def _age(path, seconds: float) -> None:
     os.utime(path, (at, at))
 
 
+def _just_after(*paths) -> int:
+    """The moment just after the newest time of `paths`: a read then finds them racily recent
+    however long the test was stalled before it (its reads are dated by the files, not the clock)."""
+    return max(max(st.st_mtime_ns, st.st_ctime_ns) for st in map(os.stat, paths)) + 1
+
+
 def _spy(monkeypatch) -> list[str]:
     """The names the listing looks at from now on: the entries it stats alone, and "<listed>"
     for each listing of the whole directory."""
@@ -60,16 +66,16 @@ def test_a_busy_log_s_active_segment_is_stat_ed_alone_and_each_write_to_it_moves
     with open(active, "ab") as f:
         f.write(b"y")                                   # written to: its times racily recent
     listing = Listing()
-    now = time.time_ns()
+    now = _just_after(active)
     first = _read(listing, log, now)
     looked = _spy(monkeypatch)
     assert _read(listing, log, now + 1) == first        # nothing changed: the same key ...
     assert looked == [active.name]                      # ... from a stat of the racy entry alone
     with open(active, "ab") as f:
         f.write(b"z")                                   # written again: its size moves
-    second = _read(listing, log, now + 2)
+    second = _read(listing, log, _just_after(active))
     assert second != first and looked == [active.name] * 2
-    later = time.time_ns() + WINDOW                     # the write settled: looked at once more ...
+    later = _just_after(active) + WINDOW                # the write settled: looked at once more ...
     assert _read(listing, log, later) == second and looked == [active.name] * 3
     assert _read(listing, log, later + 1) == second and looked == [active.name] * 3   # ... then trusted
 
@@ -114,7 +120,7 @@ def test_a_racy_entry_rewritten_in_place_with_its_mtime_put_back_moves_the_key(t
     with open(active, "r+b") as f:
         f.write(b"y")
     listing = Listing()
-    now = time.time_ns()
+    now = _just_after(active)
     first = _read(listing, log, now)
     st = os.stat(active)
     time.sleep(0.01)
@@ -122,7 +128,7 @@ def test_a_racy_entry_rewritten_in_place_with_its_mtime_put_back_moves_the_key(t
         f.write(b"z")                                   # in place: the size stands
     os.utime(active, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert os.stat(active).st_size == st.st_size and os.stat(active).st_mtime_ns == st.st_mtime_ns
-    assert _read(listing, log, now + 1) != first
+    assert _read(listing, log, _just_after(active)) != first
 
 
 def test_a_segment_the_store_cuts_short_later_moves_the_key_of_a_busy_log(tmp_path):
@@ -159,15 +165,15 @@ def test_entries_racy_at_the_listing_that_settle_are_not_stat_ed_again_while_the
     for name in os.listdir(log):
         os.utime(log / name)                            # in place: the directory untouched
     listing = Listing()
-    _read(listing, log, time.time_ns())                 # all 50 racy at the listing
+    _read(listing, log, min(_just_after(log / name) for name in os.listdir(log)))   # all 50 racy
     active = log / f"{49:020d}.log"
     time.sleep(1.5 * WINDOW / 1e9)                      # the others settle
     with open(active, "ab") as f:
         f.write(b"y")
-    _read(listing, log, time.time_ns())                 # looked at once more, as settled
+    _read(listing, log, _just_after(active))            # the others looked at once more, settled
     looked = _spy(monkeypatch)
     for _ in range(3):
         with open(active, "ab") as f:
             f.write(b"z")                               # the active segment, written again
-        _read(listing, log, time.time_ns())
+        _read(listing, log, _just_after(active))
     assert looked == [active.name] * 3

@@ -145,11 +145,11 @@ def test_a_segment_the_store_cuts_short_later_moves_the_key_of_a_busy_log(tmp_pa
             time.sleep(1.1)
             writer.append(b"next")                              # ... so the roll leaves it whole
             assert os.path.getsize(path / f"{0:020d}.log") == 64 * 1024
-        time.sleep(1.5 * WINDOW / 1e9)                          # the directory's times settle
-        writer.append(b"busy")                                  # the active segment racy
-        listing = Listing()
-        first = _read(listing, path, time.time_ns())
-        writer._writer.finish_cuts()                            # no reader now: cut in place
+            time.sleep(1.5 * WINDOW / 1e9)                      # the directory's times settle
+            writer.append(b"busy")                              # the active segment racy
+            listing = Listing()
+            first = _read(listing, path, time.time_ns())        # before the cut, still held
+        writer._writer.finish_cuts()          # no reader now: cut in place (here or by the log's thread)
         assert os.path.getsize(path / f"{0:020d}.log") < 64 * 1024
         assert _read(listing, path, time.time_ns()) != first
     finally:

@@ -15,4 +15,3 @@ from retention.deletion import log_keys
 PRODUCT_RACY_NS = log_keys.RACY_NS
 TEST_RACY_NS = 500_000_000
 RACY = TEST_RACY_NS / 1e9 + 0.2          # seconds: a sleep past the window, in-process
-PRODUCT_RACY = PRODUCT_RACY_NS / 1e9 + 0.2   # seconds: the same past a sidecar process's window

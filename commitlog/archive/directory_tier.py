@@ -15,8 +15,7 @@ import os
 import queue
 import threading
 import uuid
-from concurrent import futures
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
@@ -138,7 +137,7 @@ class DirectoryTier:
                 raise failure from mismatch
             raise
         finally:
-            futures.wait([job])            # the temporary file is not removed under the copy
+            wait([job])            # the temporary file is not removed under the copy
         job.result()
         return digest
 

@@ -329,8 +329,9 @@ def cut_short(path: str, summary: SegmentSummary) -> bool:
     its records and end marker, its mtime its last write's, the directory's moved to now
     (`touch_directory`); True when it is cut (or gone, or no longer the file the summary names).
     False, leaving it whole, while anyone holds it: a reader maps a segment at the size it found,
-    and a page past a new end of file kills it (SIGBUS) when touched. The exclusive flock taken here keeps new holds from mapping the file until it is
-    cut; a file whose end marker is not where its index says is left whole (logged)."""
+    and a page past a new end of file kills it (SIGBUS) when touched. The exclusive flock taken
+    here keeps new holds from mapping the file until it is cut; a file whose end marker is not
+    where its index says is left whole (logged)."""
     end = summary.used_bytes + rec.LENGTH_SIZE
     try:
         fd = open_file(path, os.O_RDWR)

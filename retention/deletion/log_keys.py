@@ -41,8 +41,8 @@ class Listing:
     were racily recent when listed; while they stand, only the entries that were racily recent at
     the listing (a busy log's active segment) are looked at again, each by a stat, and each is
     trusted as the others are once it settles (100,000 stats a pass for a busy log of 100,000
-    segments, before). An entry's ctime tells a file unlinked and
-    created again at its inode (ext4 reuses one at once) from the old."""
+    segments, before). An entry's ctime tells a file unlinked and created again at its inode (ext4
+    reuses one at once) from the old."""
 
     __slots__ = ("times", "entries", "_settled", "_racy")
 
@@ -57,10 +57,9 @@ class Listing:
         if times != self.times or self.entries is None:
             self._list(path, times, now_ns)
         elif self._racy:
-            fresh = [_entry_at(path, name) for name in self._racy]
-            racy = [e for e in fresh if _racy(e, now_ns)]
-            if len(racy) < len(fresh):      # those settled now are trusted from here on, each alone
-                self._settled = _summed([e for e in fresh if not _racy(e, now_ns)], self._settled)
+            settled, racy = _split([_entry_at(path, name) for name in self._racy], now_ns)
+            if settled:                     # those settled now are trusted from here on, each alone
+                self._settled = _summed(settled, self._settled)
                 self._racy = tuple(e[0] for e in racy)
             self.entries = _summed(racy, self._settled)
         return self.entries
@@ -68,10 +67,7 @@ class Listing:
     def _list(self, path: str, times: tuple, now_ns: int) -> None:
         with os.scandir(path) as listing:
             entries = [_entry(e) for e in listing if e.name not in _CONNECTION_FILES]
-        settled: list[tuple] = []
-        racy: list[tuple] = []
-        for e in entries:
-            (racy if _racy(e, now_ns) else settled).append(e)
+        settled, racy = _split(entries, now_ns)
         self._settled = _summed(settled)
         self._racy = tuple(e[0] for e in racy)
         self.entries = _summed(racy, self._settled)
@@ -85,8 +81,13 @@ def _summed(entries: list[tuple], start: int = 0) -> int:
     return (start + sum(map(hash, entries))) & 0xFFFF_FFFF_FFFF_FFFF
 
 
-def _racy(entry: tuple, now_ns: int) -> bool:
-    return entry[3] is not None and now_ns - max(entry[3], entry[4]) < RACY_NS
+def _split(entries: list[tuple], now_ns: int) -> tuple[list[tuple], list[tuple]]:
+    """(the entries settled at `now_ns`, the racily recent ones: times within RACY_NS)."""
+    settled: list[tuple] = []
+    racy: list[tuple] = []
+    for e in entries:
+        (racy if e[3] is not None and now_ns - max(e[3], e[4]) < RACY_NS else settled).append(e)
+    return settled, racy
 
 
 def _entry_at(path: str, name: str) -> tuple:

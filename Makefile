@@ -4,6 +4,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The JVM reader of commitlog.spark, compiled against the installed PySpark's jars (needs a JDK).
 JAR := commitlog/spark/jars/commitlog-spark.jar
+# The test run's class-data archive of Spark's classes (tests/jvm_helpers.py): its JVMs start faster.
+SPARK_CDS := $(VENV)/spark-test-classes.jsa
 JAVA_SOURCES := $(wildcard jvm/src/commitlog/spark/jvm/*.java)
 
 .PHONY: help prereqs run test test-only bench docs docs-serve clean jar
@@ -47,7 +49,7 @@ PYTEST_WORKERS ?= 3
 test: prereqs
 	@$(MAKE) --no-print-directory test-only
 
-test-only: $(STAMP) $(JAR)
+test-only: $(STAMP) $(JAR) $(SPARK_CDS)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 docs: $(STAMP)
@@ -55,6 +57,9 @@ docs: $(STAMP)
 
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+
+$(SPARK_CDS): $(STAMP)
+	$(PY) tests/jvm_helpers.py $@
 
 bench: $(STAMP) $(JAR)
 	$(PY) bench/run_all.py

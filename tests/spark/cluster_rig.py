@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archive_helpers import BUCKET, CREDENTIALS, DIE_WITH_PARENT, S3Server, free_port
-from jvm_helpers import TEST_JVM_OPTIONS
+from jvm_helpers import SPARK_CONF, spark_jvm_options
 
 REPO = str(Path(__file__).resolve().parents[2])
 # What executors import: this checkout's packages before the installed ones, and the test helpers
@@ -144,8 +144,8 @@ class ClusterRig:
 
     def _env(self, **extra: str) -> dict[str, str]:
         return {**os.environ, **CREDENTIALS, "SPARK_HOME": self.spark_home,
-                "SPARK_CONF_DIR": str(self.base / "conf"), "SPARK_DAEMON_MEMORY": "512m",
-                "SPARK_DAEMON_JAVA_OPTS": TEST_JVM_OPTIONS,
+                "SPARK_CONF_DIR": str(SPARK_CONF), "SPARK_DAEMON_MEMORY": "512m",
+                "SPARK_DAEMON_JAVA_OPTS": spark_jvm_options(),
                 "PYSPARK_PYTHON": self.python, "PYTHONPATH": PYTHONPATH, **extra}
 
     def _spark_class(self) -> str:

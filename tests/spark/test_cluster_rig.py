@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from jvm_helpers import TEST_JVM_OPTIONS
+from jvm_helpers import CDS_ARCHIVE, TEST_JVM_OPTIONS
 
 pytestmark = pytest.mark.spark
 
@@ -33,21 +33,39 @@ def test_tasks_run_on_both_hosts(spark_cluster):
     assert socket.gethostname() not in {"host-a", "host-b"}      # the driver is on the main host
 
 
-def _executor_jvm_argv(_index: int) -> list[str]:
-    """The command line of the JVM above this task's Python worker (its executor)."""
+def _executor_jvm(_index: int) -> tuple[list[str], bool]:
+    """The command line of the JVM above this task's Python worker (its executor), and whether
+    it maps the run's class-data archive."""
     import psutil
-    return next((p.cmdline() for p in psutil.Process().parents() if p.name() == "java"), [])
+    jvm = next(p for p in psutil.Process().parents() if p.name() == "java")
+    return jvm.cmdline(), _maps_archive(jvm.pid)
+
+
+def _java_of(pid: int) -> int:
+    """The JVM process at `pid` or below it (a launcher may stand between)."""
+    import psutil
+    proc = psutil.Process(pid)
+    return next(p.pid for p in (proc, *proc.children(recursive=True)) if p.name() == "java")
+
+
+def _maps_archive(pid: int) -> bool:
+    with open(f"/proc/{pid}/maps") as maps:
+        return any(line.rstrip().endswith(str(CDS_ARCHIVE)) for line in maps)
 
 
 def test_the_driver_and_every_executor_run_with_the_test_jvm_flags(spark_cluster):
-    """jvm_helpers: Spark's default Java options from the run's SPARK_CONF_DIR, beside a
-    session's own extraJavaOptions."""
+    """jvm_helpers: Spark's default Java options from the run's properties file, beside a
+    session's own extraJavaOptions; the run's class-data archive mapped where `make` built it."""
     jvm = spark_cluster.session.sparkContext._jvm
     driver = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    executors = _run_tasks(spark_cluster, _executor_jvm_argv)
-    for argv in (driver, *executors):
+    executors = _run_tasks(spark_cluster, _executor_jvm)
+    for argv in (driver, *(argv for argv, _ in executors)):
         assert set(TEST_JVM_OPTIONS.split()) <= set(argv), argv
     assert "-Dlog4j2.level=ERROR" in driver, "the session's own extraJavaOptions are kept"
+    if CDS_ARCHIVE.is_file():     # `make test` builds it; a JVM that cannot map it runs as before
+        assert _maps_archive(jvm.java.lang.ProcessHandle.current().pid()), "the driver"
+        assert all(mapped for _, mapped in executors), executors
+        assert _maps_archive(_java_of(spark_cluster.master.pid)), "the master"
 
 
 def test_each_host_has_its_own_local_disk_and_all_share_one_directory(spark_cluster):

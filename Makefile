@@ -58,7 +58,7 @@ docs: $(STAMP)
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
-$(SPARK_CDS): $(STAMP)
+$(SPARK_CDS): $(STAMP) $(wildcard $(VENV)/lib/python3*/site-packages/pyspark/jars)
 	$(PY) tests/jvm_helpers.py $@
 
 bench: $(STAMP) $(JAR)

@@ -63,9 +63,10 @@ def test_the_driver_and_every_executor_run_with_the_test_jvm_flags(spark_cluster
         assert set(TEST_JVM_OPTIONS.split()) <= set(argv), argv
     assert "-Dlog4j2.level=ERROR" in driver, "the session's own extraJavaOptions are kept"
     if CDS_ARCHIVE.is_file():     # `make test` builds it; a JVM that cannot map it runs as before
-        assert _maps_archive(jvm.java.lang.ProcessHandle.current().pid()), "the driver"
-        assert all(mapped for _, mapped in executors), executors
-        assert _maps_archive(_java_of(spark_cluster.master.pid)), "the master"
+        stale = f"does not map {CDS_ARCHIVE} (stale after an upgrade? remove it: `make test` dumps it again)"
+        assert _maps_archive(jvm.java.lang.ProcessHandle.current().pid()), f"the driver {stale}"
+        assert all(mapped for _, mapped in executors), f"an executor {stale}"
+        assert _maps_archive(_java_of(spark_cluster.master.pid)), f"the master {stale}"
 
 
 def test_each_host_has_its_own_local_disk_and_all_share_one_directory(spark_cluster):

@@ -41,9 +41,9 @@ run: $(STAMP)
 	$(VENV)/bin/retention serve --demo
 
 # Test processes of `make test` (pytest-xdist; tests of one xdist group share one process, see
-# docs/development.md, "Running the tests"). 3 by default: on a 2-core host much of the suite waits
+# docs/development.md, "Running the tests"). 4 by default: on a 2-core host much of the suite waits
 # on other processes (sidecars, Spark JVMs, killed writers); 0 runs every test in this process.
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 
 # The host is checked before anything is installed: a missing JDK is one line, not a traceback later.
 test: prereqs
